@@ -1,0 +1,54 @@
+//! The command-line grammar (clap derive). Each subcommand's arguments live beside its handler
+//! in `cmd/`; this file only lists the subcommands and the global flags.
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::cmd;
+
+/// Measure the machine, model loop kernels, and profile the loop nests of native binaries.
+#[derive(Debug, Parser)]
+#[command(
+    name = "loopscope",
+    version,
+    about,
+    propagate_version = true,
+    after_help = "Exit codes: 0 success, 1 analysis failure, 2 usage error or bad input."
+)]
+pub struct Cli {
+    /// Flags every subcommand accepts.
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags every subcommand accepts.
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// Say more about what is being done (on stderr).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Print results only: no warnings, notes or progress.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// Show progress bars even when stderr is not a terminal.
+    #[arg(long, global = true)]
+    pub progress: bool,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Describe this machine (caches, cores, ISA, peak FLOPs), or import a kerncraft file.
+    #[command(after_help = "Examples:\n  \
+        loopscope machine\n  \
+        loopscope machine --json\n  \
+        loopscope machine --out machine.toml\n  \
+        loopscope machine --import SkylakeSP.yml --out skx.toml")]
+    Machine(cmd::machine::MachineArgs),
+    /// Print a shell completion script.
+    #[command(after_help = "Example:\n  \
+        loopscope completions bash > /etc/bash_completion.d/loopscope")]
+    Completions(cmd::completions::CompletionsArgs),
+}

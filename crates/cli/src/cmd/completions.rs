@@ -1,0 +1,21 @@
+//! `loopscope completions SHELL`.
+
+use clap::{Args, CommandFactory};
+use clap_complete::Shell;
+
+use crate::args::Cli;
+
+/// Arguments of `completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: Shell,
+}
+
+/// Writes the completion script to stdout.
+pub fn run(args: &CompletionsArgs) -> anyhow::Result<()> {
+    let mut command = Cli::command();
+    clap_complete::generate(args.shell, &mut command, "loopscope", &mut std::io::stdout());
+    Ok(())
+}

@@ -1,0 +1,33 @@
+//! `loopscope`: the command line over loopscope's library crates.
+//!
+//! This binary parses arguments, wires the rooms together and decides what to print and which
+//! exit code to return (0 success, 1 analysis failure, 2 usage or bad input). Everything else
+//! lives in the library crates.
+
+mod args;
+mod cmd;
+mod failure;
+mod ui;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = match args::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            // clap prints help and version to stdout with exit 0, usage errors to stderr.
+            let _ = err.print();
+            return ExitCode::from(if err.use_stderr() { failure::USAGE } else { 0 });
+        }
+    };
+    let ui = ui::Ui::new(&cli.global);
+    match cmd::run(cli.command, &ui) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            ui.error(&err);
+            ExitCode::from(failure::exit_code(&err))
+        }
+    }
+}

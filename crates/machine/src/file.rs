@@ -1,0 +1,223 @@
+//! loopscope's machine files: TOML with a `format_version`, written atomically.
+
+use std::io::Write;
+use std::path::Path;
+
+use crate::{Machine, MachineError};
+
+/// The machine-file format this version reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Serialises a machine description as a TOML machine file.
+pub fn to_toml(machine: &Machine) -> Result<String, MachineError> {
+    toml::to_string_pretty(machine).map_err(|e| MachineError::Serialise(e.to_string()))
+}
+
+/// Parses a TOML machine file's text; `path` names it in errors.
+pub fn from_toml(text: &str, path: &Path) -> Result<Machine, MachineError> {
+    let table: toml::Table = toml::from_str(text).map_err(|e| syntax_error(text, path, &e))?;
+    match table.get("format_version") {
+        None => {
+            return Err(MachineError::Invalid {
+                path: path.to_owned(),
+                message: "missing `format_version`: not a loopscope machine file \
+                          (a kerncraft YAML file is read with --import)"
+                    .to_owned(),
+            });
+        }
+        Some(toml::Value::Integer(v)) if *v == i64::from(FORMAT_VERSION) => {}
+        Some(toml::Value::Integer(v)) => {
+            return Err(MachineError::FormatVersion {
+                path: path.to_owned(),
+                found: *v,
+                expected: FORMAT_VERSION,
+            });
+        }
+        Some(other) => {
+            return Err(MachineError::Invalid {
+                path: path.to_owned(),
+                message: format!("`format_version` must be an integer, found {}", other.type_str()),
+            });
+        }
+    }
+    toml::from_str(text).map_err(|e| syntax_error(text, path, &e))
+}
+
+fn syntax_error(text: &str, path: &Path, error: &toml::de::Error) -> MachineError {
+    let (line, column) = error
+        .span()
+        .map(|span| line_column(text, span.start))
+        .unwrap_or((1, 1));
+    MachineError::Syntax {
+        path: path.to_owned(),
+        line,
+        column,
+        message: error.message().replace('\n', " "),
+    }
+}
+
+/// 1-based line and column of a byte offset.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text.as_bytes()[..offset.min(text.len())];
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let line_start = before.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
+    (line, offset.min(text.len()) - line_start + 1)
+}
+
+/// Reads a loopscope machine file.
+pub fn read_machine_file(path: &Path) -> Result<Machine, MachineError> {
+    let text = read_text(path)?;
+    from_toml(&text, path)
+}
+
+/// Reads a whole text file, refusing directories with a clear message.
+pub(crate) fn read_text(path: &Path) -> Result<String, MachineError> {
+    if path.is_dir() {
+        return Err(MachineError::Invalid {
+            path: path.to_owned(),
+            message: "is a directory, expected a file".to_owned(),
+        });
+    }
+    let bytes = std::fs::read(path).map_err(|source| MachineError::Io {
+        path: path.to_owned(),
+        action: "cannot read",
+        source,
+    })?;
+    String::from_utf8(bytes).map_err(|e| MachineError::Invalid {
+        path: path.to_owned(),
+        message: format!("not UTF-8 text (invalid byte at offset {})", e.utf8_error().valid_up_to()),
+    })
+}
+
+/// Writes a machine file atomically: readers see the old file or the new one, never a part.
+pub fn write_machine_file(path: &Path, machine: &Machine) -> Result<(), MachineError> {
+    write_atomically(path, to_toml(machine)?.as_bytes())
+}
+
+/// Writes `contents` to a temporary file beside `path`, syncs it and renames it over `path`.
+pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<(), MachineError> {
+    let io = |action: &'static str| {
+        move |source: std::io::Error| MachineError::Io {
+            path: path.to_owned(),
+            action,
+            source,
+        }
+    };
+    if path.is_dir() {
+        return Err(MachineError::Invalid {
+            path: path.to_owned(),
+            message: "is a directory, expected a file path".to_owned(),
+        });
+    }
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let file_name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{file_name}.tmp.{}", std::process::id()));
+    let result = (|| {
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(contents)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.map_err(io("cannot write"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Bandwidth, Cache, CacheKind, IsaFeature, Measured, MeasuredCache, PeakFlops};
+
+    fn sample() -> Machine {
+        let mut m = Machine::unknown();
+        m.model = "Test CPU @ 2.00GHz".into();
+        m.nominal_hz = Some(2_000_000_000);
+        m.caches.push(Cache::new(1, CacheKind::Data, 32768, 64, 8, 2));
+        m.caches.push(Cache::new(3, CacheKind::Unified, 37_486_592, 64, 11, 56));
+        m.isa = vec![IsaFeature::Sse2, IsaFeature::Avx, IsaFeature::Fma];
+        m.peak_flops_per_cycle = PeakFlops::from_isa(&m.isa);
+        m.measured = Some(Measured {
+            caches: vec![MeasuredCache {
+                level: 1,
+                kind: CacheKind::Data,
+                size_bytes: 32768,
+                latency_cycles: 4.25,
+                latency_ns: 1.7,
+                advertised_size_bytes: Some(32768),
+                confidence: 0.93,
+                method: "pointer chase".into(),
+            }],
+            bandwidth: vec![Bandwidth {
+                level: "MEM".into(),
+                kernel: "triad".into(),
+                threads: 2,
+                working_set_bytes: 1 << 30,
+                gb_per_s: 17.123456789,
+                gb_per_s_with_write_allocate: Some(22.8),
+                method: "AVX2".into(),
+            }],
+            peak_gflops: None,
+            duration_s: 9.5,
+            partial: false,
+            notes: vec!["quick".into()],
+        });
+        m
+    }
+
+    #[test]
+    fn toml_round_trips_through_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.toml");
+        let machine = sample();
+        write_machine_file(&path, &machine).unwrap();
+        assert_eq!(read_machine_file(&path).unwrap(), machine);
+        // No temporary file is left behind.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn bad_files_say_where_and_what() {
+        let p = Path::new("m.toml");
+        let err = from_toml("format_version = 1\nmodel = \n", p).unwrap_err();
+        assert!(err.to_string().starts_with("m.toml:2:"), "{err}");
+        let err = from_toml("model = \"x\"\n", p).unwrap_err();
+        assert!(err.to_string().contains("missing `format_version`"), "{err}");
+        let err = from_toml("format_version = 99\n", p).unwrap_err();
+        assert!(err.to_string().contains("format_version 99 is not supported"), "{err}");
+        let err = from_toml("format_version = 1\nmodel = \"x\"\n", p).unwrap_err();
+        assert!(err.to_string().contains("missing field"), "{err}");
+        let text = to_toml(&sample()).unwrap();
+        let err = from_toml(&text[..text.len() / 2], p).unwrap_err();
+        assert!(err.to_string().starts_with("m.toml:"), "{err}");
+    }
+
+    #[test]
+    fn directories_and_missing_files_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = read_machine_file(dir.path()).unwrap_err();
+        assert!(err.to_string().contains("is a directory"), "{err}");
+        let err = read_machine_file(&dir.path().join("absent.toml")).unwrap_err();
+        assert!(err.to_string().contains("cannot read"), "{err}");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_text_never_panics(text in "(format_version = 1\n)?[ -~\n]{0,200}") {
+            let _ = from_toml(&text, Path::new("fuzz.toml"));
+        }
+
+        #[test]
+        fn truncations_never_panic(cut in 0usize..2000) {
+            let text = to_toml(&sample()).unwrap();
+            let cut = cut.min(text.len());
+            let _ = from_toml(&text[..cut], Path::new("fuzz.toml"));
+        }
+    }
+}

@@ -1,0 +1,395 @@
+//! Import of kerncraft's YAML machine files.
+//!
+//! kerncraft describes a machine by `clock`, `sockets`, `cores per socket`, `threads per core`,
+//! `FLOPs per cycle`, a `memory hierarchy` list (one entry per level, with `cache per group`
+//! geometry and `cores per group` / `threads per group` sharing) and `benchmarks` with measured
+//! bandwidths per level, kernel and core count. Sizes use binary prefixes (`32.00 kB` is 32768
+//! bytes), bandwidths decimal ones (`GB/s` is 10^9 bytes per second), as kerncraft prints them.
+//! Every key the import does not carry over is reported in [`KerncraftImport::unmapped`], so a
+//! user sees what was left behind rather than trusting a silent partial copy.
+
+use std::path::Path;
+
+use yaml_rust2::{Yaml, YamlLoader};
+
+use crate::file::read_text;
+use crate::units::{parse_frequency_hz, parse_size_bytes};
+use crate::{Bandwidth, Cache, CacheKind, Machine, MachineError, Measured, PeakFlops};
+
+/// The result of importing a kerncraft machine file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KerncraftImport {
+    /// The machine, as far as the file describes it.
+    pub machine: Machine,
+    /// Dotted paths of every key that was not mapped (`in-core model`,
+    /// `memory hierarchy[L2].upstream throughput`, ...), in file order.
+    pub unmapped: Vec<String>,
+}
+
+/// Reads and imports a kerncraft machine file.
+pub fn import_kerncraft(path: &Path) -> Result<KerncraftImport, MachineError> {
+    import_kerncraft_str(&read_text(path)?, path)
+}
+
+/// Imports a kerncraft machine file's text; `path` names it in errors and in `source`.
+pub fn import_kerncraft_str(text: &str, path: &Path) -> Result<KerncraftImport, MachineError> {
+    let docs = YamlLoader::load_from_str(text).map_err(|e| MachineError::Syntax {
+        path: path.to_owned(),
+        line: e.marker().line().max(1),
+        column: e.marker().col() + 1,
+        message: e.info().to_owned(),
+    })?;
+    let root = match docs.as_slice() {
+        [root @ Yaml::Hash(_)] => root,
+        _ => return Err(invalid(path, "", "expected one YAML document holding a mapping")),
+    };
+    Importer {
+        path,
+        unmapped: Vec::new(),
+    }
+    .import(root)
+}
+
+fn invalid(path: &Path, key: &str, message: &str) -> MachineError {
+    let message = if key.is_empty() {
+        message.to_owned()
+    } else {
+        format!("key `{key}`: {message}")
+    };
+    MachineError::Invalid {
+        path: path.to_owned(),
+        message,
+    }
+}
+
+struct Importer<'a> {
+    path: &'a Path,
+    unmapped: Vec<String>,
+}
+
+impl Importer<'_> {
+    fn import(mut self, root: &Yaml) -> Result<KerncraftImport, MachineError> {
+        let mut machine = Machine::unknown();
+        machine.source = format!("imported from kerncraft file {}", self.path.display());
+        let mut cores_per_socket = None;
+        let mut line_bytes = None;
+        for (key, value) in self.entries(root, "")? {
+            match key.as_str() {
+                "model name" => machine.model = self.text(value, &key)?,
+                "model type" => machine.microarchitecture = Some(self.text(value, &key)?),
+                "clock" => machine.nominal_hz = Some(self.frequency(value, &key)?),
+                "sockets" => machine.sockets = self.count(value, &key)?,
+                "cores per socket" => cores_per_socket = Some(self.count(value, &key)?),
+                "threads per core" => machine.threads_per_core = self.count(value, &key)?,
+                "cacheline size" => line_bytes = Some(self.size(value, &key)?),
+                "FLOPs per cycle" => machine.peak_flops_per_cycle = self.flops(value, &key)?,
+                _ => {}
+            }
+        }
+        machine.cores = cores_per_socket.unwrap_or(1).saturating_mul(machine.sockets);
+        for (key, value) in self.entries(root, "")? {
+            match key.as_str() {
+                "memory hierarchy" => {
+                    machine.caches = self.hierarchy(value, &key, line_bytes, &machine)?
+                }
+                "benchmarks" => {
+                    let bandwidth = self.benchmarks(value, &key)?;
+                    if !bandwidth.is_empty() {
+                        machine.measured = Some(Measured {
+                            bandwidth,
+                            notes: vec![format!("bandwidths imported from {}", self.path.display())],
+                            ..Measured::default()
+                        });
+                    }
+                }
+                "model name" | "model type" | "clock" | "sockets" | "cores per socket"
+                | "threads per core" | "cacheline size" | "FLOPs per cycle" => {}
+                _ => self.unmapped.push(key),
+            }
+        }
+        machine.sort_caches();
+        Ok(KerncraftImport {
+            machine,
+            unmapped: self.unmapped,
+        })
+    }
+
+    fn flops(&mut self, value: &Yaml, key: &str) -> Result<PeakFlops, MachineError> {
+        let mut peak = PeakFlops { dp: 0, sp: 0 };
+        for (precision, per_kind) in self.entries(value, key)? {
+            let path = format!("{key}.{precision}");
+            let slot = match precision.as_str() {
+                "DP" => &mut peak.dp,
+                "SP" => &mut peak.sp,
+                _ => {
+                    self.unmapped.push(path);
+                    continue;
+                }
+            };
+            for (op, count) in self.entries(per_kind, &path)? {
+                let op_path = format!("{path}.{op}");
+                if op == "total" {
+                    *slot = self.count(count, &op_path)?;
+                } else {
+                    self.unmapped.push(op_path);
+                }
+            }
+        }
+        Ok(peak)
+    }
+
+    fn hierarchy(
+        &mut self,
+        value: &Yaml,
+        key: &str,
+        default_line_bytes: Option<u64>,
+        machine: &Machine,
+    ) -> Result<Vec<Cache>, MachineError> {
+        let Yaml::Array(levels) = value else {
+            return Err(invalid(self.path, key, "expected a list of levels"));
+        };
+        let mut caches = Vec::new();
+        for (index, level) in levels.iter().enumerate() {
+            let name = match level["level"].as_str() {
+                Some(name) => name.to_owned(),
+                None => index.to_string(),
+            };
+            let path = format!("{key}[{name}]");
+            if let Some(cache) = self.level(level, &path, &name, default_line_bytes, machine)? {
+                caches.push(cache);
+            }
+        }
+        Ok(caches)
+    }
+
+    fn level(
+        &mut self,
+        level: &Yaml,
+        path: &str,
+        name: &str,
+        default_line_bytes: Option<u64>,
+        machine: &Machine,
+    ) -> Result<Option<Cache>, MachineError> {
+        let entries = self.entries(level, path)?;
+        let Some(geometry) = entries.iter().find(|(k, _)| k == "cache per group") else {
+            // Main memory (or any level without a cache): nothing of it maps to a cache.
+            for (key, _) in &entries {
+                if key != "level" {
+                    self.unmapped.push(format!("{path}.{key}"));
+                }
+            }
+            return Ok(None);
+        };
+        let number: u8 = name
+            .trim_start_matches(['L', 'l'])
+            .parse()
+            .map_err(|_| invalid(self.path, &format!("{path}.level"), "expected L1, L2, ..."))?;
+        let kind = if number == 1 {
+            CacheKind::Data
+        } else {
+            CacheKind::Unified
+        };
+        let mut cache = self.cache_per_group(geometry.1, &format!("{path}.cache per group"))?;
+        cache.level = number;
+        cache.kind = kind;
+        if cache.line_bytes == 0 {
+            cache.line_bytes = default_line_bytes.unwrap_or(64);
+        }
+        cache.size_bytes = cache.sets * cache.ways * cache.line_bytes;
+        let mut threads = None;
+        let mut cores = None;
+        for (key, value) in &entries {
+            let key_path = format!("{path}.{key}");
+            match key.as_str() {
+                "level" | "cache per group" => {}
+                "threads per group" => threads = Some(self.count(value, &key_path)?),
+                "cores per group" => cores = Some(self.count(value, &key_path)?),
+                "size per group" => {
+                    let stated = self.size(value, &key_path)?;
+                    if cache.size_bytes == 0 {
+                        cache.size_bytes = stated;
+                    }
+                }
+                _ => self.unmapped.push(key_path),
+            }
+        }
+        cache.shared_by = threads
+            .or(cores.map(|c| c * machine.threads_per_core))
+            .unwrap_or(1);
+        Ok(Some(cache))
+    }
+
+    fn cache_per_group(&mut self, value: &Yaml, path: &str) -> Result<Cache, MachineError> {
+        let mut cache = Cache::new(0, CacheKind::Unified, 0, 0, 0, 1);
+        for (key, value) in self.entries(value, path)? {
+            let key_path = format!("{path}.{key}");
+            match key.as_str() {
+                "sets" => cache.sets = u64::from(self.count(value, &key_path)?),
+                "ways" => cache.ways = u64::from(self.count(value, &key_path)?),
+                "cl_size" => cache.line_bytes = u64::from(self.count(value, &key_path)?),
+                "replacement_policy" => cache.replacement = Some(self.text(value, &key_path)?),
+                "write_allocate" => cache.write_allocate = Some(self.boolean(value, &key_path)?),
+                "write_back" => cache.write_back = Some(self.boolean(value, &key_path)?),
+                _ => self.unmapped.push(key_path),
+            }
+        }
+        Ok(cache)
+    }
+
+    fn benchmarks(&mut self, value: &Yaml, key: &str) -> Result<Vec<Bandwidth>, MachineError> {
+        let mut bandwidth = Vec::new();
+        for (section, content) in self.entries(value, key)? {
+            let path = format!("{key}.{section}");
+            if section != "measurements" {
+                self.unmapped.push(path);
+                continue;
+            }
+            for (level, per_threads) in self.entries(content, &path)? {
+                let level_path = format!("{path}.{level}");
+                for (threads_per_core, run) in self.entries(per_threads, &level_path)? {
+                    let run_path = format!("{level_path}.{threads_per_core}");
+                    let smt: u32 = threads_per_core.parse().map_err(|_| {
+                        invalid(self.path, &run_path, "expected threads per core as a number")
+                    })?;
+                    self.run(run, &run_path, &level, smt, &mut bandwidth)?;
+                }
+            }
+        }
+        Ok(bandwidth)
+    }
+
+    /// One measurement series: bandwidth per kernel for each core count.
+    fn run(
+        &mut self,
+        run: &Yaml,
+        path: &str,
+        level: &str,
+        smt: u32,
+        out: &mut Vec<Bandwidth>,
+    ) -> Result<(), MachineError> {
+        let cores = self.list(&run["cores"], &format!("{path}.cores"), Self::count)?;
+        let total_key = format!("{path}.total size");
+        let per_core_key = format!("{path}.size per core");
+        let total = match &run["total size"] {
+            Yaml::BadValue => None,
+            v => Some(self.list(v, &total_key, Self::size)?),
+        };
+        let per_core = match &run["size per core"] {
+            Yaml::BadValue => None,
+            v => Some(self.list(v, &per_core_key, Self::size)?),
+        };
+        for (key, _) in self.entries(run, path)? {
+            if !matches!(key.as_str(), "cores" | "results" | "total size" | "size per core") {
+                self.unmapped.push(format!("{path}.{key}"));
+            }
+        }
+        let results_path = format!("{path}.results");
+        for (kernel, values) in self.entries(&run["results"], &results_path)? {
+            let kernel_path = format!("{results_path}.{kernel}");
+            let rates = self.list(values, &kernel_path, Self::rate)?;
+            for (i, gb_per_s) in rates.into_iter().enumerate() {
+                let Some(&core_count) = cores.get(i) else {
+                    return Err(invalid(self.path, &kernel_path, "more results than `cores`"));
+                };
+                let working_set_bytes = match (&total, &per_core) {
+                    (Some(t), _) if i < t.len() => t[i],
+                    (_, Some(p)) if i < p.len() => p[i] * u64::from(core_count),
+                    _ => 0,
+                };
+                out.push(Bandwidth {
+                    level: level.to_owned(),
+                    kernel: kernel.clone(),
+                    threads: core_count * smt,
+                    working_set_bytes,
+                    gb_per_s,
+                    gb_per_s_with_write_allocate: None,
+                    method: "kerncraft benchmarks (likwid-bench)".to_owned(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn entries<'y>(
+        &self,
+        value: &'y Yaml,
+        path: &str,
+    ) -> Result<Vec<(String, &'y Yaml)>, MachineError> {
+        let Yaml::Hash(hash) = value else {
+            return Err(invalid(self.path, path, "expected a mapping"));
+        };
+        hash.iter()
+            .map(|(k, v)| match k {
+                Yaml::String(s) => Ok((s.clone(), v)),
+                Yaml::Integer(i) => Ok((i.to_string(), v)),
+                Yaml::Real(r) => Ok((r.clone(), v)),
+                _ => Err(invalid(self.path, path, "expected text or numbers as keys")),
+            })
+            .collect()
+    }
+
+    fn list<T>(
+        &mut self,
+        value: &Yaml,
+        path: &str,
+        item: fn(&mut Self, &Yaml, &str) -> Result<T, MachineError>,
+    ) -> Result<Vec<T>, MachineError> {
+        let Yaml::Array(items) = value else {
+            return Err(invalid(self.path, path, "expected a list"));
+        };
+        items.iter().map(|v| item(self, v, path)).collect()
+    }
+
+    fn text(&mut self, value: &Yaml, path: &str) -> Result<String, MachineError> {
+        match value {
+            Yaml::String(s) | Yaml::Real(s) => Ok(s.clone()),
+            Yaml::Integer(i) => Ok(i.to_string()),
+            _ => Err(invalid(self.path, path, "expected text")),
+        }
+    }
+
+    fn count(&mut self, value: &Yaml, path: &str) -> Result<u32, MachineError> {
+        value
+            .as_i64()
+            .and_then(|v| u32::try_from(v).ok())
+            .ok_or_else(|| invalid(self.path, path, "expected a whole number"))
+    }
+
+    fn boolean(&mut self, value: &Yaml, path: &str) -> Result<bool, MachineError> {
+        value
+            .as_bool()
+            .ok_or_else(|| invalid(self.path, path, "expected true or false"))
+    }
+
+    fn size(&mut self, value: &Yaml, path: &str) -> Result<u64, MachineError> {
+        let parsed = match value {
+            Yaml::Integer(i) => u64::try_from(*i).ok(),
+            Yaml::String(s) => parse_size_bytes(s),
+            _ => None,
+        };
+        parsed.ok_or_else(|| invalid(self.path, path, "expected a size such as `32.00 kB`"))
+    }
+
+    fn frequency(&mut self, value: &Yaml, path: &str) -> Result<u64, MachineError> {
+        let parsed = match value {
+            Yaml::String(s) => parse_frequency_hz(s),
+            Yaml::Real(r) => r.parse::<f64>().ok().map(|ghz| (ghz * 1e9) as u64),
+            _ => None,
+        };
+        parsed.ok_or_else(|| invalid(self.path, path, "expected a frequency such as `2.4 GHz`"))
+    }
+
+    fn rate(&mut self, value: &Yaml, path: &str) -> Result<f64, MachineError> {
+        let parsed = match value {
+            Yaml::String(s) => s
+                .trim()
+                .strip_suffix("GB/s")
+                .and_then(|n| n.trim().parse::<f64>().ok()),
+            Yaml::Real(r) => r.parse().ok(),
+            _ => None,
+        };
+        parsed
+            .filter(|r| r.is_finite() && *r >= 0.0)
+            .ok_or_else(|| invalid(self.path, path, "expected a bandwidth such as `270.23 GB/s`"))
+    }
+}

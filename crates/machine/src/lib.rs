@@ -1,0 +1,53 @@
+//! The machine description: everything loopscope knows about the machine a kernel runs on.
+//!
+//! This room owns one type, [`Machine`]: the processor model, core counts, clock rates, every
+//! cache level as the operating system describes it, the ISA features that set the peak
+//! floating-point rate, and a [`Measured`] section that `loopscope probe` fills. It detects a
+//! machine from Linux's sysfs, `/proc/cpuinfo` and CPUID ([`detect`]), reads and writes
+//! loopscope's TOML machine files ([`read_machine_file`], [`write_machine_file`]) and imports
+//! kerncraft's YAML machine files ([`import_kerncraft`]).
+//!
+//! It must not measure anything (that is `loopscope-probe`), print, or decide policy: it returns
+//! values and [`MachineError`]s, and the command line decides what to show.
+//!
+//! # Peak FLOP rule
+//!
+//! [`PeakFlops::from_isa`] derives the theoretical peak per core and cycle from the widest vector
+//! ISA: `lanes = vector_bits / element_bits`; with FMA, two FMA pipes each doing two operations
+//! per lane (`4 * lanes`); without FMA, one add pipe and one multiply pipe (`2 * lanes`). So
+//! AVX-512 + FMA gives 32 double-precision FLOPs per cycle, AVX2 + FMA 16, AVX 8 and SSE2 4;
+//! single precision doubles each. Parts with a single 512-bit FMA pipe (some Xeon Silver/Bronze)
+//! reach half of that; `probe` measures the truth.
+//!
+//! # Example
+//!
+//! ```
+//! use loopscope_machine::{Cache, CacheKind, Machine};
+//!
+//! let mut machine = Machine::unknown();
+//! machine.caches.push(Cache::new(1, CacheKind::Data, 32 * 1024, 64, 8, 1));
+//! let text = loopscope_machine::to_toml(&machine).unwrap();
+//! let back = loopscope_machine::from_toml(&text, "inline".as_ref()).unwrap();
+//! assert_eq!(back, machine);
+//! assert_eq!(back.caches[0].sets, 64);
+//! ```
+#![deny(missing_docs)]
+
+mod detect;
+mod error;
+mod file;
+mod kerncraft;
+mod model;
+mod units;
+
+pub use detect::{detect, detect_from, parse_cpuinfo, CpuInfo, SysRoot};
+pub use error::MachineError;
+pub use file::{
+    from_toml, read_machine_file, to_toml, write_atomically, write_machine_file, FORMAT_VERSION,
+};
+pub use kerncraft::{import_kerncraft, import_kerncraft_str, KerncraftImport};
+pub use model::{
+    Bandwidth, Cache, CacheKind, IsaFeature, Machine, Measured, MeasuredCache, PeakFlops,
+    PeakGflops,
+};
+pub use units::{parse_frequency_hz, parse_size_bytes};

@@ -1,0 +1,353 @@
+//! The types of a machine description.
+
+use serde::{Deserialize, Serialize};
+
+use crate::file::FORMAT_VERSION;
+
+/// What loopscope knows about one machine: detected, read from a machine file or imported.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Machine {
+    /// Version of the machine-file format this value was written with.
+    pub format_version: u32,
+    /// Processor model name, as the vendor spells it.
+    pub model: String,
+    /// Vendor identification (`GenuineIntel`, `AuthenticAMD`, ...), empty when unknown.
+    #[serde(default)]
+    pub vendor: String,
+    /// Micro-architecture or family description, when known.
+    #[serde(default)]
+    pub microarchitecture: Option<String>,
+    /// Sockets (packages).
+    pub sockets: u32,
+    /// Physical cores over all sockets.
+    pub cores: u32,
+    /// Hardware threads per core.
+    pub threads_per_core: u32,
+    /// Nominal core clock in Hz, when known.
+    #[serde(default)]
+    pub nominal_hz: Option<u64>,
+    /// Frequency of the time-stamp counter in Hz, when the hardware or hypervisor states it.
+    #[serde(default)]
+    pub tsc_hz: Option<u64>,
+    /// Every cache level, ordered by level, then data before instruction before unified.
+    pub caches: Vec<Cache>,
+    /// ISA features that matter for the peak floating-point rate.
+    pub isa: Vec<IsaFeature>,
+    /// Theoretical peak floating-point operations per cycle and core.
+    pub peak_flops_per_cycle: PeakFlops,
+    /// Where this description came from (detection sources, or the imported file).
+    #[serde(default)]
+    pub source: String,
+    /// What `loopscope probe` measured; `None` until it runs.
+    #[serde(default)]
+    pub measured: Option<Measured>,
+}
+
+impl Machine {
+    /// An empty description of an unknown machine, to be filled field by field.
+    pub fn unknown() -> Machine {
+        Machine {
+            format_version: FORMAT_VERSION,
+            model: "unknown".to_owned(),
+            vendor: String::new(),
+            microarchitecture: None,
+            sockets: 1,
+            cores: 1,
+            threads_per_core: 1,
+            nominal_hz: None,
+            tsc_hz: None,
+            caches: Vec::new(),
+            isa: Vec::new(),
+            peak_flops_per_cycle: PeakFlops { dp: 0, sp: 0 },
+            source: String::new(),
+            measured: None,
+        }
+    }
+
+    /// The data-side cache of `level` (a data or unified cache), if the machine has one.
+    pub fn data_cache(&self, level: u8) -> Option<&Cache> {
+        self.caches
+            .iter()
+            .find(|c| c.level == level && c.kind != CacheKind::Instruction)
+    }
+
+    /// The data-side caches (data and unified), innermost first.
+    pub fn data_caches(&self) -> impl Iterator<Item = &Cache> {
+        self.caches
+            .iter()
+            .filter(|c| c.kind != CacheKind::Instruction)
+    }
+
+    /// Sorts caches by level and kind so that output and files are stable.
+    pub fn sort_caches(&mut self) {
+        self.caches.sort_by_key(|c| (c.level, c.kind));
+    }
+}
+
+/// Which accesses a cache holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheKind {
+    /// Data only.
+    Data,
+    /// Instructions only.
+    Instruction,
+    /// Data and instructions.
+    Unified,
+}
+
+impl CacheKind {
+    /// The lower-case name used in files and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            CacheKind::Data => "data",
+            CacheKind::Instruction => "instruction",
+            CacheKind::Unified => "unified",
+        }
+    }
+
+    /// The short suffix of conventional level names: `d`, `i` or nothing (`L1d`, `L1i`, `L2`).
+    pub fn suffix(self) -> &'static str {
+        match self {
+            CacheKind::Data => "d",
+            CacheKind::Instruction => "i",
+            CacheKind::Unified => "",
+        }
+    }
+}
+
+/// One cache level as the hardware describes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cache {
+    /// 1 for L1, 2 for L2, ...
+    pub level: u8,
+    /// Data, instruction or unified.
+    pub kind: CacheKind,
+    /// Capacity of one instance in bytes.
+    pub size_bytes: u64,
+    /// Line (block) size in bytes.
+    pub line_bytes: u64,
+    /// Associativity; equal to `size_bytes / line_bytes` for a fully associative cache.
+    pub ways: u64,
+    /// Number of sets (`size_bytes / (line_bytes * ways)`).
+    pub sets: u64,
+    /// Hardware threads (logical CPUs) that share one instance.
+    pub shared_by: u32,
+    /// Replacement policy when the source states it (`LRU`, ...).
+    #[serde(default)]
+    pub replacement: Option<String>,
+    /// Whether a write miss allocates the line, when the source states it.
+    #[serde(default)]
+    pub write_allocate: Option<bool>,
+    /// Whether writes are written back (not through), when the source states it.
+    #[serde(default)]
+    pub write_back: Option<bool>,
+}
+
+impl Cache {
+    /// A cache with sets derived from the other figures and no stated policies.
+    pub fn new(
+        level: u8,
+        kind: CacheKind,
+        size_bytes: u64,
+        line_bytes: u64,
+        ways: u64,
+        shared_by: u32,
+    ) -> Cache {
+        let sets = size_bytes
+            .checked_div(line_bytes.saturating_mul(ways))
+            .unwrap_or(0);
+        Cache {
+            level,
+            kind,
+            size_bytes,
+            line_bytes,
+            ways,
+            sets,
+            shared_by,
+            replacement: None,
+            write_allocate: None,
+            write_back: None,
+        }
+    }
+
+    /// Conventional name: `L1d`, `L1i`, `L2`, `L3`.
+    pub fn name(&self) -> String {
+        format!("L{}{}", self.level, self.kind.suffix())
+    }
+}
+
+/// ISA features that set the peak floating-point rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IsaFeature {
+    /// 128-bit SIMD with double precision.
+    Sse2,
+    /// 256-bit floating-point SIMD.
+    Avx,
+    /// 256-bit integer SIMD (and gathers).
+    Avx2,
+    /// Fused multiply-add (FMA3).
+    Fma,
+    /// 512-bit SIMD (foundation).
+    Avx512f,
+}
+
+impl IsaFeature {
+    /// Every feature, narrowest first.
+    pub const ALL: [IsaFeature; 5] = [
+        IsaFeature::Sse2,
+        IsaFeature::Avx,
+        IsaFeature::Avx2,
+        IsaFeature::Fma,
+        IsaFeature::Avx512f,
+    ];
+
+    /// The name `/proc/cpuinfo` uses for the feature flag.
+    pub fn cpuinfo_flag(self) -> &'static str {
+        match self {
+            IsaFeature::Sse2 => "sse2",
+            IsaFeature::Avx => "avx",
+            IsaFeature::Avx2 => "avx2",
+            IsaFeature::Fma => "fma",
+            IsaFeature::Avx512f => "avx512f",
+        }
+    }
+}
+
+/// Theoretical peak floating-point operations per cycle and core.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeakFlops {
+    /// Double precision.
+    pub dp: u32,
+    /// Single precision.
+    pub sp: u32,
+}
+
+impl PeakFlops {
+    /// The peak the crate-level rule derives from these ISA features.
+    pub fn from_isa(isa: &[IsaFeature]) -> PeakFlops {
+        let has = |f| isa.contains(&f);
+        let vector_bits = if has(IsaFeature::Avx512f) {
+            512
+        } else if has(IsaFeature::Avx) {
+            256
+        } else if has(IsaFeature::Sse2) {
+            128
+        } else {
+            64
+        };
+        let dp_lanes = vector_bits / 64;
+        let ops_per_lane = if has(IsaFeature::Fma) { 4 } else { 2 };
+        PeakFlops {
+            dp: dp_lanes * ops_per_lane,
+            sp: 2 * dp_lanes * ops_per_lane,
+        }
+    }
+}
+
+/// What `loopscope probe` measured on this machine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Measured {
+    /// Cache sizes and latencies found from timing curves.
+    #[serde(default)]
+    pub caches: Vec<MeasuredCache>,
+    /// Bandwidths per level, kernel and thread count.
+    #[serde(default)]
+    pub bandwidth: Vec<Bandwidth>,
+    /// Achieved peak floating-point rate over all cores.
+    #[serde(default)]
+    pub peak_gflops: Option<PeakGflops>,
+    /// Wall-clock time the measurement took.
+    #[serde(default)]
+    pub duration_s: f64,
+    /// True when the measurement was interrupted and holds only part of its points.
+    #[serde(default)]
+    pub partial: bool,
+    /// How and when it was measured (tool version, timer, pinning, huge pages, ...).
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+/// One cache level as measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MeasuredCache {
+    /// Level (1, 2, ...).
+    pub level: u8,
+    /// Data, instruction or unified.
+    pub kind: CacheKind,
+    /// Effective capacity found from the timing curve.
+    pub size_bytes: u64,
+    /// Load-to-use latency in core cycles (TSC cycles when the core clock is unknown).
+    pub latency_cycles: f64,
+    /// Load-to-use latency in nanoseconds.
+    pub latency_ns: f64,
+    /// What sysfs or CPUID states for this level, for comparison.
+    #[serde(default)]
+    pub advertised_size_bytes: Option<u64>,
+    /// Confidence in the size, from 0 (a guess) to 1 (a sharp, clean knee).
+    pub confidence: f64,
+    /// How it was measured (for example `pointer chase, random cyclic permutation`).
+    #[serde(default)]
+    pub method: String,
+}
+
+/// One bandwidth measurement.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Bandwidth {
+    /// Level the working set lives in: `L1`, `L2`, `L3` or `MEM`.
+    pub level: String,
+    /// Kernel name: `load`, `store`, `copy`, `triad`, ...
+    pub kernel: String,
+    /// Threads (cores) running the kernel at once.
+    pub threads: u32,
+    /// Total working set over all threads.
+    pub working_set_bytes: u64,
+    /// Bandwidth as the kernel's own loads and stores count it, in 10^9 bytes per second.
+    pub gb_per_s: f64,
+    /// Bandwidth including write-allocate traffic (stored lines read first), when it differs.
+    #[serde(default)]
+    pub gb_per_s_with_write_allocate: Option<f64>,
+    /// How it was measured.
+    #[serde(default)]
+    pub method: String,
+}
+
+/// Achieved peak floating-point rate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PeakGflops {
+    /// Double precision, 10^9 operations per second.
+    pub dp: f64,
+    /// Single precision, 10^9 operations per second.
+    pub sp: f64,
+    /// Threads that ran the kernel.
+    #[serde(default)]
+    pub threads: u32,
+    /// How it was measured.
+    #[serde(default)]
+    pub method: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peak_rule_matches_known_parts() {
+        use IsaFeature::*;
+        let skx = PeakFlops::from_isa(&[Sse2, Avx, Avx2, Fma, Avx512f]);
+        assert_eq!((skx.dp, skx.sp), (32, 64));
+        let hsw = PeakFlops::from_isa(&[Sse2, Avx, Avx2, Fma]);
+        assert_eq!((hsw.dp, hsw.sp), (16, 32));
+        let snb = PeakFlops::from_isa(&[Sse2, Avx]);
+        assert_eq!((snb.dp, snb.sp), (8, 16));
+        assert_eq!(PeakFlops::from_isa(&[Sse2]).dp, 4);
+    }
+
+    #[test]
+    fn sets_are_derived_and_zero_geometry_does_not_panic() {
+        assert_eq!(Cache::new(2, CacheKind::Unified, 1 << 20, 64, 16, 1).sets, 1024);
+        assert_eq!(Cache::new(2, CacheKind::Unified, 1 << 20, 0, 16, 1).sets, 0);
+        assert_eq!(Cache::new(1, CacheKind::Data, 1, 1, 1, 1).name(), "L1d");
+    }
+}

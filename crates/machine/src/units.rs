@@ -1,0 +1,85 @@
+//! Quantities as people write them: `32K`, `32.00 kB`, `1 MiB`, `2.4 GHz`.
+
+/// Parses a byte size: a number with an optional binary prefix (`K`, `k`, `KB`, `kB`, `KiB`, `M`,
+/// `MB`, `MiB`, `G`, ...; all powers of 1024, as sysfs and kerncraft mean them) and an optional
+/// `B`. Returns `None` for anything else, or a size that is not a whole number of bytes.
+pub fn parse_size_bytes(text: &str) -> Option<u64> {
+    let (number, unit) = split_number(text)?;
+    let unit = unit.trim();
+    let unit = unit.strip_suffix('B').unwrap_or(unit);
+    let unit = unit.strip_suffix('i').unwrap_or(unit);
+    let scale: f64 = match unit {
+        "" => 1.0,
+        "k" | "K" => 1024.0,
+        "m" | "M" => 1024.0 * 1024.0,
+        "g" | "G" => 1024.0 * 1024.0 * 1024.0,
+        "t" | "T" => 1024.0f64.powi(4),
+        _ => return None,
+    };
+    let bytes = number * scale;
+    // Sizes like "27.5 MB" are exact in binary units; accept rounding of printed decimals.
+    let rounded = bytes.round();
+    if !(0.0..1.8e19).contains(&rounded) || (bytes - rounded).abs() > 0.5 + bytes * 1e-4 {
+        return None;
+    }
+    Some(rounded as u64)
+}
+
+/// Parses a frequency such as `2.4 GHz`, `2400 MHz` or `2400000000` into Hz.
+pub fn parse_frequency_hz(text: &str) -> Option<u64> {
+    let (number, unit) = split_number(text)?;
+    let scale = match unit.trim() {
+        "" | "Hz" => 1.0,
+        "kHz" => 1e3,
+        "MHz" => 1e6,
+        "GHz" => 1e9,
+        _ => return None,
+    };
+    let hz = number * scale;
+    (hz.is_finite() && (0.0..1.8e19).contains(&hz)).then_some(hz.round() as u64)
+}
+
+fn split_number(text: &str) -> Option<(f64, &str)> {
+    let text = text.trim();
+    let end = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let number: f64 = text[..end].parse().ok()?;
+    number.is_finite().then_some((number, &text[end..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size_bytes("32K"), Some(32768));
+        assert_eq!(parse_size_bytes("32768K"), Some(32 << 20));
+        assert_eq!(parse_size_bytes("32.00 kB"), Some(32768));
+        assert_eq!(parse_size_bytes("1.00 MB"), Some(1 << 20));
+        assert_eq!(parse_size_bytes("27.5 MB"), Some(28_835_840));
+        assert_eq!(parse_size_bytes("35.75 MiB"), Some(37_486_592));
+        assert_eq!(parse_size_bytes("64 B"), Some(64));
+        assert_eq!(parse_size_bytes("64"), Some(64));
+        assert_eq!(parse_size_bytes("lots"), None);
+        assert_eq!(parse_size_bytes("3 parsecs"), None);
+        assert_eq!(parse_size_bytes("0.3 B"), None);
+    }
+
+    #[test]
+    fn frequencies() {
+        assert_eq!(parse_frequency_hz("2.4 GHz"), Some(2_400_000_000));
+        assert_eq!(parse_frequency_hz("2300 MHz"), Some(2_300_000_000));
+        assert_eq!(parse_frequency_hz("fast"), None);
+    }
+
+    proptest! {
+        #[test]
+        fn never_panics(text in ".{0,24}") {
+            let _ = parse_size_bytes(&text);
+            let _ = parse_frequency_hz(&text);
+        }
+    }
+}

@@ -1,0 +1,26 @@
+//! Rendering of loopscope's results for people: aligned text tables and quantities with units.
+//!
+//! Every subcommand's human-readable output is built here, so that tables look the same across
+//! the tool. This room only turns values into text: it never measures, reads files, prints or
+//! exits. JSON is not rendered here; the CLI serialises the result types directly, so their field
+//! names are the contract.
+//!
+//! # Example
+//!
+//! ```
+//! use loopscope_report::{format_bytes, Align, Table};
+//!
+//! let mut table = Table::new(["level", "size"]).align(1, Align::Right);
+//! table.row(["L1d", &format_bytes(32 * 1024)]);
+//! table.row(["L3", &format_bytes(37_486_592)]);
+//! assert_eq!(table.render(), "level       size\nL1d       32 KiB\nL3     35.75 MiB\n");
+//! ```
+#![deny(missing_docs)]
+
+mod machine;
+mod table;
+mod units;
+
+pub use machine::render_machine;
+pub use table::{Align, Table};
+pub use units::{format_bytes, format_hz};
