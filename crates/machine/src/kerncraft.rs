@@ -41,7 +41,13 @@ pub fn import_kerncraft_str(text: &str, path: &Path) -> Result<KerncraftImport, 
     })?;
     let root = match docs.as_slice() {
         [root @ Yaml::Hash(_)] => root,
-        _ => return Err(invalid(path, "", "expected one YAML document holding a mapping")),
+        _ => {
+            return Err(invalid(
+                path,
+                "",
+                "expected one YAML document holding a mapping",
+            ));
+        }
     };
     Importer {
         path,
@@ -86,7 +92,9 @@ impl Importer<'_> {
                 _ => {}
             }
         }
-        machine.cores = cores_per_socket.unwrap_or(1).saturating_mul(machine.sockets);
+        machine.cores = cores_per_socket
+            .unwrap_or(1)
+            .saturating_mul(machine.sockets);
         for (key, value) in self.entries(root, "")? {
             match key.as_str() {
                 "memory hierarchy" => {
@@ -97,7 +105,10 @@ impl Importer<'_> {
                     if !bandwidth.is_empty() {
                         machine.measured = Some(Measured {
                             bandwidth,
-                            notes: vec![format!("bandwidths imported from {}", self.path.display())],
+                            notes: vec![format!(
+                                "bandwidths imported from {}",
+                                self.path.display()
+                            )],
                             ..Measured::default()
                         });
                     }
@@ -249,7 +260,11 @@ impl Importer<'_> {
                 for (threads_per_core, run) in self.entries(per_threads, &level_path)? {
                     let run_path = format!("{level_path}.{threads_per_core}");
                     let smt: u32 = threads_per_core.parse().map_err(|_| {
-                        invalid(self.path, &run_path, "expected threads per core as a number")
+                        invalid(
+                            self.path,
+                            &run_path,
+                            "expected threads per core as a number",
+                        )
                     })?;
                     self.run(run, &run_path, &level, smt, &mut bandwidth)?;
                 }
@@ -279,7 +294,10 @@ impl Importer<'_> {
             v => Some(self.list(v, &per_core_key, Self::size)?),
         };
         for (key, _) in self.entries(run, path)? {
-            if !matches!(key.as_str(), "cores" | "results" | "total size" | "size per core") {
+            if !matches!(
+                key.as_str(),
+                "cores" | "results" | "total size" | "size per core"
+            ) {
                 self.unmapped.push(format!("{path}.{key}"));
             }
         }
@@ -289,7 +307,11 @@ impl Importer<'_> {
             let rates = self.list(values, &kernel_path, Self::rate)?;
             for (i, gb_per_s) in rates.into_iter().enumerate() {
                 let Some(&core_count) = cores.get(i) else {
-                    return Err(invalid(self.path, &kernel_path, "more results than `cores`"));
+                    return Err(invalid(
+                        self.path,
+                        &kernel_path,
+                        "more results than `cores`",
+                    ));
                 };
                 let working_set_bytes = match (&total, &per_core) {
                     (Some(t), _) if i < t.len() => t[i],
@@ -390,6 +412,129 @@ impl Importer<'_> {
         };
         parsed
             .filter(|r| r.is_finite() && *r >= 0.0)
-            .ok_or_else(|| invalid(self.path, path, "expected a bandwidth such as `270.23 GB/s`"))
+            .ok_or_else(|| {
+                invalid(
+                    self.path,
+                    path,
+                    "expected a bandwidth such as `270.23 GB/s`",
+                )
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SKYLAKE: &str = include_str!("../../../examples/machines/skylake-sp.yml");
+    const HASWELL: &str = include_str!("../../../examples/machines/haswell-ep.yml");
+    const BROKEN: &str = include_str!("../../../examples/machines/broken.yml");
+
+    fn import(text: &str) -> Result<KerncraftImport, MachineError> {
+        import_kerncraft_str(text, Path::new("m.yml"))
+    }
+
+    #[test]
+    fn skylake_sp_maps_machine_caches_and_bandwidths() {
+        let KerncraftImport { machine, unmapped } = import(SKYLAKE).unwrap();
+        assert_eq!(machine.model, "Intel(R) Xeon(R) Gold 6148 CPU @ 2.40GHz");
+        assert_eq!(machine.nominal_hz, Some(2_400_000_000));
+        assert_eq!(
+            (machine.sockets, machine.cores, machine.threads_per_core),
+            (2, 40, 2)
+        );
+        assert_eq!(machine.peak_flops_per_cycle, PeakFlops { dp: 32, sp: 64 });
+        let geometry: Vec<_> = machine
+            .caches
+            .iter()
+            .map(|c| (c.name(), c.size_bytes, c.ways, c.sets, c.shared_by))
+            .collect();
+        assert_eq!(
+            geometry,
+            [
+                ("L1d".to_owned(), 32768, 8, 64, 2),
+                ("L2".to_owned(), 1 << 20, 16, 1024, 2),
+                ("L3".to_owned(), 28_835_840, 11, 40960, 40),
+            ]
+        );
+        assert_eq!(machine.caches[2].write_allocate, Some(false));
+        let bw = &machine.measured.as_ref().unwrap().bandwidth;
+        assert_eq!(bw.len(), 12);
+        let mem_triad_2 = bw
+            .iter()
+            .find(|b| b.level == "MEM" && b.kernel == "triad" && b.threads == 2)
+            .unwrap();
+        assert_eq!(mem_triad_2.gb_per_s, 25.3);
+        assert_eq!(mem_triad_2.working_set_bytes, 200 << 20);
+        for key in [
+            "kerncraft version",
+            "in-core model",
+            "FLOPs per cycle.DP.FMA",
+            "memory hierarchy[L1].cache per group.load_from",
+            "memory hierarchy[L2].upstream throughput",
+            "memory hierarchy[MEM].threads per group",
+            "benchmarks.kernels",
+            "benchmarks.measurements.MEM.1.stats",
+        ] {
+            assert!(
+                unmapped.iter().any(|k| k == key),
+                "{key} not in {unmapped:?}"
+            );
+        }
+        assert!(
+            !unmapped
+                .iter()
+                .any(|k| k == "clock" || k.ends_with(".sets"))
+        );
+    }
+
+    #[test]
+    fn haswell_ep_derives_working_sets_from_size_per_core() {
+        let KerncraftImport { machine, .. } = import(HASWELL).unwrap();
+        assert_eq!(machine.cores, 28);
+        assert_eq!(machine.caches[1].size_bytes, 256 * 1024);
+        assert_eq!(machine.caches[2].size_bytes, 35 << 20);
+        let bw = &machine.measured.as_ref().unwrap().bandwidth;
+        let mem_load_7 = bw
+            .iter()
+            .find(|b| b.level == "MEM" && b.kernel == "load" && b.threads == 7)
+            .unwrap();
+        // 71.43 MB per core is rounded by kerncraft; 7 cores hold about 500 MB.
+        let expected = 71.43 * 1024.0 * 1024.0 * 7.0;
+        assert!((mem_load_7.working_set_bytes as f64 - expected).abs() < 8.0);
+    }
+
+    #[test]
+    fn errors_name_the_position_or_the_key() {
+        let err = import(BROKEN).unwrap_err().to_string();
+        assert!(err.starts_with("m.yml:"), "{err}");
+        assert!(err.chars().filter(|&c| c == ':').count() >= 3, "{err}");
+        let err = import("clock: fast\n").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "m.yml: key `clock`: expected a frequency such as `2.4 GHz`"
+        );
+        let err = import("- a list\n").unwrap_err().to_string();
+        assert!(
+            err.contains("expected one YAML document holding a mapping"),
+            "{err}"
+        );
+        let text = "memory hierarchy:\n  - level: Lx\n    cache per group: {sets: 1}\n";
+        let err = import(text).unwrap_err().to_string();
+        assert!(err.contains("memory hierarchy[Lx].level"), "{err}");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn truncated_and_mutated_files_never_panic(cut in 0usize..4000, at in 0usize..4000,
+                                                   byte in proptest::char::range(' ', '~')) {
+            let text = SKYLAKE;
+            let cut = cut.min(text.len());
+            let _ = import(&text[..cut]);
+            let at = at.min(text.len() - 1);
+            let mut mutated: Vec<char> = text.chars().collect();
+            mutated[at] = byte;
+            let _ = import(&mutated.into_iter().collect::<String>());
+        }
     }
 }

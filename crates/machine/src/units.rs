@@ -16,13 +16,13 @@ pub fn parse_size_bytes(text: &str) -> Option<u64> {
         "t" | "T" => 1024.0f64.powi(4),
         _ => return None,
     };
-    let bytes = number * scale;
-    // Sizes like "27.5 MB" are exact in binary units; accept rounding of printed decimals.
-    let rounded = bytes.round();
-    if !(0.0..1.8e19).contains(&rounded) || (bytes - rounded).abs() > 0.5 + bytes * 1e-4 {
+    // A plain byte count must be whole; prefixed sizes ("21.12 kB") are printed rounded, so
+    // they are rounded to the nearest byte.
+    if scale == 1.0 && number.fract() != 0.0 {
         return None;
     }
-    Some(rounded as u64)
+    let bytes = (number * scale).round();
+    (0.0..1.8e19).contains(&bytes).then_some(bytes as u64)
 }
 
 /// Parses a frequency such as `2.4 GHz`, `2400 MHz` or `2400000000` into Hz.
