@@ -2,7 +2,7 @@
 
 /// A byte count with a binary prefix and at most two decimals: `64 B`, `32 KiB`, `35.75 MiB`.
 pub fn format_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
     let mut value = bytes as f64;
     let mut unit = 0;
     while value >= 1024.0 && unit + 1 < UNITS.len() {
@@ -32,7 +32,7 @@ mod tests {
         assert_eq!(format_bytes(32768), "32 KiB");
         assert_eq!(format_bytes(1 << 20), "1 MiB");
         assert_eq!(format_bytes(37_486_592), "35.75 MiB");
-        assert_eq!(format_bytes(u64::MAX), "16384 TiB");
+        assert_eq!(format_bytes(u64::MAX), "16 EiB");
     }
 
     #[test]
