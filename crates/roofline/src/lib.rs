@@ -1,0 +1,54 @@
+//! Roofline models: what rate a loop kernel can reach on a machine, and which level limits it.
+//!
+//! This room implements the classic roofline (Williams et al.; spec 002 eqs. 2–3) and Minami et
+//! al.'s extended, cache-aware model (eqs. 4–11), generalised from memory + L2 to any number of
+//! levels: the execution time is the largest of each level's transfer time D_L / B_L (with
+//! effective, measured bandwidths) and the compute time Nc / Peff. Around it: the region
+//! boundary between adjacent levels (eqs. 12–13), the L1 applicability conditions (§2.4, §6.2
+//! step 3) as warnings, volume-dependent bandwidths (eq. 14, [`BandwidthFn::Linear`]), the
+//! paper's rounded coefficients ([`Options::paper_rounding`]) and the paper's machines
+//! ([`paper_profile`]).
+//!
+//! The kernel enters as a [`Traffic`]: bytes through each level and FLOPs over some iterations.
+//! It comes from the paper's per-iteration counts ([`parse_counts`]) or from a cache model of
+//! a kernel file. This room must not measure, print, or read files: the command line gathers
+//! bandwidths (from a machine file's `measured` section, [`best_bandwidths`]) and renders.
+//!
+//! # Example
+//!
+//! Loop 10 of the paper's Table 3 (3 memory and 8 L2 references, 8 FLOPs per iteration) on
+//! the K computer is L2-bound at 0.1037 of peak, where the classic roofline says 0.1198:
+//!
+//! ```
+//! use loopscope_roofline::{analyse, paper_profile, parse_counts, Level, Limit, Options};
+//!
+//! let traffic = parse_counts("mem=3,l2=8,flops=8").unwrap().traffic();
+//! let k = paper_profile("k-computer").unwrap();
+//! let analysis = analyse(&traffic, &k, Options::default()).unwrap();
+//! assert_eq!(analysis.prediction.limit, Limit::Level(Level::Cache(2)));
+//! assert_eq!(format!("{:.4}", analysis.prediction.fraction_of_peak), "0.1037");
+//! assert_eq!(format!("{:.4}", analysis.classic.fraction_of_peak), "0.1198");
+//! ```
+#![deny(missing_docs)]
+
+mod ceilings;
+mod error;
+mod level;
+mod model;
+mod procedure;
+mod profiles;
+mod traffic;
+
+pub use ceilings::{
+    best_bandwidths, parse_bandwidths, round2, theoretical_peak_gflops, BandwidthFn, Ceilings,
+    LevelCeiling,
+};
+pub use error::RooflineError;
+pub use level::Level;
+pub use model::{classic, predict, Classic, LevelTime, Limit, Prediction};
+pub use procedure::{
+    analyse, boundaries, l1_verdict, Analysis, Boundary, Comparison, L1Check, L1Thresholds,
+    L1Verdict, Options,
+};
+pub use profiles::{paper_profile, PAPER_PROFILES};
+pub use traffic::{parse_counts, Counts, L1Refs, LevelTraffic, Traffic};
