@@ -200,6 +200,19 @@ pub fn theoretical_peak_gflops(machine: &Machine) -> Option<f64> {
         .then(|| f64::from(per_cycle) * f64::from(machine.cores) * hz as f64 / 1e9)
 }
 
+/// The paper's effective bandwidth from a base test (§3.2): the mean bandwidth of the runs
+/// whose required bytes per FLOP is at least `min_bytes_per_flop` (0 for memory, where all seven
+/// runs count; the achieved B/F for a cache, excluding compute-bound runs). `rows` are
+/// `(bytes_per_flop, gb_per_s)`; `None` when no row qualifies.
+pub fn effective_bandwidth_gb_per_s(rows: &[(f64, f64)], min_bytes_per_flop: f64) -> Option<f64> {
+    let kept: Vec<f64> = rows
+        .iter()
+        .filter(|(bf, _)| *bf >= min_bytes_per_flop)
+        .map(|(_, gb)| *gb)
+        .collect();
+    (!kept.is_empty()).then(|| kept.iter().sum::<f64>() / kept.len() as f64)
+}
+
 /// Parses `--bandwidth L2=146,MEM=46` (GB/s) and the volume-dependent form
 /// `L3=57.45+3.332/s` (intercept GB/s `+` slope per second, eq. 14).
 pub fn parse_bandwidths(text: &str) -> Result<Vec<(Level, BandwidthFn)>, RooflineError> {

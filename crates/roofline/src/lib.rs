@@ -40,7 +40,7 @@ mod profiles;
 mod traffic;
 
 pub use ceilings::{
-    best_bandwidths, parse_bandwidths, round2, theoretical_peak_gflops, BandwidthFn, Ceilings,
+    best_bandwidths, effective_bandwidth_gb_per_s, parse_bandwidths, round2, theoretical_peak_gflops, BandwidthFn, Ceilings,
     LevelCeiling,
 };
 pub use error::RooflineError;
