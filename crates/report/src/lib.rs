@@ -25,7 +25,7 @@ mod table;
 mod units;
 
 pub use machine::render_machine;
-pub use roofline::{render_roofline_svg, PlotError, RooflineAxis};
+pub use roofline::{PlotError, RooflineAxis, render_roofline_svg};
 pub use roofline_text::{format_seconds, render_roofline};
 pub use table::{Align, Table};
 pub use units::{format_bytes, format_hz};

@@ -5,6 +5,8 @@ use loopscope_roofline::{Analysis, Level, Limit};
 use plotters::coord::ranged1d::{Ranged, ValueFormatter};
 use plotters::prelude::*;
 
+use crate::roofline_text::number;
+
 /// Which quantity the horizontal axis shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RooflineAxis {
@@ -49,7 +51,10 @@ pub fn render_roofline_svg(analysis: &Analysis, axis: RooflineAxis) -> Result<St
         RooflineAxis::FlopPerByte => (lo, hi),
         RooflineAxis::BytesPerFlop => (1.0 / hi, 1.0 / lo),
     };
-    let slowest = roofs.iter().map(|r| r.gb_per_s).fold(f64::INFINITY, f64::min);
+    let slowest = roofs
+        .iter()
+        .map(|r| r.gb_per_s)
+        .fold(f64::INFINITY, f64::min);
     let y_lo = (slowest.min(peak) * lo / 2.0).min(peak / 100.0).max(1e-9);
     let mut svg = String::new();
     {
@@ -88,14 +93,20 @@ pub fn render_roofline_svg(analysis: &Analysis, axis: RooflineAxis) -> Result<St
             chart
                 .draw_series(LineSeries::new(line, color.stroke_width(2)))
                 .map_err(fail)?
-                .label(format!("{} {:.4} GB/s", roof.level, roof.gb_per_s))
-                .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], color.stroke_width(2)));
+                .label(format!("{} {} GB/s", roof.level, number(roof.gb_per_s)))
+                .legend(move |(x, y)| {
+                    PathElement::new([(x, y), (x + 18, y)], color.stroke_width(2))
+                });
         }
         draw_compute_roofs(&mut chart, analysis, (x_lo, x_hi))?;
         draw_points(&mut chart, analysis, &roofs, to_x)?;
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
+            // The roofs rise to the right in FLOP/byte and to the left in b/f.
+            .position(match axis {
+                RooflineAxis::FlopPerByte => SeriesLabelPosition::LowerRight,
+                RooflineAxis::BytesPerFlop => SeriesLabelPosition::LowerLeft,
+            })
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)
             .draw()
@@ -162,16 +173,24 @@ where
     let peak = analysis.ceilings.peak_gflops;
     let effective = analysis.ceilings.effective_gflops;
     chart
-        .draw_series(LineSeries::new([(x_lo, peak), (x_hi, peak)], BLACK.stroke_width(2)))
+        .draw_series(LineSeries::new(
+            [(x_lo, peak), (x_hi, peak)],
+            BLACK.stroke_width(2),
+        ))
         .map_err(fail)?
-        .label(format!("peak {peak:.4} GFLOP/s"))
+        .label(format!("peak {} GFLOP/s", number(peak)))
         .legend(|(x, y)| PathElement::new([(x, y), (x + 18, y)], BLACK.stroke_width(2)));
     if effective < peak {
         let style = BLACK.stroke_width(1);
         chart
-            .draw_series(DashedLineSeries::new([(x_lo, effective), (x_hi, effective)], 6, 4, style))
+            .draw_series(DashedLineSeries::new(
+                [(x_lo, effective), (x_hi, effective)],
+                6,
+                4,
+                style,
+            ))
             .map_err(fail)?
-            .label(format!("Peff {effective:.4} GFLOP/s"))
+            .label(format!("Peff {} GFLOP/s", number(effective)))
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], style));
     }
     Ok(())
@@ -220,7 +239,7 @@ where
                 chart
                     .draw_series(std::iter::once(TriangleMarker::new(at, 7, RED.filled())))
                     .map_err(fail)?
-                    .label(format!("measured {:.3} GFLOP/s", measured.gflops))
+                    .label(format!("measured {} GFLOP/s", number(measured.gflops)))
                     .legend(|(x, y)| TriangleMarker::new((x + 9, y), 5, RED.filled()));
             }
         }
@@ -235,11 +254,16 @@ fn fail(error: impl std::fmt::Display) -> PlotError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use loopscope_roofline::{analyse, paper_profile, parse_counts, Options};
+    use loopscope_roofline::{Options, analyse, paper_profile, parse_counts};
 
     fn analysis(counts: &str) -> Analysis {
         let traffic = parse_counts(counts).unwrap().traffic();
-        analyse(&traffic, &paper_profile("k-computer").unwrap(), Options::default()).unwrap()
+        analyse(
+            &traffic,
+            &paper_profile("k-computer").unwrap(),
+            Options::default(),
+        )
+        .unwrap()
     }
 
     #[test]
@@ -248,7 +272,13 @@ mod tests {
         for axis in [RooflineAxis::FlopPerByte, RooflineAxis::BytesPerFlop] {
             let svg = render_roofline_svg(&a, axis).unwrap();
             assert!(svg.starts_with("<svg"), "{axis:?}");
-            for text in ["L2 146.0000 GB/s", "MEM 46.0000 GB/s", "peak 128.0000", "Peff", "measured"] {
+            for text in [
+                "L2 146 GB/s",
+                "MEM 46 GB/s",
+                "peak 128 GFLOP/s",
+                "Peff",
+                "measured",
+            ] {
                 assert!(svg.contains(text), "{axis:?}: no `{text}`");
             }
             assert_eq!(svg.matches("<circle").count(), 2, "{axis:?}");
@@ -261,8 +291,9 @@ mod tests {
 
     #[test]
     fn a_kernel_without_flops_plots_ceilings_only() {
-        let svg = render_roofline_svg(&analysis("mem=2,flops=0"), RooflineAxis::FlopPerByte).unwrap();
-        assert!(svg.contains("MEM 46.0000 GB/s"));
+        let svg =
+            render_roofline_svg(&analysis("mem=2,flops=0"), RooflineAxis::FlopPerByte).unwrap();
+        assert!(svg.contains("MEM 46 GB/s"));
         assert_eq!(svg.matches("<circle").count(), 0);
     }
 }

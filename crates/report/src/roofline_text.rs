@@ -3,14 +3,15 @@
 
 use std::fmt::Write;
 
-use loopscope_roofline::{Analysis, BandwidthFn, Limit};
+use loopscope_roofline::{Analysis, BandwidthFn, Counts, Limit};
 
 use crate::{Align, Table};
 
-/// Renders an analysis as text; warnings are left to the caller (they go to stderr).
-pub fn render_roofline(analysis: &Analysis) -> String {
+/// Renders an analysis as text, echoing the per-iteration counts it came from when given;
+/// warnings are left to the caller (they go to stderr).
+pub fn render_roofline(analysis: &Analysis, counts: Option<&Counts>) -> String {
     let mut out = String::new();
-    render_inputs(&mut out, analysis);
+    render_inputs(&mut out, analysis, counts);
     out.push('\n');
     out.push_str(&level_table(analysis).render());
     out.push('\n');
@@ -18,11 +19,24 @@ pub fn render_roofline(analysis: &Analysis) -> String {
     out
 }
 
-fn render_inputs(out: &mut String, analysis: &Analysis) {
+fn render_inputs(out: &mut String, analysis: &Analysis, counts: Option<&Counts>) {
     let traffic = &analysis.traffic;
     let ceilings = &analysis.ceilings;
     let iterations = traffic.iterations as f64;
     let _ = writeln!(out, "inputs");
+    if let Some(counts) = counts {
+        let served: Vec<String> = counts
+            .served_words
+            .iter()
+            .map(|(level, words)| format!("{level} {words}"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  counts     {} words served per iteration (each level also passes on the words \
+             of the levels beyond it)",
+            served.join(", ")
+        );
+    }
     let _ = writeln!(
         out,
         "  kernel     {} FLOPs per iteration, {} iteration{}, {}-byte words",
@@ -60,10 +74,17 @@ fn render_inputs(out: &mut String, analysis: &Analysis) {
             ),
         };
         let label = if index == 0 { "bandwidth" } else { "" };
-        let _ = writeln!(out, "  {label:<9}  {} {bandwidth} ({})", ceiling.level, ceiling.source);
+        let _ = writeln!(
+            out,
+            "  {label:<9}  {} {bandwidth} ({})",
+            ceiling.level, ceiling.source
+        );
     }
     if analysis.options.paper_rounding {
-        let _ = writeln!(out, "  rounding   paper: B/Ppeak and Peff/Ppeak to 2 decimals, k to 2");
+        let _ = writeln!(
+            out,
+            "  rounding   paper: B/Ppeak and Peff/Ppeak to 2 decimals, k to 2"
+        );
     }
 }
 
@@ -78,7 +99,9 @@ fn level_table(analysis: &Analysis) -> Table {
         table.row([
             level.name.to_string(),
             format!("{} B", number(level.bytes_per_iteration)),
-            level.bytes_per_flop.map_or("-".into(), |bf| format!("{bf:.3}")),
+            level
+                .bytes_per_flop
+                .map_or("-".into(), |bf| format!("{bf:.3}")),
             level
                 .bandwidth_gb_per_s
                 .map_or("-".into(), |b| format!("{} GB/s", number(b))),
@@ -90,7 +113,10 @@ fn level_table(analysis: &Analysis) -> Table {
     }
     table.row([
         "compute".to_owned(),
-        format!("{} FLOP", number(analysis.traffic.flops as f64 / iterations)),
+        format!(
+            "{} FLOP",
+            number(analysis.traffic.flops as f64 / iterations)
+        ),
         String::new(),
         format!("{} GFLOP/s", number(analysis.ceilings.effective_gflops)),
         format_seconds(prediction.compute_time_s / iterations),
@@ -146,11 +172,25 @@ fn render_verdicts(out: &mut String, analysis: &Analysis) {
             .iter()
             .map(|c| {
                 let verdict = if c.ok { "ok" } else { "FAILS" };
-                format!("{} ({} vs {}) {verdict}", c.rule, number(c.left_words), number(c.right_words))
+                format!(
+                    "{} ({} vs {}) {verdict}",
+                    c.rule,
+                    number(c.left_words),
+                    number(c.right_words)
+                )
             })
             .collect();
-        let scope = if l1.ok { "within scope" } else { "outside scope" };
-        let _ = writeln!(out, "L1          {scope} ({} region): {}", l1.region, checks.join("; "));
+        let scope = if l1.ok {
+            "within scope"
+        } else {
+            "outside scope"
+        };
+        let _ = writeln!(
+            out,
+            "L1          {scope} ({} region): {}",
+            l1.region,
+            checks.join("; ")
+        );
     }
     if let Some(m) = &analysis.measured {
         let _ = writeln!(
@@ -180,10 +220,14 @@ fn limit_name(limit: Limit) -> String {
 }
 
 /// A number with at most four decimals and no trailing zeros: `146`, `112.64`, `0.3077`.
-fn number(x: f64) -> String {
+pub(crate) fn number(x: f64) -> String {
     let text = format!("{x:.4}");
     let text = text.trim_end_matches('0').trim_end_matches('.');
-    if text == "-0" { "0".into() } else { text.to_owned() }
+    if text == "-0" {
+        "0".into()
+    } else {
+        text.to_owned()
+    }
 }
 
 /// A duration with a unit that keeps four significant digits readable: `0.5217 ns`, `3.2 ms`.
@@ -205,14 +249,16 @@ pub fn format_seconds(seconds: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use loopscope_roofline::{analyse, paper_profile, parse_counts, Options};
+    use loopscope_roofline::{Options, analyse, paper_profile, parse_counts};
 
     #[test]
     fn text_shows_inputs_terms_and_both_models() {
-        let traffic = parse_counts("mem=3,l2=6,flops=78").unwrap().traffic();
         let k = paper_profile("k-computer").unwrap();
-        let text = render_roofline(&analyse(&traffic, &k, Options::default()).unwrap());
+        let counts = parse_counts("mem=3,l2=6,flops=78").unwrap();
+        let analysis = analyse(&counts.traffic(), &k, Options::default()).unwrap();
+        let text = render_roofline(&analysis, Some(&counts));
         for line in [
+            "  counts     L2 6, MEM 3 words served per iteration",
             "  peak       128 GFLOP/s, Peff 112.64 GFLOP/s (paper profile k-computer)",
             "  bandwidth  L2 146 GB/s (paper profile k-computer)",
             "prediction  112.64 GFLOP/s, 0.8800 of peak, limited by compute (0.6925 ns per iteration)",
@@ -220,7 +266,10 @@ mod tests {
         ] {
             assert!(text.contains(line), "missing `{line}` in\n{text}");
         }
-        assert!(text.contains("MEM               24 B  0.308         46 GB/s  0.5217 ns  1.1680"), "{text}");
+        assert!(
+            text.contains("MEM               24 B  0.308         46 GB/s  0.5217 ns  1.1680"),
+            "{text}"
+        );
         assert!(text.contains("it has 6: MEM side"), "{text}");
     }
 

@@ -91,7 +91,9 @@ impl Ceilings {
         source: impl Into<String>,
     ) -> Result<(), RooflineError> {
         match bandwidth {
-            BandwidthFn::Constant { gb_per_s } => positive(&format!("{level} bandwidth"), gb_per_s)?,
+            BandwidthFn::Constant { gb_per_s } => {
+                positive(&format!("{level} bandwidth"), gb_per_s)?
+            }
             BandwidthFn::Linear {
                 slope_per_s,
                 intercept_gb_per_s,
@@ -128,7 +130,11 @@ impl Ceilings {
     /// Takes every level's bandwidth from `probe`'s measurements; see [`best_bandwidths`].
     pub fn add_measured(&mut self, measured: &Measured, file: &str) -> Result<(), RooflineError> {
         for (level, gb_per_s, how) in best_bandwidths(measured) {
-            self.set_bandwidth(level, BandwidthFn::Constant { gb_per_s }, format!("{file}: {how}"))?;
+            self.set_bandwidth(
+                level,
+                BandwidthFn::Constant { gb_per_s },
+                format!("{file}: {how}"),
+            )?;
         }
         Ok(())
     }
@@ -229,7 +235,9 @@ pub fn parse_bandwidths(text: &str) -> Result<Vec<(Level, BandwidthFn)>, Rooflin
         let (key, value) = pair
             .split_once('=')
             .ok_or_else(|| error(format!("`{pair}`: {expected}")))?;
-        let level: Level = key.parse().map_err(|e: String| error(format!("{e}; {expected}")))?;
+        let level: Level = key
+            .parse()
+            .map_err(|e: String| error(format!("{e}; {expected}")))?;
         let number = |s: &str| {
             s.trim()
                 .parse::<f64>()
@@ -296,7 +304,10 @@ mod tests {
     #[test]
     fn bandwidth_flags_parse_and_refuse_nonsense() {
         let parsed = parse_bandwidths("L2=146,MEM=46").unwrap();
-        assert_eq!(parsed[1], (Level::Memory, BandwidthFn::Constant { gb_per_s: 46.0 }));
+        assert_eq!(
+            parsed[1],
+            (Level::Memory, BandwidthFn::Constant { gb_per_s: 46.0 })
+        );
         let linear = parse_bandwidths("L3=57.45+3.332/s").unwrap();
         assert_eq!(
             linear[0].1,

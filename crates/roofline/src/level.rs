@@ -50,9 +50,7 @@ impl FromStr for Level {
             .map(|rest| rest.strip_suffix('d').unwrap_or(rest));
         match digits.and_then(|d| d.parse::<u8>().ok()) {
             Some(n) if (1..=9).contains(&n) => Ok(Level::Cache(n)),
-            _ => Err(format!(
-                "`{text}` is not a level (expected L1..L9 or MEM)"
-            )),
+            _ => Err(format!("`{text}` is not a level (expected L1..L9 or MEM)")),
         }
     }
 }

@@ -40,15 +40,15 @@ mod profiles;
 mod traffic;
 
 pub use ceilings::{
-    best_bandwidths, effective_bandwidth_gb_per_s, parse_bandwidths, round2, theoretical_peak_gflops, BandwidthFn, Ceilings,
-    LevelCeiling,
+    BandwidthFn, Ceilings, LevelCeiling, best_bandwidths, effective_bandwidth_gb_per_s,
+    parse_bandwidths, round2, theoretical_peak_gflops,
 };
 pub use error::RooflineError;
 pub use level::Level;
-pub use model::{classic, predict, Classic, LevelTime, Limit, Prediction};
+pub use model::{Classic, LevelTime, Limit, Prediction, classic, predict};
 pub use procedure::{
-    analyse, boundaries, l1_verdict, Analysis, Boundary, Comparison, L1Check, L1Thresholds,
-    L1Verdict, Options,
+    Analysis, Boundary, Comparison, L1Check, L1Thresholds, L1Verdict, Options, analyse, boundaries,
+    l1_verdict,
 };
-pub use profiles::{paper_profile, PAPER_PROFILES};
-pub use traffic::{parse_counts, Counts, L1Refs, LevelTraffic, Traffic};
+pub use profiles::{PAPER_PROFILES, paper_profile};
+pub use traffic::{Counts, L1Refs, LevelTraffic, Traffic, parse_counts};

@@ -5,7 +5,9 @@
 use serde::Serialize;
 
 use crate::model::bandwidth_at;
-use crate::{classic, predict, round2, Ceilings, Classic, Level, Limit, Prediction, RooflineError, Traffic};
+use crate::{
+    Ceilings, Classic, Level, Limit, Prediction, RooflineError, Traffic, classic, predict, round2,
+};
 
 /// Where one level takes over from the next one out (eqs. 12–13): the inner level limits when
 /// its own references exceed `k` times the references served from beyond it.
@@ -210,7 +212,11 @@ pub fn boundaries(
             continue;
         };
         let exact_k = b_inner / b_outer - 1.0;
-        let k = if paper_rounding { round2(exact_k) } else { exact_k };
+        let k = if paper_rounding {
+            round2(exact_k)
+        } else {
+            exact_k
+        };
         let outer_words = outer.bytes as f64 / per_iteration;
         let own_words = inner.bytes.saturating_sub(outer.bytes) as f64 / per_iteration;
         let threshold_words = k * outer_words;
@@ -237,7 +243,9 @@ pub fn l1_verdict(traffic: &Traffic, region: Level, thresholds: L1Thresholds) ->
     }
     let per_iteration = (traffic.word_bytes * traffic.iterations) as f64;
     let words = |level: Level| {
-        traffic.level(level).map_or(0.0, |l| l.bytes as f64 / per_iteration)
+        traffic
+            .level(level)
+            .map_or(0.0, |l| l.bytes as f64 / per_iteration)
     };
     let beyond_l1 = traffic
         .levels
@@ -257,7 +265,11 @@ pub fn l1_verdict(traffic: &Traffic, region: Level, thresholds: L1Thresholds) ->
         let t = thresholds;
         (
             vec![
-                check(format!("nL1s < {} × nM", t.short_mem), short, t.short_mem * m),
+                check(
+                    format!("nL1s < {} × nM", t.short_mem),
+                    short,
+                    t.short_mem * m,
+                ),
                 check(
                     format!("nL1l < {} × (words beyond L1)", t.long_mem),
                     long,
@@ -270,7 +282,10 @@ pub fn l1_verdict(traffic: &Traffic, region: Level, thresholds: L1Thresholds) ->
         let through = words(region);
         (
             vec![check(
-                format!("nL1l < {} × (words through {region})", thresholds.long_cache),
+                format!(
+                    "nL1l < {} × (words through {region})",
+                    thresholds.long_cache
+                ),
                 long,
                 thresholds.long_cache * through,
             )],
@@ -312,7 +327,11 @@ fn explain(analysis: &mut Analysis) {
         if l1.ok != l1.section_6_1_ok {
             analysis.notes.push(format!(
                 "§6.1's prose thresholds give the opposite L1 verdict ({})",
-                if l1.section_6_1_ok { "within scope" } else { "outside scope" }
+                if l1.section_6_1_ok {
+                    "within scope"
+                } else {
+                    "outside scope"
+                }
             ));
         }
         if !l1.simd_loads {
@@ -322,7 +341,12 @@ fn explain(analysis: &mut Analysis) {
             );
         }
     }
-    if analysis.prediction.levels.iter().any(|l| l.name == Level::Cache(1)) {
+    if analysis
+        .prediction
+        .levels
+        .iter()
+        .any(|l| l.name == Level::Cache(1))
+    {
         analysis.notes.push(
             "L1 is timed with its bandwidth; the paper does not model t_L1 (§5.1) and its \
              accuracy is untested"

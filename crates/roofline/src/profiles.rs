@@ -10,9 +10,21 @@ pub const PAPER_PROFILES: [&str; 3] = ["k-computer", "k-computer-base", "haswell
 /// `haswell-paper` (441.6, Peff 0.72, B_M 49, B_L3 331.8).
 pub fn paper_profile(name: &str) -> Option<Ceilings> {
     let (peak, effective, levels): (f64, f64, &[(Level, f64)]) = match name {
-        "k-computer" => (128.0, 0.88 * 128.0, &[(Level::Cache(2), 146.0), (Level::Memory, 46.0)]),
-        "k-computer-base" => (128.0, 128.0, &[(Level::Cache(2), 159.2), (Level::Memory, 46.3)]),
-        "haswell-paper" => (441.6, 0.72 * 441.6, &[(Level::Cache(3), 331.8), (Level::Memory, 49.0)]),
+        "k-computer" => (
+            128.0,
+            0.88 * 128.0,
+            &[(Level::Cache(2), 146.0), (Level::Memory, 46.0)],
+        ),
+        "k-computer-base" => (
+            128.0,
+            128.0,
+            &[(Level::Cache(2), 159.2), (Level::Memory, 46.3)],
+        ),
+        "haswell-paper" => (
+            441.6,
+            0.72 * 441.6,
+            &[(Level::Cache(3), 331.8), (Level::Memory, 49.0)],
+        ),
         _ => return None,
     };
     let source = format!("paper profile {name}");

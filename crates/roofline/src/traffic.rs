@@ -52,10 +52,14 @@ impl Traffic {
     /// sorted and distinct, a positive iteration count.
     pub fn validate(&self) -> Result<(), RooflineError> {
         if self.iterations == 0 {
-            return Err(RooflineError::Invalid("iterations must be at least 1".into()));
+            return Err(RooflineError::Invalid(
+                "iterations must be at least 1".into(),
+            ));
         }
         if self.word_bytes == 0 {
-            return Err(RooflineError::Invalid("the word size must be at least 1 byte".into()));
+            return Err(RooflineError::Invalid(
+                "the word size must be at least 1 byte".into(),
+            ));
         }
         if self.levels.windows(2).any(|w| w[0].level >= w[1].level) {
             return Err(RooflineError::Invalid(
@@ -259,9 +263,15 @@ mod tests {
     #[test]
     fn errors_name_the_column() {
         let err = parse_counts("mem=3,l2=x").unwrap_err();
-        assert!(err.to_string().starts_with("--counts:10: `x` is not"), "{err}");
+        assert!(
+            err.to_string().starts_with("--counts:10: `x` is not"),
+            "{err}"
+        );
         let err = parse_counts("mem=3,bogus=1").unwrap_err();
-        assert!(err.to_string().starts_with("--counts:7: unknown key"), "{err}");
+        assert!(
+            err.to_string().starts_with("--counts:7: unknown key"),
+            "{err}"
+        );
         assert!(parse_counts("mem=-3,flops=1").is_err());
         assert!(parse_counts("mem=3,mem=4").is_err());
         assert!(parse_counts("flops=4").is_err());

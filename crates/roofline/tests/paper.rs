@@ -1,8 +1,8 @@
 //! Spec 002 §6.4's acceptance tests: the paper's tables and worked examples, with its numbers.
 
 use loopscope_roofline::{
-    analyse, effective_bandwidth_gb_per_s, paper_profile, parse_counts, round2, Analysis,
-    BandwidthFn, Ceilings, Level, LevelTraffic, Limit, Options, Traffic,
+    Analysis, BandwidthFn, Ceilings, Level, LevelTraffic, Limit, Options, Traffic, analyse,
+    effective_bandwidth_gb_per_s, paper_profile, parse_counts, round2,
 };
 
 const BF: [f64; 7] = [0.5, 1.0, 2.0, 3.0, 4.0, 6.0, 12.0];
@@ -39,7 +39,13 @@ fn table_1_memory_base_test_predicted_column() {
     let k = paper_profile("k-computer-base").unwrap();
     let predicted: Vec<f64> = BF
         .iter()
-        .map(|&bf| round2(run(&base_counts("mem", bf), &k, paper()).classic.fraction_of_peak))
+        .map(|&bf| {
+            round2(
+                run(&base_counts("mem", bf), &k, paper())
+                    .classic
+                    .fraction_of_peak,
+            )
+        })
         .collect();
     assert_eq!(predicted, [0.72, 0.36, 0.18, 0.12, 0.09, 0.06, 0.03]);
 }
@@ -49,7 +55,8 @@ fn table_2_l2_base_test_predicted_column() {
     let expected = [1.00, 1.00, 0.63, 0.42, 0.31, 0.21, 0.10];
     // The column is reproduced exactly by 1.25 (160 GB/s): spec §4.3.
     let mut k160 = Ceilings::new(128.0, 128.0, "test").unwrap();
-    k160.set_bandwidth(L2, BandwidthFn::Constant { gb_per_s: 160.0 }, "test").unwrap();
+    k160.set_bandwidth(L2, BandwidthFn::Constant { gb_per_s: 160.0 }, "test")
+        .unwrap();
     let base = paper_profile("k-computer-base").unwrap();
     for (&bf, &want) in BF.iter().zip(&expected) {
         let a = run(&base_counts("l2", bf), &k160, paper());
@@ -57,7 +64,10 @@ fn table_2_l2_base_test_predicted_column() {
         assert_eq!(round2(a.prediction.fraction_of_peak), want, "b/f {bf}");
         // With the paper's stated 1.24 the column is within ±0.01.
         let b = run(&base_counts("l2", bf), &base, paper());
-        assert!((round2(b.classic.fraction_of_peak) - want).abs() <= 0.0100001, "b/f {bf}");
+        assert!(
+            (round2(b.classic.fraction_of_peak) - want).abs() <= 0.0100001,
+            "b/f {bf}"
+        );
     }
 }
 
@@ -65,7 +75,12 @@ fn table_2_l2_base_test_predicted_column() {
 fn effective_bandwidth_reducers() {
     let table_1 = [45.92, 46.61, 46.22, 46.81, 46.55, 46.02, 45.98];
     let table_2 = [56.36, 104.61, 158.12, 159.75, 161.84, 153.03, 163.56];
-    let rows = |bw: &[f64]| BF.iter().copied().zip(bw.iter().copied()).collect::<Vec<_>>();
+    let rows = |bw: &[f64]| {
+        BF.iter()
+            .copied()
+            .zip(bw.iter().copied())
+            .collect::<Vec<_>>()
+    };
     let memory = effective_bandwidth_gb_per_s(&rows(&table_1), 0.0).unwrap();
     assert!((memory - 46.3).abs() <= 0.05, "{memory}");
     let l2 = effective_bandwidth_gb_per_s(&rows(&table_2), 2.0).unwrap();
@@ -98,21 +113,32 @@ fn measured_peak_ratio_from_time_reproduces_both_tables() {
             Level::Memory,
             153_600_000_000,
             [3.34, 3.29, 3.32, 3.28, 3.30, 3.34, 3.34],
-            ["0.7186", "0.3647", "0.1807", "0.1220", "0.0909", "0.0599", "0.0299"],
+            [
+                "0.7186", "0.3647", "0.1807", "0.1220", "0.0909", "0.0599", "0.0299",
+            ],
         ),
         (
             L2,
             618_240_000_000,
             [10.97, 5.91, 3.91, 3.87, 3.82, 4.04, 3.78],
-            ["0.8806", "0.8173", "0.6176", "0.4160", "0.3161", "0.1993", "0.1065"],
+            [
+                "0.8806", "0.8173", "0.6176", "0.4160", "0.3161", "0.1993", "0.1065",
+            ],
         ),
     ];
     for (level, volume, times, expected) in cases {
         for ((&bf, &t), want) in BF.iter().zip(&times).zip(expected) {
             let traffic = timed_run(level, volume, bf);
             let gflops = traffic.flops as f64 / t / 1e9;
-            let a = analyse(&traffic, &k, Options::default()).unwrap().with_measured(gflops).unwrap();
-            assert_eq!(fixed(a.measured.unwrap().fraction_of_peak, 4), want, "{level} b/f {bf}");
+            let a = analyse(&traffic, &k, Options::default())
+                .unwrap()
+                .with_measured(gflops)
+                .unwrap();
+            assert_eq!(
+                fixed(a.measured.unwrap().fraction_of_peak, 4),
+                want,
+                "{level} b/f {bf}"
+            );
         }
     }
 }
@@ -131,7 +157,11 @@ fn section_4_3_example_conventional_and_measured() {
     let measured = a.measured.unwrap();
     assert_eq!(fixed(measured.fraction_of_peak, 3), "0.147");
     // The spec divides by the printed 0.236 (0.623); unrounded it is 0.6237.
-    assert!((measured.ratio - 0.147 / 0.236).abs() < 0.001, "{}", measured.ratio);
+    assert!(
+        (measured.ratio - 0.147 / 0.236).abs() < 0.001,
+        "{}",
+        measured.ratio
+    );
     assert!(!measured.at_limit);
 }
 
@@ -146,40 +176,336 @@ fn equation_13_boundary() {
     assert!(!b.inner_limits);
     let rounded = run("mem=3,l2=8,flops=8", &k, paper());
     let b = &rounded.boundaries[0];
-    assert_eq!((fixed(b.k, 2).as_str(), fixed(b.threshold_words, 2).as_str()), ("2.17", "6.51"));
+    assert_eq!(
+        (fixed(b.k, 2).as_str(), fixed(b.threshold_words, 2).as_str()),
+        ("2.17", "6.51")
+    );
     assert!(b.inner_limits);
 }
 
-/// Spec §4.5's derived table: (name, b/f mem, b/f L2, t_M, t_L2, t_C, bound, Cp, Cp classic).
-const TABLE_3: [(&str, &str, &str, &str, &str, &str, &str, &str, &str); 28] = [
-    ("3M-2L2-2F", "12.000", "20.000", "0.5217", "0.2740", "0.0178", "M", "0.0299", "0.0299"),
-    ("3M-3L2-4F", "6.000", "12.000", "0.5217", "0.3288", "0.0355", "M", "0.0599", "0.0599"),
-    ("3M-4L2-4F", "6.000", "14.000", "0.5217", "0.3836", "0.0355", "M", "0.0599", "0.0599"),
-    ("3M-5L2-6F", "4.000", "10.667", "0.5217", "0.4384", "0.0533", "M", "0.0898", "0.0898"),
-    ("3M-6L2-6F", "4.000", "12.000", "0.5217", "0.4932", "0.0533", "M", "0.0898", "0.0898"),
-    ("3M-6L2-12F", "2.000", "6.000", "0.5217", "0.4932", "0.1065", "M", "0.1797", "0.1797"),
-    ("3M-6L2-24F", "1.000", "3.000", "0.5217", "0.4932", "0.2131", "M", "0.3594", "0.3594"),
-    ("3M-6L2-48F", "0.500", "1.500", "0.5217", "0.4932", "0.4261", "M", "0.7188", "0.7188"),
-    ("3M-6L2-78F", "0.308", "0.923", "0.5217", "0.4932", "0.6925", "C", "0.8800", "1.0000"),
-    ("3M-8L2-8F", "3.000", "11.000", "0.5217", "0.6027", "0.0710", "L2", "0.1037", "0.1198"),
-    ("3M-8L2-16F", "1.500", "5.500", "0.5217", "0.6027", "0.1420", "L2", "0.2074", "0.2396"),
-    ("3M-8L2-32F", "0.750", "2.750", "0.5217", "0.6027", "0.2841", "L2", "0.4148", "0.4792"),
-    ("3M-8L2-64F", "0.375", "1.375", "0.5217", "0.6027", "0.5682", "L2", "0.8295", "0.9583"),
-    ("3M-8L2-128F", "0.188", "0.688", "0.5217", "0.6027", "1.1364", "C", "0.8800", "1.0000"),
-    ("3M-10L2-10F", "2.400", "10.400", "0.5217", "0.7123", "0.0888", "L2", "0.1097", "0.1497"),
-    ("3M-10L2-20F", "1.200", "5.200", "0.5217", "0.7123", "0.1776", "L2", "0.2194", "0.2995"),
-    ("3M-10L2-40F", "0.600", "2.600", "0.5217", "0.7123", "0.3551", "L2", "0.4387", "0.5990"),
-    ("3M-10L2-80F", "0.300", "1.300", "0.5217", "0.7123", "0.7102", "L2", "0.8774", "1.0000"),
-    ("3M-10L2-100F", "0.240", "1.040", "0.5217", "0.7123", "0.8878", "C", "0.8800", "1.0000"),
-    ("3M-12L2-12F", "2.000", "10.000", "0.5217", "0.8219", "0.1065", "L2", "0.1141", "0.1797"),
-    ("3M-12L2-24F", "1.000", "5.000", "0.5217", "0.8219", "0.2131", "L2", "0.2281", "0.3594"),
-    ("3M-12L2-48F", "0.500", "2.500", "0.5217", "0.8219", "0.4261", "L2", "0.4563", "0.7188"),
-    ("3M-12L2-60F", "0.400", "2.000", "0.5217", "0.8219", "0.5327", "L2", "0.5703", "0.8984"),
-    ("3M-12L2-120F", "0.200", "1.000", "0.5217", "0.8219", "1.0653", "C", "0.8800", "1.0000"),
-    ("3M-14L2-28F", "0.857", "4.857", "0.5217", "0.9315", "0.2486", "L2", "0.2348", "0.4193"),
-    ("3M-14L2-56F", "0.429", "2.429", "0.5217", "0.9315", "0.4972", "L2", "0.4697", "0.8385"),
-    ("3M-14L2-84F", "0.286", "1.619", "0.5217", "0.9315", "0.7457", "L2", "0.7045", "1.0000"),
-    ("3M-14L2-140F", "0.171", "0.971", "0.5217", "0.9315", "1.2429", "C", "0.8800", "1.0000"),
+/// One row of spec §4.5's derived table: name, b/f mem, b/f L2, t_M, t_L2, t_C (ns per
+/// iteration), bound, Cp proposed, Cp classic.
+type Table3Row = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+);
+
+const TABLE_3: [Table3Row; 28] = [
+    (
+        "3M-2L2-2F",
+        "12.000",
+        "20.000",
+        "0.5217",
+        "0.2740",
+        "0.0178",
+        "M",
+        "0.0299",
+        "0.0299",
+    ),
+    (
+        "3M-3L2-4F",
+        "6.000",
+        "12.000",
+        "0.5217",
+        "0.3288",
+        "0.0355",
+        "M",
+        "0.0599",
+        "0.0599",
+    ),
+    (
+        "3M-4L2-4F",
+        "6.000",
+        "14.000",
+        "0.5217",
+        "0.3836",
+        "0.0355",
+        "M",
+        "0.0599",
+        "0.0599",
+    ),
+    (
+        "3M-5L2-6F",
+        "4.000",
+        "10.667",
+        "0.5217",
+        "0.4384",
+        "0.0533",
+        "M",
+        "0.0898",
+        "0.0898",
+    ),
+    (
+        "3M-6L2-6F",
+        "4.000",
+        "12.000",
+        "0.5217",
+        "0.4932",
+        "0.0533",
+        "M",
+        "0.0898",
+        "0.0898",
+    ),
+    (
+        "3M-6L2-12F",
+        "2.000",
+        "6.000",
+        "0.5217",
+        "0.4932",
+        "0.1065",
+        "M",
+        "0.1797",
+        "0.1797",
+    ),
+    (
+        "3M-6L2-24F",
+        "1.000",
+        "3.000",
+        "0.5217",
+        "0.4932",
+        "0.2131",
+        "M",
+        "0.3594",
+        "0.3594",
+    ),
+    (
+        "3M-6L2-48F",
+        "0.500",
+        "1.500",
+        "0.5217",
+        "0.4932",
+        "0.4261",
+        "M",
+        "0.7188",
+        "0.7188",
+    ),
+    (
+        "3M-6L2-78F",
+        "0.308",
+        "0.923",
+        "0.5217",
+        "0.4932",
+        "0.6925",
+        "C",
+        "0.8800",
+        "1.0000",
+    ),
+    (
+        "3M-8L2-8F",
+        "3.000",
+        "11.000",
+        "0.5217",
+        "0.6027",
+        "0.0710",
+        "L2",
+        "0.1037",
+        "0.1198",
+    ),
+    (
+        "3M-8L2-16F",
+        "1.500",
+        "5.500",
+        "0.5217",
+        "0.6027",
+        "0.1420",
+        "L2",
+        "0.2074",
+        "0.2396",
+    ),
+    (
+        "3M-8L2-32F",
+        "0.750",
+        "2.750",
+        "0.5217",
+        "0.6027",
+        "0.2841",
+        "L2",
+        "0.4148",
+        "0.4792",
+    ),
+    (
+        "3M-8L2-64F",
+        "0.375",
+        "1.375",
+        "0.5217",
+        "0.6027",
+        "0.5682",
+        "L2",
+        "0.8295",
+        "0.9583",
+    ),
+    (
+        "3M-8L2-128F",
+        "0.188",
+        "0.688",
+        "0.5217",
+        "0.6027",
+        "1.1364",
+        "C",
+        "0.8800",
+        "1.0000",
+    ),
+    (
+        "3M-10L2-10F",
+        "2.400",
+        "10.400",
+        "0.5217",
+        "0.7123",
+        "0.0888",
+        "L2",
+        "0.1097",
+        "0.1497",
+    ),
+    (
+        "3M-10L2-20F",
+        "1.200",
+        "5.200",
+        "0.5217",
+        "0.7123",
+        "0.1776",
+        "L2",
+        "0.2194",
+        "0.2995",
+    ),
+    (
+        "3M-10L2-40F",
+        "0.600",
+        "2.600",
+        "0.5217",
+        "0.7123",
+        "0.3551",
+        "L2",
+        "0.4387",
+        "0.5990",
+    ),
+    (
+        "3M-10L2-80F",
+        "0.300",
+        "1.300",
+        "0.5217",
+        "0.7123",
+        "0.7102",
+        "L2",
+        "0.8774",
+        "1.0000",
+    ),
+    (
+        "3M-10L2-100F",
+        "0.240",
+        "1.040",
+        "0.5217",
+        "0.7123",
+        "0.8878",
+        "C",
+        "0.8800",
+        "1.0000",
+    ),
+    (
+        "3M-12L2-12F",
+        "2.000",
+        "10.000",
+        "0.5217",
+        "0.8219",
+        "0.1065",
+        "L2",
+        "0.1141",
+        "0.1797",
+    ),
+    (
+        "3M-12L2-24F",
+        "1.000",
+        "5.000",
+        "0.5217",
+        "0.8219",
+        "0.2131",
+        "L2",
+        "0.2281",
+        "0.3594",
+    ),
+    (
+        "3M-12L2-48F",
+        "0.500",
+        "2.500",
+        "0.5217",
+        "0.8219",
+        "0.4261",
+        "L2",
+        "0.4563",
+        "0.7188",
+    ),
+    (
+        "3M-12L2-60F",
+        "0.400",
+        "2.000",
+        "0.5217",
+        "0.8219",
+        "0.5327",
+        "L2",
+        "0.5703",
+        "0.8984",
+    ),
+    (
+        "3M-12L2-120F",
+        "0.200",
+        "1.000",
+        "0.5217",
+        "0.8219",
+        "1.0653",
+        "C",
+        "0.8800",
+        "1.0000",
+    ),
+    (
+        "3M-14L2-28F",
+        "0.857",
+        "4.857",
+        "0.5217",
+        "0.9315",
+        "0.2486",
+        "L2",
+        "0.2348",
+        "0.4193",
+    ),
+    (
+        "3M-14L2-56F",
+        "0.429",
+        "2.429",
+        "0.5217",
+        "0.9315",
+        "0.4972",
+        "L2",
+        "0.4697",
+        "0.8385",
+    ),
+    (
+        "3M-14L2-84F",
+        "0.286",
+        "1.619",
+        "0.5217",
+        "0.9315",
+        "0.7457",
+        "L2",
+        "0.7045",
+        "1.0000",
+    ),
+    (
+        "3M-14L2-140F",
+        "0.171",
+        "0.971",
+        "0.5217",
+        "0.9315",
+        "1.2429",
+        "C",
+        "0.8800",
+        "1.0000",
+    ),
 ];
 
 /// `3M-6L2-78F` → `mem=3,l2=6,flops=78`.
@@ -225,7 +551,11 @@ fn table_3_classification_of_the_28_mixed_kernels() {
         );
         assert_eq!(got, want, "{name}");
         // The boundary of eq. (13) falls between loops 9 and 10.
-        assert_eq!(a.boundaries[0].inner_limits, p.bandwidth_limit == L2, "{name}");
+        assert_eq!(
+            a.boundaries[0].inner_limits,
+            p.bandwidth_limit == L2,
+            "{name}"
+        );
     }
 }
 
@@ -234,10 +564,38 @@ fn table_6_real_programs_with_paper_rounding() {
     let k = paper_profile("k-computer").unwrap();
     // (counts, region, conventional, proposed, exact conventional, exact proposed)
     let rows = [
-        ("mem=5,l2=21,l1s=12,l1l=6,flops=43", L2, "0.387", "0.236", "0.386", "0.236"),
-        ("mem=13,l2=2,l1s=3,l1l=15,flops=60", Level::Memory, "0.208", "0.208", "0.207", "0.207"),
-        ("mem=11,l2=2,l1s=0,l1l=2,flops=11", Level::Memory, "0.045", "0.045", "0.045", "0.045"),
-        ("mem=3,l2=8,l1s=8,l1l=0,flops=25", L2, "0.375", "0.324", "0.374", "0.324"),
+        (
+            "mem=5,l2=21,l1s=12,l1l=6,flops=43",
+            L2,
+            "0.387",
+            "0.236",
+            "0.386",
+            "0.236",
+        ),
+        (
+            "mem=13,l2=2,l1s=3,l1l=15,flops=60",
+            Level::Memory,
+            "0.208",
+            "0.208",
+            "0.207",
+            "0.207",
+        ),
+        (
+            "mem=11,l2=2,l1s=0,l1l=2,flops=11",
+            Level::Memory,
+            "0.045",
+            "0.045",
+            "0.045",
+            "0.045",
+        ),
+        (
+            "mem=3,l2=8,l1s=8,l1l=0,flops=25",
+            L2,
+            "0.375",
+            "0.324",
+            "0.374",
+            "0.324",
+        ),
     ];
     for (counts, region, conv, prop, conv_exact, prop_exact) in rows {
         let a = run(counts, &k, paper());
@@ -249,14 +607,26 @@ fn table_6_real_programs_with_paper_rounding() {
         assert!(l1.ok && l1.region == region, "{counts}: {l1:?}");
         assert!(a.warnings.is_empty(), "{counts}: {:?}", a.warnings);
         let exact = run(counts, &k, Options::default());
-        assert_eq!(fixed(exact.classic.fraction_of_peak, 3), conv_exact, "{counts}");
-        assert_eq!(fixed(exact.prediction.fraction_of_peak, 3), prop_exact, "{counts}");
+        assert_eq!(
+            fixed(exact.classic.fraction_of_peak, 3),
+            conv_exact,
+            "{counts}"
+        );
+        assert_eq!(
+            fixed(exact.prediction.fraction_of_peak, 3),
+            prop_exact,
+            "{counts}"
+        );
     }
     // Measured / proposed, as §4.7 derives: (A) after tuning 0.835, (D) 0.895 (at the limit).
-    let a = run(rows[0].0, &k, paper()).with_measured(0.197 * 128.0).unwrap();
+    let a = run(rows[0].0, &k, paper())
+        .with_measured(0.197 * 128.0)
+        .unwrap();
     let ratio = a.measured.as_ref().unwrap().ratio;
     assert!((ratio - 0.835).abs() < 0.001, "{ratio}"); // 0.197 / 0.236 as the spec divides
-    let d = run(rows[3].0, &k, paper()).with_measured(0.290 * 128.0).unwrap();
+    let d = run(rows[3].0, &k, paper())
+        .with_measured(0.290 * 128.0)
+        .unwrap();
     assert_eq!(fixed(d.measured.as_ref().unwrap().ratio, 3), "0.895");
     assert!(d.measured.unwrap().at_limit);
 }
@@ -281,10 +651,18 @@ fn haswell_numbers() {
     let hsw = paper_profile("haswell-paper").unwrap();
     // L3 base test: 100 % at b/f 0.25 and 0.5, 75.1 % at 1.0 (classic, capped at Ppeak);
     // the extended model caps at Peff = 72 %, the measured 72.0 % and 72.5 %.
-    for (bf, classic, extended) in [(0.25, "1.000", "0.720"), (0.5, "1.000", "0.720"), (1.0, "0.751", "0.720")] {
+    for (bf, classic, extended) in [
+        (0.25, "1.000", "0.720"),
+        (0.5, "1.000", "0.720"),
+        (1.0, "0.751", "0.720"),
+    ] {
         let a = run(&base_counts("l3", bf), &hsw, Options::default());
         assert_eq!(fixed(a.classic.fraction_of_peak, 3), classic, "b/f {bf}");
-        assert_eq!(fixed(a.prediction.fraction_of_peak, 3), extended, "b/f {bf}");
+        assert_eq!(
+            fixed(a.prediction.fraction_of_peak, 3),
+            extended,
+            "b/f {bf}"
+        );
     }
     let memory = run(&base_counts("mem", 1.0), &hsw, Options::default());
     assert_eq!(fixed(memory.classic.fraction_of_peak, 3), "0.111");
@@ -297,7 +675,10 @@ fn haswell_numbers() {
     };
     linear.set_bandwidth(L3, eq14, "eq. 14").unwrap();
     let volume = 24 * 102_400;
-    assert_eq!(fixed(eq14.gb_per_s(volume) * 1e9, 0), fixed(3.332 * volume as f64 + 5.745e10, 0));
+    assert_eq!(
+        fixed(eq14.gb_per_s(volume) * 1e9, 0),
+        fixed(3.332 * volume as f64 + 5.745e10, 0)
+    );
     let mut traffic = parse_counts("mem=3,l3=24,flops=24").unwrap().traffic();
     traffic.levels[0].volume_bytes = Some(volume);
     let a = analyse(&traffic, &linear, Options::default()).unwrap();
@@ -315,9 +696,17 @@ fn no_flop_kernels_get_a_bytes_bound_time() {
     let a = run("mem=2,l2=0,flops=0,iterations=1000", &k, Options::default());
     assert_eq!(a.prediction.gflops, 0.0);
     assert_eq!(a.prediction.limit, Limit::Level(Level::Memory));
-    assert_eq!(fixed(a.prediction.time_s * 1e9, 3), fixed(16_000.0 / 46.0, 3));
+    assert_eq!(
+        fixed(a.prediction.time_s * 1e9, 3),
+        fixed(16_000.0 / 46.0, 3)
+    );
     assert_eq!(a.classic.gflops, 0.0);
-    assert!(a.prediction.levels.iter().all(|l| l.bytes_per_flop.is_none()));
+    assert!(
+        a.prediction
+            .levels
+            .iter()
+            .all(|l| l.bytes_per_flop.is_none())
+    );
     assert!(a.clone().with_measured(1.0).is_err());
 }
 
@@ -331,7 +720,9 @@ fn missing_bandwidth_names_the_level() {
     // An untouched level needs no bandwidth: nothing is served from memory here.
     let traffic = parse_counts("mem=0,l3=4,flops=8").unwrap().traffic();
     let mut only_l3 = Ceilings::new(100.0, 100.0, "t").unwrap();
-    only_l3.set_bandwidth(L3, BandwidthFn::Constant { gb_per_s: 10.0 }, "t").unwrap();
+    only_l3
+        .set_bandwidth(L3, BandwidthFn::Constant { gb_per_s: 10.0 }, "t")
+        .unwrap();
     let a = analyse(&traffic, &only_l3, Options::default()).unwrap();
     assert_eq!(a.prediction.limit, Limit::Level(L3));
     assert_eq!(a.classic.limit, Limit::Compute);

@@ -5,11 +5,11 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use loopscope_machine::{read_machine_file, write_atomically, Machine};
-use loopscope_report::{render_roofline, render_roofline_svg, RooflineAxis};
+use loopscope_machine::{Machine, read_machine_file, write_atomically};
+use loopscope_report::{RooflineAxis, render_roofline, render_roofline_svg};
 use loopscope_roofline::{
-    analyse, paper_profile, parse_bandwidths, parse_counts, theoretical_peak_gflops, Analysis,
-    Ceilings, Counts, Options, PAPER_PROFILES,
+    Analysis, Ceilings, Counts, Options, PAPER_PROFILES, analyse, paper_profile, parse_bandwidths,
+    parse_counts, theoretical_peak_gflops,
 };
 use serde::Serialize;
 
@@ -109,7 +109,7 @@ pub fn run(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<()> {
             counts: &counts,
         })
     } else {
-        print!("{}", render_roofline(&analysis));
+        print!("{}", render_roofline(&analysis, Some(&counts)));
         Ok(())
     }
 }
@@ -164,14 +164,22 @@ fn machine_ceilings(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<Ceilings> {
     let (peak, effective, source) = match (args.peak_gflops, theoretical, measured_peak) {
         (Some(peak), _, measured) => (peak, measured.unwrap_or(peak).min(peak), "--peak-gflops"),
         // A turbo clock can beat the nominal one: the measured rate is then the better peak.
-        (None, Some(t), Some(m)) => (t.max(m), m, "theoretical from the nominal clock; Peff measured"),
+        (None, Some(t), Some(m)) => (
+            t.max(m),
+            m,
+            "theoretical from the nominal clock; Peff measured",
+        ),
         (None, Some(t), None) => (t, t, "theoretical from the nominal clock"),
         (None, None, Some(m)) => (m, m, "measured peak"),
         (None, None, None) => {
             return Err(bad_input(format!(
                 "{}: no peak FLOP rate (no nominal clock, no measured peak): run `loopscope \
                  probe --out machine.toml` or give --peak-gflops",
-                if name.is_empty() { "machine" } else { name.as_str() }
+                if name.is_empty() {
+                    "machine"
+                } else {
+                    name.as_str()
+                }
             )));
         }
     };
