@@ -264,6 +264,39 @@ fn bad_numbers_exit_2_with_one_line() {
 }
 
 #[test]
+fn volume_dependent_bandwidth_uses_the_given_volume() {
+    // The paper's Haswell eq. 14 at loop 14's L3 volume (24 × 102.4 kB).
+    let args = [
+        "--counts",
+        "mem=3,l3=24,flops=24",
+        "--profile",
+        "haswell-paper",
+        "--bandwidth",
+        "L3=57.45+3.332/s",
+        "--volume",
+        "L3=2457600",
+    ];
+    let doc = json(&args);
+    let l3 = doc["prediction"]["levels"][0]["bandwidth_gb_per_s"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        (l3 - (57.45 + 3.332 * 2_457_600.0 / 1e9)).abs() < 1e-9,
+        "{l3}"
+    );
+    assert_eq!(doc["prediction"]["limit"], "L3");
+    let output = loopscope(&[
+        "--counts",
+        "mem=3,flops=2",
+        "--profile",
+        "k-computer",
+        "--volume",
+        "L3=5",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+}
+
+#[test]
 fn a_kernel_without_flops_gets_a_bytes_bound_time() {
     let doc = json(&[
         "--counts",

@@ -3,6 +3,7 @@
 use loopscope_machine::{Machine, Measured};
 use serde::Serialize;
 
+use crate::pairs::level_pairs;
 use crate::{Level, RooflineError};
 
 /// A level's effective bandwidth, possibly depending on the access volume (eq. 14).
@@ -222,45 +223,29 @@ pub fn effective_bandwidth_gb_per_s(rows: &[(f64, f64)], min_bytes_per_flop: f64
 /// Parses `--bandwidth L2=146,MEM=46` (GB/s) and the volume-dependent form
 /// `L3=57.45+3.332/s` (intercept GB/s `+` slope per second, eq. 14).
 pub fn parse_bandwidths(text: &str) -> Result<Vec<(Level, BandwidthFn)>, RooflineError> {
-    let mut out: Vec<(Level, BandwidthFn)> = Vec::new();
-    let mut column = 1;
-    for pair in text.split(',') {
-        let error = |message: String| RooflineError::Syntax {
-            input: "--bandwidth".into(),
-            column,
-            message,
-        };
-        let expected = "expected LEVEL=GB/s pairs such as L2=146,MEM=46, or \
-                        LEVEL=INTERCEPT+SLOPE/s for a volume-dependent bandwidth";
-        let (key, value) = pair
-            .split_once('=')
-            .ok_or_else(|| error(format!("`{pair}`: {expected}")))?;
-        let level: Level = key
-            .parse()
-            .map_err(|e: String| error(format!("{e}; {expected}")))?;
-        let number = |s: &str| {
-            s.trim()
-                .parse::<f64>()
-                .ok()
-                .filter(|v| v.is_finite())
-                .ok_or_else(|| error(format!("`{value}` is not a number; {expected}")))
-        };
-        let bandwidth = match value.split_once('+') {
-            Some((intercept, slope)) => BandwidthFn::Linear {
+    let expected = "expected LEVEL=GB/s pairs such as L2=146,MEM=46, or \
+                    LEVEL=INTERCEPT+SLOPE/s for a volume-dependent bandwidth";
+    let number = |s: &str| s.trim().parse::<f64>().ok().filter(|v| v.is_finite());
+    level_pairs("--bandwidth", text, expected, |value| {
+        match value.split_once('+') {
+            Some((intercept, slope)) => Some(BandwidthFn::Linear {
                 intercept_gb_per_s: number(intercept)?,
                 slope_per_s: number(slope.trim().strip_suffix("/s").unwrap_or(slope))?,
-            },
-            None => BandwidthFn::Constant {
+            }),
+            None => Some(BandwidthFn::Constant {
                 gb_per_s: number(value)?,
-            },
-        };
-        if out.iter().any(|(l, _)| *l == level) {
-            return Err(error(format!("{level} is given twice")));
+            }),
         }
-        out.push((level, bandwidth));
-        column += pair.len() + 1;
-    }
-    Ok(out)
+    })
+}
+
+/// Parses `--volume L3=2457600`: the access volume in bytes at which a level's
+/// volume-dependent bandwidth is evaluated (eq. 14's D).
+pub fn parse_volumes(text: &str) -> Result<Vec<(Level, u64)>, RooflineError> {
+    let expected = "expected LEVEL=BYTES pairs such as L3=2457600";
+    level_pairs("--volume", text, expected, |value| {
+        value.parse::<u64>().ok()
+    })
 }
 
 #[cfg(test)]
@@ -319,6 +304,13 @@ mod tests {
         let err = parse_bandwidths("L2=146,L7x=3").unwrap_err();
         assert!(err.to_string().starts_with("--bandwidth:8:"), "{err}");
         assert!(parse_bandwidths("L2=fast").is_err());
+        assert!(parse_bandwidths("mem=1,memory=2").is_err());
+        assert_eq!(
+            parse_volumes("L3=2457600").unwrap(),
+            [(Level::Cache(3), 2_457_600)]
+        );
+        let err = parse_volumes("L3=2.4MB").unwrap_err();
+        assert!(err.to_string().starts_with("--volume:4:"), "{err}");
         let mut ceilings = Ceilings::new(100.0, 100.0, "test").unwrap();
         let err = ceilings
             .set_bandwidth(Level::Memory, BandwidthFn::Constant { gb_per_s: -1.0 }, "x")
@@ -341,6 +333,7 @@ mod tests {
         #[test]
         fn bandwidth_parser_never_panics(text in ".{0,40}") {
             let _ = parse_bandwidths(&text);
+            let _ = parse_volumes(&text);
         }
     }
 }

@@ -35,13 +35,14 @@ mod ceilings;
 mod error;
 mod level;
 mod model;
+mod pairs;
 mod procedure;
 mod profiles;
 mod traffic;
 
 pub use ceilings::{
     BandwidthFn, Ceilings, LevelCeiling, best_bandwidths, effective_bandwidth_gb_per_s,
-    parse_bandwidths, round2, theoretical_peak_gflops,
+    parse_bandwidths, parse_volumes, round2, theoretical_peak_gflops,
 };
 pub use error::RooflineError;
 pub use level::Level;

@@ -354,3 +354,75 @@ fn explain(analysis: &mut Analysis) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{BandwidthFn, LevelTraffic};
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any valid traffic under any valid ceilings: no panic, the prediction never beats
+        /// Peff or the classic roofline, and its time is the largest term.
+        #[test]
+        fn model_is_total_and_bounded(
+            served in proptest::collection::vec(0u64..1_000_000, 1..4),
+            flops in 0u64..1_000_000,
+            bandwidths in proptest::collection::vec(0.01f64..1e4, 4),
+            peak in 0.01f64..1e5,
+            peff_fraction in 0.01f64..=1.0,
+        ) {
+            let levels: Vec<Level> = [Level::Cache(1), Level::Cache(2), Level::Cache(3), Level::Memory]
+                [4 - served.len()..].to_vec();
+            let traffic = Traffic {
+                levels: levels.iter().enumerate().map(|(i, &level)| LevelTraffic {
+                    level,
+                    bytes: served[i..].iter().sum::<u64>() * 8,
+                    volume_bytes: None,
+                }).collect(),
+                flops,
+                iterations: 1,
+                l1: None,
+                word_bytes: 8,
+            };
+            let mut ceilings = Ceilings::new(peak, peak * peff_fraction, "p").unwrap();
+            for (&level, &gb_per_s) in levels.iter().zip(&bandwidths) {
+                ceilings.set_bandwidth(level, BandwidthFn::Constant { gb_per_s }, "p").unwrap();
+            }
+            match analyse(&traffic, &ceilings, Options::default()) {
+                Err(_) => prop_assert!(traffic.validate().is_err()),
+                Ok(a) => {
+                    let p = &a.prediction;
+                    prop_assert!(p.fraction_of_peak <= peff_fraction * (1.0 + 1e-12));
+                    prop_assert!(p.gflops <= a.classic.gflops * (1.0 + 1e-12));
+                    let largest = p.levels.iter().map(|l| l.time_s).fold(p.compute_time_s, f64::max);
+                    prop_assert_eq!(p.time_s, largest);
+                    prop_assert!(p.time_s > 0.0);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_falling_bandwidth_function_is_refused_where_it_turns_negative() {
+        let mut ceilings = Ceilings::new(100.0, 100.0, "t").unwrap();
+        let falling = BandwidthFn::Linear {
+            slope_per_s: -1.0,
+            intercept_gb_per_s: 10.0,
+        };
+        ceilings.set_bandwidth(Level::Memory, falling, "t").unwrap();
+        let traffic = Traffic {
+            levels: vec![LevelTraffic {
+                level: Level::Memory,
+                bytes: 8,
+                volume_bytes: Some(20_000_000_000),
+            }],
+            flops: 1,
+            iterations: 1,
+            l1: None,
+            word_bytes: 8,
+        };
+        let err = analyse(&traffic, &ceilings, Options::default()).unwrap_err();
+        assert!(matches!(err, RooflineError::NotPositive { .. }), "{err}");
+    }
+}

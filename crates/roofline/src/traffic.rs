@@ -6,6 +6,7 @@
 
 use serde::Serialize;
 
+use crate::pairs::{pairs, syntax};
 use crate::{Level, RooflineError};
 
 /// Bytes one level must deliver.
@@ -161,46 +162,42 @@ pub fn parse_counts(text: &str) -> Result<Counts, RooflineError> {
         iterations: 1,
         simd_loads: true,
     };
-    let mut seen: Vec<String> = Vec::new();
-    let mut column = 1;
-    for pair in text.split(',') {
-        let error = |offset: usize, message: String| RooflineError::Syntax {
-            input: "--counts".into(),
-            column: column + offset,
-            message,
-        };
-        let Some((key, value)) = pair.split_once('=') else {
-            return Err(error(0, format!("`{pair}`: {COUNTS_EXPECTED}")));
-        };
-        let key_lower = key.trim().to_ascii_lowercase();
-        let value_column = key.len() + 1;
-        let number: u64 = value.trim().parse().map_err(|_| {
+    for pair in pairs("--counts", text, COUNTS_EXPECTED)? {
+        let error = |column: usize, message: String| syntax("--counts", column, message);
+        let number: u64 = pair.value.parse().map_err(|_| {
             error(
-                value_column,
-                format!("`{value}` is not a non-negative integer ({COUNTS_EXPECTED})"),
+                pair.value_column,
+                format!(
+                    "`{}` is not a non-negative integer ({COUNTS_EXPECTED})",
+                    pair.value
+                ),
             )
         })?;
-        if seen.contains(&key_lower) {
-            return Err(error(0, format!("`{key}` is given twice")));
-        }
-        seen.push(key_lower.clone());
-        match key_lower.as_str() {
+        match pair.key.to_ascii_lowercase().as_str() {
             "flops" => counts.flops = number,
             "l1s" => counts.l1_short_words = Some(number),
             "l1l" => counts.l1_long_words = Some(number),
             "word" | "iterations" if number == 0 => {
-                return Err(error(value_column, format!("`{key}` must be at least 1")));
+                return Err(error(
+                    pair.value_column,
+                    format!("`{}` must be at least 1", pair.key),
+                ));
             }
             "word" => counts.word_bytes = number,
             "iterations" => counts.iterations = number,
             other => {
-                let level: Level = other
-                    .parse()
-                    .map_err(|_| error(0, format!("unknown key `{key}`: {COUNTS_EXPECTED}")))?;
+                let level: Level = other.parse().map_err(|_| {
+                    error(
+                        pair.column,
+                        format!("unknown key `{}`: {COUNTS_EXPECTED}", pair.key),
+                    )
+                })?;
+                if counts.served_words.iter().any(|(l, _)| *l == level) {
+                    return Err(error(pair.column, format!("{level} is given twice")));
+                }
                 counts.served_words.push((level, number));
             }
         }
-        column += pair.len() + 1;
     }
     counts.served_words.sort_by_key(|(level, _)| *level);
     finish_counts(counts)

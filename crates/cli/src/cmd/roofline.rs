@@ -9,7 +9,7 @@ use loopscope_machine::{Machine, read_machine_file, write_atomically};
 use loopscope_report::{RooflineAxis, render_roofline, render_roofline_svg};
 use loopscope_roofline::{
     Analysis, Ceilings, Counts, Options, PAPER_PROFILES, analyse, paper_profile, parse_bandwidths,
-    parse_counts, theoretical_peak_gflops,
+    parse_counts, parse_volumes, theoretical_peak_gflops,
 };
 use serde::Serialize;
 
@@ -35,6 +35,10 @@ pub struct RooflineArgs {
     /// volume-dependent one as `L3=57.45+3.332/s` (intercept GB/s + slope per second, eq. 14).
     #[arg(long, value_name = "LEVEL=GB/s,...")]
     pub bandwidth: Option<String>,
+    /// Access volume in bytes at which a volume-dependent bandwidth is evaluated, per level:
+    /// `L3=2457600` (default: the bytes the kernel moves through the level).
+    #[arg(long, value_name = "LEVEL=BYTES,...")]
+    pub volume: Option<String>,
     /// Theoretical peak Ppeak in GFLOP/s (whole chip); fractions of peak refer to it.
     #[arg(long, value_name = "GFLOP/s")]
     pub peak_gflops: Option<f64>,
@@ -87,7 +91,22 @@ pub fn run(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<()> {
         paper_rounding: args.paper_rounding,
         ..Options::default()
     };
-    let mut analysis = analyse(&counts.traffic(), &ceilings, options)?;
+    let mut traffic = counts.traffic();
+    if let Some(text) = &args.volume {
+        for (level, bytes) in parse_volumes(text)? {
+            let slot = traffic
+                .levels
+                .iter_mut()
+                .find(|l| l.level == level)
+                .ok_or_else(|| {
+                    bad_input(format!(
+                        "--volume: {level} is not among the levels of --counts"
+                    ))
+                })?;
+            slot.volume_bytes = Some(bytes);
+        }
+    }
+    let mut analysis = analyse(&traffic, &ceilings, options)?;
     if let Some(gflops) = args.measured_gflops {
         analysis = analysis.with_measured(gflops)?;
     }
