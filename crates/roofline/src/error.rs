@@ -39,12 +39,19 @@ pub enum RooflineError {
     /// The inputs are well-formed but do not describe a kernel the model can evaluate.
     #[error("{0}")]
     Invalid(String),
+    /// The C compiler rejected the generated harness (its first error line is included).
+    #[error("{0}")]
+    Compile(String),
+    /// The harness could not be written, run, or did not report a timing.
+    #[error("{0}")]
+    Harness(String),
 }
 
 impl RooflineError {
-    /// True when the error comes from the user's input. Every error of this crate does: the
-    /// models are closed-form and cannot fail on valid numbers.
+    /// True when the error comes from the user's input (everything but a failed harness run:
+    /// the models are closed-form and cannot fail on valid numbers, and a kernel the compiler
+    /// rejects is the user's).
     pub fn is_bad_input(&self) -> bool {
-        true
+        !matches!(self, RooflineError::Harness(_))
     }
 }

@@ -11,8 +11,10 @@
 //!
 //! The kernel enters as a [`Traffic`]: bytes through each level and FLOPs over some iterations.
 //! It comes from the paper's per-iteration counts ([`parse_counts`]) or from a cache model of
-//! a kernel file. This room must not measure, print, or read files: the command line gathers
-//! bandwidths (from a machine file's `measured` section, [`best_bandwidths`]) and renders.
+//! a kernel file. This room must not measure the machine, print, or read files: the command
+//! line gathers bandwidths (from a machine file's `measured` section, [`best_bandwidths`]) and
+//! renders. The one thing it runs is a kernel's generated timing harness ([`harness_source`],
+//! [`run_harness`]), for a measured rate beside the prediction.
 //!
 //! # Example
 //!
@@ -33,6 +35,7 @@
 
 mod ceilings;
 mod error;
+mod harness;
 mod level;
 mod model;
 mod pairs;
@@ -45,6 +48,7 @@ pub use ceilings::{
     parse_bandwidths, parse_volumes, round2, theoretical_peak_gflops,
 };
 pub use error::RooflineError;
+pub use harness::{HarnessArray, HarnessKernel, HarnessRun, harness_source, run_harness};
 pub use level::Level;
 pub use model::{Classic, LevelTime, Limit, Prediction, classic, predict};
 pub use procedure::{
