@@ -136,14 +136,6 @@ impl Counts {
             word_bytes: self.word_bytes,
         }
     }
-
-    /// The served count of `level`, 0 when not given.
-    pub fn served(&self, level: Level) -> u64 {
-        self.served_words
-            .iter()
-            .find(|(l, _)| *l == level)
-            .map_or(0, |(_, w)| *w)
-    }
 }
 
 const COUNTS_EXPECTED: &str = "expected KEY=INTEGER pairs separated by commas, with KEY one of \
