@@ -97,28 +97,30 @@ static int cmp(const void *x, const void *y) {{
     return (a > b) - (a < b);
 }}
 
+/* Seconds for `reps` executions; the empty asm keeps the compiler from merging them. */
+#define TIMED(reps, seconds)                            \
+    do {{                                                \
+        double t0_ = now();                             \
+        for (long r_ = 0; r_ < (reps); r_++) {{          \
+            kernel({args});                             \
+            __asm__ volatile("" ::: "memory");          \
+        }}                                               \
+        (seconds) = now() - t0_;                        \
+    }} while (0)
+
 int main(void) {{
 {allocations}    long reps = 1;
     double t;
     kernel({args});
     for (;;) {{
-        double t0 = now();
-        for (long r = 0; r < reps; r++) {{
-            kernel({args});
-            __asm__ volatile("" ::: "memory");
-        }}
-        t = now() - t0;
+        TIMED(reps, t);
         if (t >= 0.05 || reps >= (1L << 40)) break;
         reps *= 2;
     }}
     double samples[5];
     for (int s = 0; s < 5; s++) {{
-        double t0 = now();
-        for (long r = 0; r < reps; r++) {{
-            kernel({args});
-            __asm__ volatile("" ::: "memory");
-        }}
-        samples[s] = (now() - t0) / reps;
+        TIMED(reps, t);
+        samples[s] = t / reps;
 {guard}    }}
     qsort(samples, 5, sizeof(double), cmp);
     printf("%.9e %ld\n", samples[2], reps);
@@ -136,25 +138,25 @@ fn element_count(array: &HarnessArray) -> u64 {
     array.extents.iter().product::<u64>().max(1)
 }
 
-/// `double (*restrict a)[N]` for `double a[M][N]`, so the loop source indexes it unchanged.
-fn pointer_declaration(array: &HarnessArray) -> String {
-    let inner: String = array
+/// The declarator suffix of a row of `array`: `[N]` for `double a[M][N]`.
+fn inner_extents(array: &HarnessArray) -> String {
+    array
         .extents
         .iter()
         .skip(1)
         .map(|e| format!("[{e}]"))
-        .collect();
+        .collect()
+}
+
+/// `double (*restrict a)[N]` for `double a[M][N]`, so the loop source indexes it unchanged.
+fn pointer_declaration(array: &HarnessArray) -> String {
+    let inner = inner_extents(array);
     format!("{} (*restrict {}){inner}", array.element, array.name)
 }
 
 fn allocation(array: &HarnessArray) -> String {
     let count = element_count(array);
-    let inner: String = array
-        .extents
-        .iter()
-        .skip(1)
-        .map(|e| format!("[{e}]"))
-        .collect();
+    let inner = inner_extents(array);
     let name = &array.name;
     let ty = &array.element;
     format!(
