@@ -335,3 +335,23 @@ fn plot_is_written_for_both_axes() {
         assert_eq!(svg.matches("<circle").count(), 2, "{axis}");
     }
 }
+
+#[test]
+fn l1_conditions_warn_on_stderr_and_keep_the_prediction() {
+    let args = [
+        "--counts",
+        "mem=3,l2=1,l1s=40,flops=12",
+        "--profile",
+        "k-computer",
+    ];
+    let output = loopscope(&args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("warning: outside the model's scope: nL1s < 10 × nM fails"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(stdout(&output).contains("L1          outside scope (MEM region)"));
+    let quiet = loopscope(&[&args[..], &["-q"]].concat());
+    assert!(stderr(&quiet).is_empty(), "{}", stderr(&quiet));
+}
