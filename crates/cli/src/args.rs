@@ -47,6 +47,12 @@ pub enum Command {
         loopscope machine --out machine.toml\n  \
         loopscope machine --import SkylakeSP.yml --out skx.toml")]
     Machine(cmd::machine::MachineArgs),
+    /// Predict a kernel's attainable rate with the cache-aware roofline, and which level limits it.
+    #[command(after_help = "Examples:\n  \
+        loopscope roofline --counts mem=3,l2=6,flops=78 -m machine.toml\n  \
+        loopscope roofline --counts mem=5,l2=21,l1s=12,l1l=6,flops=43 --profile k-computer --paper-rounding\n  \
+        loopscope roofline --counts mem=3,l2=8,flops=8 --bandwidth L2=146,MEM=46 --peak-gflops 128 --plot r.svg")]
+    Roofline(cmd::roofline::RooflineArgs),
     /// Print a shell completion script.
     #[command(after_help = "Example:\n  \
         loopscope completions bash > /etc/bash_completion.d/loopscope")]

@@ -1,4 +1,5 @@
-//! Rendering of loopscope's results for people: aligned text tables and quantities with units.
+//! Rendering of loopscope's results for people: aligned text tables, quantities with units and
+//! SVG plots (the roofline).
 //!
 //! Every subcommand's human-readable output is built here, so that tables look the same across
 //! the tool. This room only turns values into text: it never measures, reads files, prints or
@@ -18,9 +19,13 @@
 #![deny(missing_docs)]
 
 mod machine;
+mod roofline;
+mod roofline_text;
 mod table;
 mod units;
 
 pub use machine::render_machine;
+pub use roofline::{PlotError, RooflineAxis, render_roofline_svg};
+pub use roofline_text::{format_seconds, render_roofline};
 pub use table::{Align, Table};
 pub use units::{format_bytes, format_hz};

@@ -1,0 +1,357 @@
+//! `loopscope roofline` run as a user runs it: output structure, JSON fields, exit codes.
+
+use std::process::{Command, Output};
+
+fn loopscope(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_loopscope"))
+        .arg("roofline")
+        .args(args)
+        .output()
+        .expect("run loopscope")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn json(args: &[&str]) -> serde_json::Value {
+    let mut all = args.to_vec();
+    all.push("--json");
+    let output = loopscope(&all);
+    assert!(output.status.success(), "{}", stderr(&output));
+    serde_json::from_slice(&output.stdout).expect("one JSON document")
+}
+
+/// A machine file as `probe` leaves it: Ppeak from the clock, measured peak and bandwidths.
+const MACHINE: &str = r#"
+format_version = 1
+model = "Test CPU"
+sockets = 1
+cores = 2
+threads_per_core = 1
+nominal_hz = 2000000000
+caches = []
+isa = ["sse2", "avx", "avx2", "fma"]
+
+[peak_flops_per_cycle]
+dp = 16
+sp = 32
+
+[measured]
+duration_s = 1.0
+
+[measured.peak_gflops]
+dp = 48.0
+sp = 96.0
+threads = 2
+
+[[measured.bandwidth]]
+level = "L2"
+kernel = "load"
+threads = 2
+working_set_bytes = 262144
+gb_per_s = 120.0
+
+[[measured.bandwidth]]
+level = "MEM"
+kernel = "copy"
+threads = 2
+working_set_bytes = 1073741824
+gb_per_s = 15.0
+gb_per_s_with_write_allocate = 20.0
+
+[[measured.bandwidth]]
+level = "MEM"
+kernel = "load"
+threads = 1
+working_set_bytes = 1073741824
+gb_per_s = 25.0
+"#;
+
+fn machine_file(text: &str) -> tempfile::NamedTempFile {
+    let file = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
+    std::fs::write(file.path(), text).unwrap();
+    file
+}
+
+#[test]
+fn paper_profile_prints_inputs_terms_and_both_models() {
+    let output = loopscope(&["--counts", "mem=3,l2=8,flops=8", "--profile", "k-computer"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    for needle in [
+        "inputs\n",
+        "  peak       128 GFLOP/s, Peff 112.64 GFLOP/s (paper profile k-computer)",
+        "  bandwidth  L2 146 GB/s",
+        "\nprediction  13.2727 GFLOP/s, 0.1037 of peak, limited by L2 bandwidth",
+        "\nclassic     15.3333 GFLOP/s, 0.1198 of peak, limited by MEM bandwidth",
+        "it has 8: L2 side",
+    ] {
+        assert!(text.contains(needle), "missing `{needle}` in\n{text}");
+    }
+}
+
+#[test]
+fn json_has_the_contract_fields() {
+    let doc = json(&[
+        "--counts",
+        "mem=5,l2=21,l1s=12,l1l=6,flops=43",
+        "--profile",
+        "k-computer",
+        "--paper-rounding",
+        "--measured-gflops",
+        "18.816",
+    ]);
+    let p = &doc["prediction"];
+    assert_eq!(p["limit"], "L2");
+    assert_eq!(
+        format!("{:.3}", p["fraction_of_peak"].as_f64().unwrap()),
+        "0.236"
+    );
+    for key in ["gflops", "time_s"] {
+        assert!(p[key].is_f64(), "{key}");
+    }
+    let levels = p["levels"].as_array().unwrap();
+    assert_eq!(levels[0]["name"], "L2");
+    assert_eq!(levels[0]["bytes"], 208);
+    assert_eq!(
+        levels[1]["bandwidth_gb_per_s"].as_f64().unwrap(),
+        0.36 * 128.0
+    );
+    assert!(levels[1]["time_s"].is_f64());
+    assert_eq!(doc["classic"]["limit"], "MEM");
+    assert_eq!(
+        format!(
+            "{:.3}",
+            doc["classic"]["fraction_of_peak"].as_f64().unwrap()
+        ),
+        "0.387"
+    );
+    assert_eq!(doc["measured"]["gflops"].as_f64().unwrap(), 18.816);
+    assert!(doc["measured"]["error"].as_f64().unwrap() < -0.3);
+    assert_eq!(doc["l1"]["ok"], true);
+    assert_eq!(doc["counts"]["flops"], 43);
+    let plain = json(&["--counts", "mem=1,flops=1", "--profile", "k-computer"]);
+    assert!(plain["measured"].is_null());
+}
+
+#[test]
+fn machine_file_supplies_bandwidths_and_peaks() {
+    let file = machine_file(MACHINE);
+    let path = file.path().to_str().unwrap();
+    let doc = json(&["--counts", "mem=3,l2=6,flops=12", "-m", path]);
+    let ceilings = &doc["ceilings"];
+    // 16 FLOP/cycle × 2 cores × 2 GHz; Peff is the measured peak.
+    assert_eq!(ceilings["peak_gflops"].as_f64().unwrap(), 64.0);
+    assert_eq!(ceilings["effective_gflops"].as_f64().unwrap(), 48.0);
+    // MEM: the 2-thread run counting write-allocate (20), not the 1-thread 25.
+    assert_eq!(
+        ceilings["levels"][1]["bandwidth"]["gb_per_s"]
+            .as_f64()
+            .unwrap(),
+        20.0
+    );
+    assert!(
+        ceilings["levels"][1]["source"]
+            .as_str()
+            .unwrap()
+            .contains("copy")
+    );
+    assert_eq!(doc["prediction"]["limit"], "MEM");
+    // Flags override the file.
+    let doc = json(&[
+        "--counts",
+        "mem=3,l2=6,flops=12",
+        "-m",
+        path,
+        "--bandwidth",
+        "MEM=60",
+    ]);
+    assert_eq!(doc["prediction"]["limit"], "L2");
+    let text = stdout(&loopscope(&["--counts", "mem=3,l2=6,flops=12", "-m", path]));
+    assert!(text.contains("measured copy kernel, 2 threads"), "{text}");
+}
+
+#[test]
+fn missing_bandwidth_names_the_level_and_probe() {
+    let without_l2 = MACHINE.replace("level = \"L2\"", "level = \"L3\"");
+    let file = machine_file(&without_l2);
+    let output = loopscope(&[
+        "--counts",
+        "mem=3,l2=6,flops=12",
+        "-m",
+        file.path().to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    let err = stderr(&output);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("no bandwidth for L2") && err.contains("loopscope probe"),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_numbers_exit_2_with_one_line() {
+    for args in [
+        &["--counts", "mem=3,l2=x", "--profile", "k-computer"][..],
+        &["--counts", "mem=-3,flops=2", "--profile", "k-computer"],
+        &["--counts", "mem=0,flops=0", "--profile", "k-computer"],
+        &[
+            "--counts",
+            "mem=3,flops=2",
+            "--profile",
+            "k-computer",
+            "--bandwidth",
+            "MEM=0",
+        ],
+        &[
+            "--counts",
+            "mem=3,flops=2",
+            "--profile",
+            "k-computer",
+            "--bandwidth",
+            "MEM=-5",
+        ],
+        &[
+            "--counts",
+            "mem=3,flops=2",
+            "--profile",
+            "k-computer",
+            "--peak-gflops=-1",
+        ],
+        &[
+            "--counts",
+            "mem=3,flops=2",
+            "--profile",
+            "k-computer",
+            "--measured-gflops=-1",
+        ],
+        &["--counts", "mem=3,flops=2", "--profile", "cray-1"],
+        &[
+            "--counts",
+            "mem=3,flops=2",
+            "--peak-gflops",
+            "0",
+            "--bandwidth",
+            "MEM=1",
+        ],
+    ] {
+        let output = loopscope(args);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert_eq!(
+            stderr(&output).lines().count(),
+            1,
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
+    let output = loopscope(&["--counts", "mem=3,l2=x", "--profile", "k-computer"]);
+    assert!(
+        stderr(&output).contains("--counts:10:"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn volume_dependent_bandwidth_uses_the_given_volume() {
+    // The paper's Haswell eq. 14 at loop 14's L3 volume (24 × 102.4 kB).
+    let args = [
+        "--counts",
+        "mem=3,l3=24,flops=24",
+        "--profile",
+        "haswell-paper",
+        "--bandwidth",
+        "L3=57.45+3.332/s",
+        "--volume",
+        "L3=2457600",
+    ];
+    let doc = json(&args);
+    let l3 = doc["prediction"]["levels"][0]["bandwidth_gb_per_s"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        (l3 - (57.45 + 3.332 * 2_457_600.0 / 1e9)).abs() < 1e-9,
+        "{l3}"
+    );
+    assert_eq!(doc["prediction"]["limit"], "L3");
+    let output = loopscope(&[
+        "--counts",
+        "mem=3,flops=2",
+        "--profile",
+        "k-computer",
+        "--volume",
+        "L3=5",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+}
+
+#[test]
+fn a_kernel_without_flops_gets_a_bytes_bound_time() {
+    let doc = json(&[
+        "--counts",
+        "mem=2,flops=0,iterations=1000",
+        "--profile",
+        "k-computer",
+    ]);
+    assert_eq!(doc["prediction"]["gflops"].as_f64().unwrap(), 0.0);
+    assert_eq!(doc["prediction"]["limit"], "MEM");
+    let time = doc["prediction"]["time_s"].as_f64().unwrap();
+    assert!((time - 16_000.0 / 46e9).abs() < 1e-15, "{time}");
+    assert!(doc["prediction"]["levels"][0]["bytes_per_flop"].is_null());
+}
+
+#[test]
+fn plot_is_written_for_both_axes() {
+    let dir = tempfile::tempdir().unwrap();
+    for axis in ["flop-per-byte", "bytes-per-flop"] {
+        let path = dir.path().join(format!("{axis}.svg"));
+        let output = loopscope(&[
+            "--counts",
+            "mem=3,l2=8,flops=8",
+            "--profile",
+            "k-computer",
+            "--plot",
+            path.to_str().unwrap(),
+            "--axis",
+            axis,
+        ]);
+        assert!(output.status.success(), "{}", stderr(&output));
+        let svg = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            svg.starts_with("<svg") && svg.contains("L2 146 GB/s"),
+            "{axis}"
+        );
+        assert_eq!(svg.matches("<circle").count(), 2, "{axis}");
+    }
+}
+
+#[test]
+fn l1_conditions_warn_on_stderr_and_keep_the_prediction() {
+    let args = [
+        "--counts",
+        "mem=3,l2=1,l1s=40,flops=12",
+        "--profile",
+        "k-computer",
+    ];
+    let output = loopscope(&args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("warning: outside the model's scope: nL1s < 10 × nM fails"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(stdout(&output).contains("L1          outside scope (MEM region)"));
+    let quiet = loopscope(&[&args[..], &["-q"]].concat());
+    assert!(stderr(&quiet).is_empty(), "{}", stderr(&quiet));
+}

@@ -1,0 +1,283 @@
+//! The human-readable view of a roofline analysis: the inputs it used, every level's term,
+//! the prediction beside the classic roofline, the boundaries, the L1 verdict and a measurement.
+
+use std::fmt::Write;
+
+use loopscope_roofline::{Analysis, BandwidthFn, Counts, Limit};
+
+use crate::{Align, Table};
+
+/// Renders an analysis as text, echoing the per-iteration counts it came from when given;
+/// warnings are left to the caller (they go to stderr).
+pub fn render_roofline(analysis: &Analysis, counts: Option<&Counts>) -> String {
+    let mut out = String::new();
+    render_inputs(&mut out, analysis, counts);
+    out.push('\n');
+    out.push_str(&level_table(analysis).render());
+    out.push('\n');
+    render_verdicts(&mut out, analysis);
+    out
+}
+
+fn render_inputs(out: &mut String, analysis: &Analysis, counts: Option<&Counts>) {
+    let traffic = &analysis.traffic;
+    let ceilings = &analysis.ceilings;
+    let iterations = traffic.iterations as f64;
+    let _ = writeln!(out, "inputs");
+    if let Some(counts) = counts {
+        let served: Vec<String> = counts
+            .served_words
+            .iter()
+            .map(|(level, words)| format!("{level} {words}"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  counts     {} words served per iteration (each level also passes on the words \
+             of the levels beyond it)",
+            served.join(", ")
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  kernel     {} FLOPs per iteration, {} iteration{}, {}-byte words",
+        number(traffic.flops as f64 / iterations),
+        traffic.iterations,
+        if traffic.iterations == 1 { "" } else { "s" },
+        traffic.word_bytes
+    );
+    if let Some(l1) = traffic.l1 {
+        let words = |bytes: u64| number(bytes as f64 / iterations / traffic.word_bytes as f64);
+        let _ = writeln!(
+            out,
+            "  L1 refs    {} short-spacing, {} long-spacing words per iteration ({} loads)",
+            words(l1.short_bytes),
+            words(l1.long_bytes),
+            if l1.simd_loads { "SIMD" } else { "scalar" }
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  peak       {} GFLOP/s, Peff {} GFLOP/s ({})",
+        number(ceilings.peak_gflops),
+        number(ceilings.effective_gflops),
+        ceilings.peak_source
+    );
+    for (index, ceiling) in ceilings.levels.iter().enumerate() {
+        let bandwidth = match ceiling.bandwidth {
+            BandwidthFn::Constant { gb_per_s } => format!("{} GB/s", number(gb_per_s)),
+            BandwidthFn::Linear {
+                slope_per_s,
+                intercept_gb_per_s,
+            } => format!(
+                "{} GB/s + {slope_per_s}/s × access volume",
+                number(intercept_gb_per_s)
+            ),
+        };
+        let label = if index == 0 { "bandwidth" } else { "" };
+        let _ = writeln!(
+            out,
+            "  {label:<9}  {} {bandwidth} ({})",
+            ceiling.level, ceiling.source
+        );
+    }
+    if analysis.options.paper_rounding {
+        let _ = writeln!(
+            out,
+            "  rounding   paper: B/Ppeak and Peff/Ppeak to 2 decimals, k to 2"
+        );
+    }
+}
+
+fn level_table(analysis: &Analysis) -> Table {
+    let prediction = &analysis.prediction;
+    let iterations = analysis.traffic.iterations as f64;
+    let mut table = Table::new(["term", "per iteration", "b/f", "rate", "time/iter", "roof"]);
+    for column in 1..6 {
+        table = table.align(column, Align::Right);
+    }
+    for level in &prediction.levels {
+        table.row([
+            level.name.to_string(),
+            format!("{} B", number(level.bytes_per_iteration)),
+            level
+                .bytes_per_flop
+                .map_or("-".into(), |bf| format!("{bf:.3}")),
+            level
+                .bandwidth_gb_per_s
+                .map_or("-".into(), |b| format!("{} GB/s", number(b))),
+            format_seconds(level.time_s / iterations),
+            level
+                .roof_fraction_of_peak
+                .map_or("-".into(), |r| format!("{r:.4}")),
+        ]);
+    }
+    table.row([
+        "compute".to_owned(),
+        format!(
+            "{} FLOP",
+            number(analysis.traffic.flops as f64 / iterations)
+        ),
+        String::new(),
+        format!("{} GFLOP/s", number(analysis.ceilings.effective_gflops)),
+        format_seconds(prediction.compute_time_s / iterations),
+        format!(
+            "{:.4}",
+            analysis.ceilings.effective_gflops / analysis.ceilings.peak_gflops
+        ),
+    ]);
+    table
+}
+
+fn render_verdicts(out: &mut String, analysis: &Analysis) {
+    let p = &analysis.prediction;
+    let total = if analysis.traffic.iterations > 1 {
+        format!(", {} in total", format_seconds(p.time_s))
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        out,
+        "prediction  {} GFLOP/s, {:.4} of peak, limited by {} ({} per iteration{total})",
+        number(p.gflops),
+        p.fraction_of_peak,
+        limit_name(p.limit),
+        format_seconds(p.time_per_iteration_s)
+    );
+    let c = &analysis.classic;
+    let _ = writeln!(
+        out,
+        "classic     {} GFLOP/s, {:.4} of peak, limited by {} ({} traffic only)",
+        number(c.gflops),
+        c.fraction_of_peak,
+        limit_name(c.limit),
+        c.level
+    );
+    for b in &analysis.boundaries {
+        let _ = writeln!(
+            out,
+            "boundary    {} limits over {} when its own words exceed k × {} = {:.4} \
+             (k = {:.4}); it has {}: {} side",
+            b.inner,
+            b.outer,
+            number(b.outer_words),
+            b.threshold_words,
+            b.k,
+            number(b.own_words),
+            if b.inner_limits { b.inner } else { b.outer }
+        );
+    }
+    if let Some(l1) = &analysis.l1 {
+        let checks: Vec<String> = l1
+            .checks
+            .iter()
+            .map(|c| {
+                let verdict = if c.ok { "ok" } else { "FAILS" };
+                format!(
+                    "{} ({} vs {}) {verdict}",
+                    c.rule,
+                    number(c.left_words),
+                    number(c.right_words)
+                )
+            })
+            .collect();
+        let scope = if l1.ok {
+            "within scope"
+        } else {
+            "outside scope"
+        };
+        let _ = writeln!(
+            out,
+            "L1          {scope} ({} region): {}",
+            l1.region,
+            checks.join("; ")
+        );
+    }
+    if let Some(m) = &analysis.measured {
+        let _ = writeln!(
+            out,
+            "measured    {} GFLOP/s, {:.4} of peak, {:.1} % of the prediction (error {:+.1} %): {}",
+            number(m.gflops),
+            m.fraction_of_peak,
+            100.0 * m.ratio,
+            100.0 * m.error,
+            if m.at_limit {
+                "at the limit (≥ 85 %), tuning can stop"
+            } else {
+                "below 85 % of the limit, worth tuning"
+            }
+        );
+    }
+    for note in &analysis.notes {
+        let _ = writeln!(out, "note        {note}");
+    }
+}
+
+fn limit_name(limit: Limit) -> String {
+    match limit {
+        Limit::Level(level) => format!("{level} bandwidth"),
+        Limit::Compute => "compute".to_owned(),
+    }
+}
+
+/// A number with at most four decimals and no trailing zeros: `146`, `112.64`, `0.3077`.
+pub(crate) fn number(x: f64) -> String {
+    let text = format!("{x:.4}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    if text == "-0" {
+        "0".into()
+    } else {
+        text.to_owned()
+    }
+}
+
+/// A duration with a unit that keeps four significant digits readable: `0.5217 ns`, `3.2 ms`.
+pub fn format_seconds(seconds: f64) -> String {
+    let (value, unit) = if seconds == 0.0 {
+        (0.0, "s")
+    } else if seconds < 1e-6 {
+        (seconds * 1e9, "ns")
+    } else if seconds < 1e-3 {
+        (seconds * 1e6, "µs")
+    } else if seconds < 1.0 {
+        (seconds * 1e3, "ms")
+    } else {
+        (seconds, "s")
+    };
+    format!("{} {unit}", number(value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loopscope_roofline::{Options, analyse, paper_profile, parse_counts};
+
+    #[test]
+    fn text_shows_inputs_terms_and_both_models() {
+        let k = paper_profile("k-computer").unwrap();
+        let counts = parse_counts("mem=3,l2=6,flops=78").unwrap();
+        let analysis = analyse(&counts.traffic(), &k, Options::default()).unwrap();
+        let text = render_roofline(&analysis, Some(&counts));
+        for line in [
+            "  counts     L2 6, MEM 3 words served per iteration",
+            "  peak       128 GFLOP/s, Peff 112.64 GFLOP/s (paper profile k-computer)",
+            "  bandwidth  L2 146 GB/s (paper profile k-computer)",
+            "prediction  112.64 GFLOP/s, 0.8800 of peak, limited by compute (0.6925 ns per iteration)",
+            "classic     128 GFLOP/s, 1.0000 of peak, limited by compute (MEM traffic only)",
+        ] {
+            assert!(text.contains(line), "missing `{line}` in\n{text}");
+        }
+        assert!(
+            text.contains("MEM               24 B  0.308         46 GB/s  0.5217 ns  1.1680"),
+            "{text}"
+        );
+        assert!(text.contains("it has 6: MEM side"), "{text}");
+    }
+
+    #[test]
+    fn seconds_pick_a_unit() {
+        assert_eq!(format_seconds(0.5217e-9), "0.5217 ns");
+        assert_eq!(format_seconds(3.2e-3), "3.2 ms");
+        assert_eq!(format_seconds(2.0), "2 s");
+        assert_eq!(format_seconds(0.0), "0 s");
+    }
+}

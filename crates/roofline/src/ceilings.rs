@@ -1,0 +1,339 @@
+//! What the machine offers: peak and effective FLOP rates and one bandwidth per level.
+
+use loopscope_machine::{Machine, Measured};
+use serde::Serialize;
+
+use crate::pairs::level_pairs;
+use crate::{Level, RooflineError};
+
+/// A level's effective bandwidth, possibly depending on the access volume (eq. 14).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum BandwidthFn {
+    /// The same bandwidth whatever the volume.
+    Constant {
+        /// 10^9 bytes per second.
+        gb_per_s: f64,
+    },
+    /// `B(D) = slope_per_s × D + intercept`, D in bytes: the paper's Haswell L3 (eq. 14).
+    Linear {
+        /// Bandwidth gained per byte of access volume, in 1/s.
+        slope_per_s: f64,
+        /// Bandwidth at zero volume, 10^9 bytes per second.
+        intercept_gb_per_s: f64,
+    },
+}
+
+impl BandwidthFn {
+    /// The bandwidth in 10^9 bytes per second at an access volume of `volume_bytes`.
+    pub fn gb_per_s(&self, volume_bytes: u64) -> f64 {
+        match *self {
+            BandwidthFn::Constant { gb_per_s } => gb_per_s,
+            BandwidthFn::Linear {
+                slope_per_s,
+                intercept_gb_per_s,
+            } => intercept_gb_per_s + slope_per_s * volume_bytes as f64 / 1e9,
+        }
+    }
+}
+
+/// One level's ceiling and where its number came from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LevelCeiling {
+    /// The level.
+    pub level: Level,
+    /// Its effective bandwidth.
+    pub bandwidth: BandwidthFn,
+    /// Where the number came from (`--bandwidth`, `machine.toml measured copy, 2 threads`).
+    pub source: String,
+}
+
+/// The machine side of the model: Ppeak, Peff and the effective bandwidths (whole chip).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Ceilings {
+    /// Theoretical peak Ppeak in 10^9 FLOP/s; fractions of peak are relative to it.
+    pub peak_gflops: f64,
+    /// Attainable compute rate Peff (t_C = Nc / Peff, eq. 7), at most `peak_gflops`.
+    pub effective_gflops: f64,
+    /// Where the peak figures came from.
+    pub peak_source: String,
+    /// Bandwidth per level, innermost first.
+    pub levels: Vec<LevelCeiling>,
+}
+
+impl Ceilings {
+    /// Ceilings with no bandwidths yet; checks that the peaks are positive and Peff ≤ Ppeak.
+    pub fn new(
+        peak_gflops: f64,
+        effective_gflops: f64,
+        peak_source: impl Into<String>,
+    ) -> Result<Ceilings, RooflineError> {
+        positive("the peak FLOP rate (GFLOP/s)", peak_gflops)?;
+        positive("the effective FLOP rate (GFLOP/s)", effective_gflops)?;
+        if effective_gflops > peak_gflops {
+            return Err(RooflineError::Invalid(format!(
+                "the effective FLOP rate {effective_gflops} GFLOP/s exceeds the peak \
+                 {peak_gflops} GFLOP/s"
+            )));
+        }
+        Ok(Ceilings {
+            peak_gflops,
+            effective_gflops,
+            peak_source: peak_source.into(),
+            levels: Vec::new(),
+        })
+    }
+
+    /// Sets (or replaces) the bandwidth of `level`, refusing non-positive numbers.
+    pub fn set_bandwidth(
+        &mut self,
+        level: Level,
+        bandwidth: BandwidthFn,
+        source: impl Into<String>,
+    ) -> Result<(), RooflineError> {
+        match bandwidth {
+            BandwidthFn::Constant { gb_per_s } => {
+                positive(&format!("{level} bandwidth"), gb_per_s)?
+            }
+            BandwidthFn::Linear {
+                slope_per_s,
+                intercept_gb_per_s,
+            } => {
+                positive(&format!("{level} bandwidth intercept"), intercept_gb_per_s)?;
+                if !slope_per_s.is_finite() {
+                    return Err(RooflineError::NotPositive {
+                        what: format!("{level} bandwidth slope"),
+                        value: slope_per_s,
+                    });
+                }
+            }
+        }
+        let ceiling = LevelCeiling {
+            level,
+            bandwidth,
+            source: source.into(),
+        };
+        match self.levels.iter_mut().find(|c| c.level == level) {
+            Some(slot) => *slot = ceiling,
+            None => {
+                self.levels.push(ceiling);
+                self.levels.sort_by_key(|c| c.level);
+            }
+        }
+        Ok(())
+    }
+
+    /// The ceiling of `level`, if known.
+    pub fn level(&self, level: Level) -> Option<&LevelCeiling> {
+        self.levels.iter().find(|c| c.level == level)
+    }
+
+    /// Takes every level's bandwidth from `probe`'s measurements; see [`best_bandwidths`].
+    pub fn add_measured(&mut self, measured: &Measured, file: &str) -> Result<(), RooflineError> {
+        for (level, gb_per_s, how) in best_bandwidths(measured) {
+            self.set_bandwidth(
+                level,
+                BandwidthFn::Constant { gb_per_s },
+                format!("{file}: {how}"),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The ceilings with every constant bandwidth and Peff replaced by the paper's rounding:
+    /// B/Ppeak and Peff/Ppeak rounded half-up to two decimals (0.36, 1.14, 0.88), as §7 does.
+    pub fn paper_rounded(&self) -> Ceilings {
+        let peak = self.peak_gflops;
+        let mut rounded = self.clone();
+        rounded.effective_gflops = (round2(self.effective_gflops / peak) * peak).min(peak);
+        for ceiling in &mut rounded.levels {
+            if let BandwidthFn::Constant { gb_per_s } = &mut ceiling.bandwidth {
+                *gb_per_s = round2(*gb_per_s / peak) * peak;
+            }
+        }
+        rounded
+    }
+}
+
+/// Rounds half-up to two decimals, as the paper prints its coefficients. A tiny epsilon keeps
+/// binary fractions such as 0.885 (stored as 0.88499...) on the paper's side.
+pub fn round2(x: f64) -> f64 {
+    ((x * 100.0) + 0.5 + 1e-9).floor() / 100.0
+}
+
+fn positive(what: &str, value: f64) -> Result<(), RooflineError> {
+    if value.is_finite() && value > 0.0 {
+        Ok(())
+    } else {
+        Err(RooflineError::NotPositive {
+            what: what.to_owned(),
+            value,
+        })
+    }
+}
+
+/// Per level, the bandwidth the model should use from `probe`'s measurements: among the runs
+/// with the most threads (the paper's whole-chip figures), the highest, counting write-allocate
+/// traffic (the paper counts a store twice). Returns `(level, GB/s, description)`.
+pub fn best_bandwidths(measured: &Measured) -> Vec<(Level, f64, String)> {
+    let mut best: Vec<(Level, f64, String, u32)> = Vec::new();
+    for run in &measured.bandwidth {
+        let Ok(level) = run.level.parse::<Level>() else {
+            continue;
+        };
+        let gb_per_s = run.gb_per_s_with_write_allocate.unwrap_or(run.gb_per_s);
+        if !(gb_per_s.is_finite() && gb_per_s > 0.0) {
+            continue;
+        }
+        let how = format!("measured {} kernel, {} threads", run.kernel, run.threads);
+        match best.iter_mut().find(|b| b.0 == level) {
+            Some(slot) if (run.threads, gb_per_s) > (slot.3, slot.1) => {
+                *slot = (level, gb_per_s, how, run.threads);
+            }
+            Some(_) => {}
+            None => best.push((level, gb_per_s, how, run.threads)),
+        }
+    }
+    best.sort_by_key(|b| b.0);
+    best.into_iter().map(|(l, b, h, _)| (l, b, h)).collect()
+}
+
+/// The theoretical whole-machine double-precision peak in GFLOP/s, when the nominal clock is
+/// known: FLOPs per cycle and core × cores × clock.
+pub fn theoretical_peak_gflops(machine: &Machine) -> Option<f64> {
+    let hz = machine.nominal_hz?;
+    let per_cycle = machine.peak_flops_per_cycle.dp;
+    (per_cycle > 0 && machine.cores > 0)
+        .then(|| f64::from(per_cycle) * f64::from(machine.cores) * hz as f64 / 1e9)
+}
+
+/// The paper's effective bandwidth from a base test (§3.2): the mean bandwidth of the runs
+/// whose required bytes per FLOP is at least `min_bytes_per_flop` (0 for memory, where all seven
+/// runs count; the achieved B/F for a cache, excluding compute-bound runs). `rows` are
+/// `(bytes_per_flop, gb_per_s)`; `None` when no row qualifies.
+pub fn effective_bandwidth_gb_per_s(rows: &[(f64, f64)], min_bytes_per_flop: f64) -> Option<f64> {
+    let kept: Vec<f64> = rows
+        .iter()
+        .filter(|(bf, _)| *bf >= min_bytes_per_flop)
+        .map(|(_, gb)| *gb)
+        .collect();
+    (!kept.is_empty()).then(|| kept.iter().sum::<f64>() / kept.len() as f64)
+}
+
+/// Parses `--bandwidth L2=146,MEM=46` (GB/s) and the volume-dependent form
+/// `L3=57.45+3.332/s` (intercept GB/s `+` slope per second, eq. 14).
+pub fn parse_bandwidths(text: &str) -> Result<Vec<(Level, BandwidthFn)>, RooflineError> {
+    let expected = "expected LEVEL=GB/s pairs such as L2=146,MEM=46, or \
+                    LEVEL=INTERCEPT+SLOPE/s for a volume-dependent bandwidth";
+    let number = |s: &str| s.trim().parse::<f64>().ok().filter(|v| v.is_finite());
+    level_pairs("--bandwidth", text, expected, |value| {
+        match value.split_once('+') {
+            Some((intercept, slope)) => Some(BandwidthFn::Linear {
+                intercept_gb_per_s: number(intercept)?,
+                slope_per_s: number(slope.trim().strip_suffix("/s").unwrap_or(slope))?,
+            }),
+            None => Some(BandwidthFn::Constant {
+                gb_per_s: number(value)?,
+            }),
+        }
+    })
+}
+
+/// Parses `--volume L3=2457600`: the access volume in bytes at which a level's
+/// volume-dependent bandwidth is evaluated (eq. 14's D).
+pub fn parse_volumes(text: &str) -> Result<Vec<(Level, u64)>, RooflineError> {
+    let expected = "expected LEVEL=BYTES pairs such as L3=2457600";
+    level_pairs("--volume", text, expected, |value| {
+        value.parse::<u64>().ok()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loopscope_machine::Bandwidth;
+    use proptest::prelude::*;
+
+    fn run(level: &str, kernel: &str, threads: u32, gb: f64, wa: Option<f64>) -> Bandwidth {
+        Bandwidth {
+            level: level.into(),
+            kernel: kernel.into(),
+            threads,
+            working_set_bytes: 1 << 20,
+            gb_per_s: gb,
+            gb_per_s_with_write_allocate: wa,
+            method: String::new(),
+        }
+    }
+
+    #[test]
+    fn measured_bandwidths_prefer_all_threads_then_the_highest() {
+        let measured = Measured {
+            bandwidth: vec![
+                run("MEM", "load", 1, 30.0, None),
+                run("MEM", "copy", 2, 20.0, Some(30.0)),
+                run("MEM", "load", 2, 25.0, None),
+                run("L2", "load", 2, 150.0, None),
+                run("weird", "load", 2, 1.0, None),
+                run("L3", "load", 2, 0.0, None),
+            ],
+            ..Measured::default()
+        };
+        let best = best_bandwidths(&measured);
+        assert_eq!(best.len(), 2);
+        assert_eq!((best[0].0, best[0].1), (Level::Cache(2), 150.0));
+        assert_eq!((best[1].0, best[1].1), (Level::Memory, 30.0));
+        assert!(best[1].2.contains("copy"), "{}", best[1].2);
+    }
+
+    #[test]
+    fn bandwidth_flags_parse_and_refuse_nonsense() {
+        let parsed = parse_bandwidths("L2=146,MEM=46").unwrap();
+        assert_eq!(
+            parsed[1],
+            (Level::Memory, BandwidthFn::Constant { gb_per_s: 46.0 })
+        );
+        let linear = parse_bandwidths("L3=57.45+3.332/s").unwrap();
+        assert_eq!(
+            linear[0].1,
+            BandwidthFn::Linear {
+                intercept_gb_per_s: 57.45,
+                slope_per_s: 3.332
+            }
+        );
+        let err = parse_bandwidths("L2=146,L7x=3").unwrap_err();
+        assert!(err.to_string().starts_with("--bandwidth:8:"), "{err}");
+        assert!(parse_bandwidths("L2=fast").is_err());
+        assert!(parse_bandwidths("mem=1,memory=2").is_err());
+        assert_eq!(
+            parse_volumes("L3=2457600").unwrap(),
+            [(Level::Cache(3), 2_457_600)]
+        );
+        let err = parse_volumes("L3=2.4MB").unwrap_err();
+        assert!(err.to_string().starts_with("--volume:4:"), "{err}");
+        let mut ceilings = Ceilings::new(100.0, 100.0, "test").unwrap();
+        let err = ceilings
+            .set_bandwidth(Level::Memory, BandwidthFn::Constant { gb_per_s: -1.0 }, "x")
+            .unwrap_err();
+        assert!(matches!(err, RooflineError::NotPositive { .. }));
+        assert!(Ceilings::new(0.0, 1.0, "x").is_err());
+        assert!(Ceilings::new(10.0, 11.0, "x").is_err());
+        assert!(Ceilings::new(f64::NAN, 1.0, "x").is_err());
+    }
+
+    #[test]
+    fn rounding_is_half_up() {
+        assert_eq!(round2(46.0 / 128.0), 0.36);
+        assert_eq!(round2(146.0 / 128.0), 1.14);
+        assert_eq!(round2(146.0 / 46.0 - 1.0), 2.17);
+        assert_eq!(round2(0.885), 0.89);
+    }
+
+    proptest! {
+        #[test]
+        fn bandwidth_parser_never_panics(text in ".{0,40}") {
+            let _ = parse_bandwidths(&text);
+            let _ = parse_volumes(&text);
+        }
+    }
+}

@@ -1,0 +1,57 @@
+//! Errors of this crate, each one line naming the input, the position when there is one, and
+//! what was expected.
+
+use crate::Level;
+
+/// Why a roofline prediction could not be made.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RooflineError {
+    /// A textual input (`--counts`, `--bandwidth`) does not parse.
+    #[error("{input}:{column}: {message}")]
+    Syntax {
+        /// Which input: `--counts`, `--bandwidth`, ...
+        input: String,
+        /// 1-based column of the offending character.
+        column: usize,
+        /// What was found and what was expected.
+        message: String,
+    },
+    /// A number that must be positive (a bandwidth, a peak) is zero, negative or not finite.
+    #[error("{what} must be a positive finite number, got {value}")]
+    NotPositive {
+        /// What the number is.
+        what: String,
+        /// The value given.
+        value: f64,
+    },
+    /// The kernel moves data through a level whose bandwidth is unknown.
+    #[error(
+        "no bandwidth for {level}, which the kernel touches ({bytes} bytes): run \
+         `loopscope probe --out machine.toml` and pass `-m machine.toml`, or give \
+         `--bandwidth {level}=GB/s`"
+    )]
+    MissingBandwidth {
+        /// The level without a bandwidth.
+        level: Level,
+        /// Bytes the kernel moves through it.
+        bytes: u64,
+    },
+    /// The inputs are well-formed but do not describe a kernel the model can evaluate.
+    #[error("{0}")]
+    Invalid(String),
+    /// The C compiler rejected the generated harness (its first error line is included).
+    #[error("{0}")]
+    Compile(String),
+    /// The harness could not be written, run, or did not report a timing.
+    #[error("{0}")]
+    Harness(String),
+}
+
+impl RooflineError {
+    /// True when the error comes from the user's input (everything but a failed harness run:
+    /// the models are closed-form and cannot fail on valid numbers, and a kernel the compiler
+    /// rejects is the user's).
+    pub fn is_bad_input(&self) -> bool {
+        !matches!(self, RooflineError::Harness(_))
+    }
+}

@@ -1,0 +1,59 @@
+//! Roofline models: what rate a loop kernel can reach on a machine, and which level limits it.
+//!
+//! This room implements the classic roofline (Williams et al.; spec 002 eqs. 2–3) and Minami et
+//! al.'s extended, cache-aware model (eqs. 4–11), generalised from memory + L2 to any number of
+//! levels: the execution time is the largest of each level's transfer time D_L / B_L (with
+//! effective, measured bandwidths) and the compute time Nc / Peff. Around it: the region
+//! boundary between adjacent levels (eqs. 12–13), the L1 applicability conditions (§2.4, §6.2
+//! step 3) as warnings, volume-dependent bandwidths (eq. 14, [`BandwidthFn::Linear`]), the
+//! paper's rounded coefficients ([`Options::paper_rounding`]) and the paper's machines
+//! ([`paper_profile`]).
+//!
+//! The kernel enters as a [`Traffic`]: bytes through each level and FLOPs over some iterations.
+//! It comes from the paper's per-iteration counts ([`parse_counts`]) or from a cache model of
+//! a kernel file. This room must not measure the machine, print, or read files: the command
+//! line gathers bandwidths (from a machine file's `measured` section, [`best_bandwidths`]) and
+//! renders. The one thing it runs is a kernel's generated timing harness ([`harness_source`],
+//! [`run_harness`]), for a measured rate beside the prediction.
+//!
+//! # Example
+//!
+//! Loop 10 of the paper's Table 3 (3 memory and 8 L2 references, 8 FLOPs per iteration) on
+//! the K computer is L2-bound at 0.1037 of peak, where the classic roofline says 0.1198:
+//!
+//! ```
+//! use loopscope_roofline::{analyse, paper_profile, parse_counts, Level, Limit, Options};
+//!
+//! let traffic = parse_counts("mem=3,l2=8,flops=8").unwrap().traffic();
+//! let k = paper_profile("k-computer").unwrap();
+//! let analysis = analyse(&traffic, &k, Options::default()).unwrap();
+//! assert_eq!(analysis.prediction.limit, Limit::Level(Level::Cache(2)));
+//! assert_eq!(format!("{:.4}", analysis.prediction.fraction_of_peak), "0.1037");
+//! assert_eq!(format!("{:.4}", analysis.classic.fraction_of_peak), "0.1198");
+//! ```
+#![deny(missing_docs)]
+
+mod ceilings;
+mod error;
+mod harness;
+mod level;
+mod model;
+mod pairs;
+mod procedure;
+mod profiles;
+mod traffic;
+
+pub use ceilings::{
+    BandwidthFn, Ceilings, LevelCeiling, best_bandwidths, effective_bandwidth_gb_per_s,
+    parse_bandwidths, parse_volumes, round2, theoretical_peak_gflops,
+};
+pub use error::RooflineError;
+pub use harness::{HarnessArray, HarnessKernel, HarnessRun, harness_source, run_harness};
+pub use level::Level;
+pub use model::{Classic, LevelTime, Limit, Prediction, classic, predict};
+pub use procedure::{
+    Analysis, Boundary, Comparison, L1Check, L1Thresholds, L1Verdict, Options, analyse, boundaries,
+    l1_verdict,
+};
+pub use profiles::{PAPER_PROFILES, paper_profile};
+pub use traffic::{Counts, L1Refs, LevelTraffic, Traffic, parse_counts};

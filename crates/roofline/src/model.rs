@@ -1,0 +1,211 @@
+//! The classic roofline (eqs. 2–3) and the extended, cache-aware model (eqs. 4–11) over any
+//! number of levels: t_E = max(t_L for every timed level, t_C), with t_L = D_L / B_L and
+//! t_C = Nc / Peff.
+
+use serde::{Serialize, Serializer};
+
+use crate::{Ceilings, Level, RooflineError, Traffic};
+
+/// What limits a kernel: one level's bandwidth, or the arithmetic units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// The level's transfer time is the largest.
+    Level(Level),
+    /// The compute time is the largest.
+    Compute,
+}
+
+impl std::fmt::Display for Limit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Limit::Level(level) => level.fmt(f),
+            Limit::Compute => f.write_str("compute"),
+        }
+    }
+}
+
+impl Serialize for Limit {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+/// One level's term of eq. (4).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LevelTime {
+    /// The level.
+    pub name: Level,
+    /// Bytes through it over all iterations (D_L).
+    pub bytes: u64,
+    /// Bytes through it per iteration.
+    pub bytes_per_iteration: f64,
+    /// The effective bandwidth used (B_L), `None` for an untouched level without one.
+    pub bandwidth_gb_per_s: Option<f64>,
+    /// t_L = D_L / B_L over all iterations.
+    pub time_s: f64,
+    /// The kernel's required bytes per FLOP at this level (b/f), `None` without FLOPs.
+    pub bytes_per_flop: Option<f64>,
+    /// This level's roof alone as a fraction of peak, (B_L/Ppeak)/(b/f), uncapped.
+    pub roof_fraction_of_peak: Option<f64>,
+}
+
+/// The extended model's answer.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Prediction {
+    /// Predicted rate, 10^9 FLOP/s (0 for a kernel without FLOPs).
+    pub gflops: f64,
+    /// Cp of eq. (9): predicted rate over the theoretical peak.
+    pub fraction_of_peak: f64,
+    /// The largest term of eq. (4).
+    pub limit: Limit,
+    /// t_E over all iterations.
+    pub time_s: f64,
+    /// t_E per iteration.
+    pub time_per_iteration_s: f64,
+    /// t_C = Nc / Peff over all iterations.
+    pub compute_time_s: f64,
+    /// The level with the largest transfer time (ties go outwards, as §6.2 puts ties in the
+    /// memory-bound region).
+    pub bandwidth_limit: Level,
+    /// Cp without the compute cap, as §6.2's procedure and eqs. (10)–(11) give it.
+    pub uncapped_fraction_of_peak: f64,
+    /// Every level's term.
+    pub levels: Vec<LevelTime>,
+}
+
+/// The classic roofline's answer (eq. 2), from the outermost level's traffic alone.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Classic {
+    /// min(Ppeak, B·X) in 10^9 FLOP/s.
+    pub gflops: f64,
+    /// Cp of eq. (3).
+    pub fraction_of_peak: f64,
+    /// The level, or `compute` when the peak caps it.
+    pub limit: Limit,
+    /// The level whose traffic and bandwidth it uses.
+    pub level: Level,
+    /// That level's b/f, `None` without FLOPs.
+    pub bytes_per_flop: Option<f64>,
+}
+
+/// Evaluates eq. (4)–(9) for `traffic` under `ceilings`. Every level the kernel moves bytes
+/// through needs a bandwidth.
+pub fn predict(traffic: &Traffic, ceilings: &Ceilings) -> Result<Prediction, RooflineError> {
+    traffic.validate()?;
+    let levels = level_times(traffic, ceilings)?;
+    let compute_time_s = traffic.flops as f64 / (ceilings.effective_gflops * 1e9);
+    // Iterate outwards-last so that `>` keeps the outer level on ties.
+    let bound = levels
+        .iter()
+        .rev()
+        .fold(None::<&LevelTime>, |best, l| match best {
+            Some(b) if b.time_s >= l.time_s => Some(b),
+            _ => Some(l),
+        })
+        .ok_or_else(|| RooflineError::Invalid("the kernel names no level".into()))?;
+    let (limit, time_s) = if compute_time_s > bound.time_s {
+        (Limit::Compute, compute_time_s)
+    } else {
+        (Limit::Level(bound.name), bound.time_s)
+    };
+    let fraction = |t: f64| rate_gflops(traffic.flops, t) / ceilings.peak_gflops;
+    Ok(Prediction {
+        gflops: rate_gflops(traffic.flops, time_s),
+        fraction_of_peak: fraction(time_s),
+        limit,
+        time_s,
+        time_per_iteration_s: time_s / traffic.iterations as f64,
+        compute_time_s,
+        bandwidth_limit: bound.name,
+        uncapped_fraction_of_peak: fraction(bound.time_s),
+        levels,
+    })
+}
+
+/// The classic roofline on the outermost timed level: P = min(F, B·X), eq. (2).
+pub fn classic(traffic: &Traffic, ceilings: &Ceilings) -> Result<Classic, RooflineError> {
+    traffic.validate()?;
+    let outer = traffic
+        .levels
+        .last()
+        .ok_or_else(|| RooflineError::Invalid("the kernel names no level".into()))?;
+    let bandwidth = bandwidth_at(ceilings, outer.level, outer.bytes, outer.volume_bytes)?;
+    let peak = ceilings.peak_gflops;
+    let flops = traffic.flops as f64;
+    let bytes = outer.bytes as f64;
+    let memory_gflops = bandwidth.map_or(f64::INFINITY, |b| b * flops / bytes);
+    let (gflops, limit) = if traffic.flops == 0 {
+        (0.0, Limit::Level(outer.level))
+    } else if outer.bytes == 0 || memory_gflops >= peak {
+        (peak, Limit::Compute)
+    } else {
+        (memory_gflops, Limit::Level(outer.level))
+    };
+    Ok(Classic {
+        gflops,
+        fraction_of_peak: gflops / peak,
+        limit,
+        level: outer.level,
+        bytes_per_flop: (traffic.flops > 0).then(|| bytes / flops),
+    })
+}
+
+fn level_times(traffic: &Traffic, ceilings: &Ceilings) -> Result<Vec<LevelTime>, RooflineError> {
+    let flops = traffic.flops as f64;
+    traffic
+        .levels
+        .iter()
+        .map(|l| {
+            let bandwidth = bandwidth_at(ceilings, l.level, l.bytes, l.volume_bytes)?;
+            let bytes = l.bytes as f64;
+            let bytes_per_flop = (traffic.flops > 0).then(|| bytes / flops);
+            Ok(LevelTime {
+                name: l.level,
+                bytes: l.bytes,
+                bytes_per_iteration: bytes / traffic.iterations as f64,
+                bandwidth_gb_per_s: bandwidth,
+                time_s: bandwidth.map_or(0.0, |b| bytes / (b * 1e9)),
+                bytes_per_flop,
+                roof_fraction_of_peak: match (bandwidth, bytes_per_flop) {
+                    (Some(b), Some(bf)) if bf > 0.0 => Some(b / ceilings.peak_gflops / bf),
+                    _ => None,
+                },
+            })
+        })
+        .collect()
+}
+
+/// The bandwidth of `level` at its access volume; an error when the level moves bytes but has
+/// no bandwidth, or its bandwidth function is not positive there.
+pub(crate) fn bandwidth_at(
+    ceilings: &Ceilings,
+    level: Level,
+    bytes: u64,
+    volume_bytes: Option<u64>,
+) -> Result<Option<f64>, RooflineError> {
+    let Some(ceiling) = ceilings.level(level) else {
+        return if bytes == 0 {
+            Ok(None)
+        } else {
+            Err(RooflineError::MissingBandwidth { level, bytes })
+        };
+    };
+    let volume = volume_bytes.unwrap_or(bytes);
+    let gb_per_s = ceiling.bandwidth.gb_per_s(volume);
+    if gb_per_s.is_finite() && gb_per_s > 0.0 {
+        Ok(Some(gb_per_s))
+    } else {
+        Err(RooflineError::NotPositive {
+            what: format!("the {level} bandwidth at an access volume of {volume} bytes"),
+            value: gb_per_s,
+        })
+    }
+}
+
+fn rate_gflops(flops: u64, time_s: f64) -> f64 {
+    if flops == 0 || time_s <= 0.0 {
+        0.0
+    } else {
+        flops as f64 / time_s / 1e9
+    }
+}
