@@ -18,7 +18,18 @@ pub fn run(command: Command, ui: &Ui) -> anyhow::Result<()> {
 
 /// Prints a value as one pretty JSON document on stdout.
 pub fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
-    let text = serde_json::to_string_pretty(value)?;
-    println!("{text}");
-    Ok(())
+    let mut text = serde_json::to_string_pretty(value)?;
+    text.push('\n');
+    print_text(&text)
+}
+
+/// Writes results to stdout. A closed pipe (`loopscope ... | head`) is not an error: the reader
+/// has what it wanted, so the command ends quietly instead of panicking like `print!` would.
+pub fn print_text(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
 }

@@ -128,8 +128,7 @@ pub fn run(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<()> {
             counts: &counts,
         })
     } else {
-        print!("{}", render_roofline(&analysis, Some(&counts)));
-        Ok(())
+        crate::cmd::print_text(&render_roofline(&analysis, Some(&counts)))
     }
 }
 
