@@ -28,7 +28,10 @@ pub fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
 pub fn print_text(text: &str) -> anyhow::Result<()> {
     use std::io::Write;
     let mut stdout = std::io::stdout().lock();
-    match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
         _ => Ok(()),
     }
