@@ -1,0 +1,449 @@
+//! Knee detection: where a timing curve over a geometric size axis steps up, which is where
+//! a cache level runs out, found without a person reading the plot.
+//!
+//! The curve `ln(value)` over `log2(size)` is cut into piecewise-constant segments by optimal
+//! partitioning (dynamic programming, a penalty per segment scaled by the noise). Segments that
+//! are wide (at least `min_plateau_octaves`) and flat are plateaus; consecutive plateaus whose
+//! levels differ by at least `min_rise_ratio` frame a knee. The knee's size is the start of
+//! the rise: the last point still at the lower level. Adaptive sampling then spends extra
+//! points between that point and the next one, where the true capacity lies.
+
+use serde::Serialize;
+
+/// One point of a timing curve.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Point {
+    /// Footprint (code or data) in bytes.
+    pub size_bytes: u64,
+    /// Time per unit (per load, per line, per byte) in nanoseconds: the minimum of repeats.
+    pub value: f64,
+    /// Median of the repeats, to show the noise.
+    pub median: f64,
+}
+
+/// A step up in a timing curve.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Knee {
+    /// Start of the rise: the largest size still at the lower level (the capacity estimate).
+    pub size_bytes: u64,
+    /// First size at the upper level.
+    pub end_bytes: u64,
+    /// Level below the knee (same unit as the curve).
+    pub before: f64,
+    /// Level above the knee.
+    pub after: f64,
+    /// `after / before`.
+    pub ratio: f64,
+    /// From 0 to 1: how far the step stands out of the noise, and how sharp it is.
+    pub confidence: f64,
+}
+
+/// Tuning of [`find_knees`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KneeOptions {
+    /// Smallest level ratio counted as a knee.
+    pub min_rise_ratio: f64,
+    /// Narrowest plateau, in octaves of size.
+    pub min_plateau_octaves: f64,
+    /// Largest rise inside a plateau (as a ratio) before it counts as part of a ramp.
+    pub max_plateau_drift: f64,
+}
+
+impl Default for KneeOptions {
+    fn default() -> KneeOptions {
+        KneeOptions {
+            min_rise_ratio: 1.25,
+            min_plateau_octaves: 0.5,
+            max_plateau_drift: 1.2,
+        }
+    }
+}
+
+/// A piecewise-constant segment: points `first..=last`, at level `exp(mean ln value)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Segment {
+    /// Index of the first point.
+    pub first: usize,
+    /// Index of the last point.
+    pub last: usize,
+    /// Mean of `ln(value)` over the segment.
+    pub log_level: f64,
+}
+
+/// Robust noise of `ln(value)`: the median absolute first difference, scaled to a standard
+/// deviation, with a floor so a perfectly clean curve is not over-fitted.
+pub fn log_noise(points: &[Point]) -> f64 {
+    let mut diffs: Vec<f64> = points
+        .windows(2)
+        .map(|w| (w[1].value.ln() - w[0].value.ln()).abs())
+        .filter(|d| d.is_finite())
+        .collect();
+    if diffs.is_empty() {
+        return 0.02;
+    }
+    diffs.sort_by(f64::total_cmp);
+    let mad = diffs[diffs.len() / 2];
+    (mad / 0.6745 / std::f64::consts::SQRT_2).max(0.01)
+}
+
+/// Optimal partition of `ln(value)` into constant segments of at least two points.
+pub fn segment(points: &[Point]) -> Vec<Segment> {
+    let n = points.len();
+    if n < 4 {
+        return whole(points);
+    }
+    let y: Vec<f64> = points.iter().map(|p| p.value.max(f64::MIN_POSITIVE).ln()).collect();
+    let mut sum = vec![0.0; n + 1];
+    let mut sq = vec![0.0; n + 1];
+    for i in 0..n {
+        sum[i + 1] = sum[i] + y[i];
+        sq[i + 1] = sq[i] + y[i] * y[i];
+    }
+    let cost = |i: usize, j: usize| {
+        // SSE of y[i..j] about its mean.
+        let k = (j - i) as f64;
+        let s = sum[j] - sum[i];
+        (sq[j] - sq[i] - s * s / k).max(0.0)
+    };
+    let sigma = log_noise(points);
+    let penalty = 4.0 * sigma * sigma * (n as f64).ln();
+    const MIN_LEN: usize = 2;
+    let mut best = vec![f64::INFINITY; n + 1];
+    let mut from = vec![0usize; n + 1];
+    best[0] = -penalty;
+    for j in MIN_LEN..=n {
+        for i in 0..=j - MIN_LEN {
+            if best[i].is_finite() {
+                let c = best[i] + cost(i, j) + penalty;
+                if c < best[j] {
+                    best[j] = c;
+                    from[j] = i;
+                }
+            }
+        }
+    }
+    let mut cuts = Vec::new();
+    let mut j = n;
+    while j > 0 {
+        cuts.push((from[j], j));
+        j = from[j];
+    }
+    cuts.reverse();
+    cuts.into_iter()
+        .map(|(i, j)| Segment {
+            first: i,
+            last: j - 1,
+            log_level: (sum[j] - sum[i]) / (j - i) as f64,
+        })
+        .collect()
+}
+
+fn whole(points: &[Point]) -> Vec<Segment> {
+    if points.is_empty() {
+        return Vec::new();
+    }
+    let mean = points.iter().map(|p| p.value.ln()).sum::<f64>() / points.len() as f64;
+    vec![Segment {
+        first: 0,
+        last: points.len() - 1,
+        log_level: mean,
+    }]
+}
+
+fn octaves(points: &[Point], first: usize, last: usize) -> f64 {
+    (points[last].size_bytes as f64 / points[first].size_bytes.max(1) as f64).log2()
+}
+
+/// Rise of `ln(value)` across a segment, from a least-squares line over `log2(size)`.
+fn drift(points: &[Point], seg: &Segment) -> f64 {
+    let xs: Vec<f64> = (seg.first..=seg.last)
+        .map(|i| (points[i].size_bytes.max(1) as f64).log2())
+        .collect();
+    let ys: Vec<f64> = (seg.first..=seg.last).map(|i| points[i].value.ln()).collect();
+    let n = xs.len() as f64;
+    let (mx, my) = (xs.iter().sum::<f64>() / n, ys.iter().sum::<f64>() / n);
+    let sxx: f64 = xs.iter().map(|x| (x - mx) * (x - mx)).sum();
+    if sxx == 0.0 {
+        return 0.0;
+    }
+    let sxy: f64 = xs.iter().zip(&ys).map(|(x, y)| (x - mx) * (y - my)).sum();
+    sxy / sxx * (xs[xs.len() - 1] - xs[0])
+}
+
+/// The plateaus of a curve: wide, flat segments, with adjacent ones of nearly equal level
+/// merged.
+pub fn plateaus(points: &[Point], options: &KneeOptions) -> Vec<Segment> {
+    let mut out: Vec<Segment> = Vec::new();
+    for seg in segment(points) {
+        let wide = octaves(points, seg.first, seg.last) >= options.min_plateau_octaves;
+        let flat = drift(points, &seg).abs() <= options.max_plateau_drift.ln();
+        if !(wide && flat) {
+            continue;
+        }
+        match out.last_mut() {
+            Some(prev) if (seg.log_level - prev.log_level).abs() < options.min_rise_ratio.ln() => {
+                let (a, b) = ((prev.last - prev.first + 1) as f64, (seg.last - seg.first + 1) as f64);
+                prev.log_level = (prev.log_level * a + seg.log_level * b) / (a + b);
+                prev.last = seg.last;
+            }
+            _ => out.push(seg),
+        }
+    }
+    out
+}
+
+/// The knees of a curve sorted by size (points must be sorted by size).
+pub fn find_knees(points: &[Point], options: &KneeOptions) -> Vec<Knee> {
+    let clean = |v: f64| if v.is_finite() && v > 1e-12 { v } else { 1e-12 };
+    let points: Vec<Point> = points
+        .iter()
+        .map(|p| Point {
+            value: clean(p.value),
+            ..*p
+        })
+        .collect();
+    let points = &points[..];
+    let sigma = log_noise(points);
+    let plateaus = plateaus(points, options);
+    plateaus
+        .windows(2)
+        .filter(|w| w[1].log_level - w[0].log_level >= options.min_rise_ratio.ln())
+        .map(|w| knee_between(points, &w[0], &w[1], sigma))
+        .collect()
+}
+
+fn knee_between(points: &[Point], low: &Segment, high: &Segment, sigma: f64) -> Knee {
+    let rise = high.log_level - low.log_level;
+    let threshold = (0.1 * rise).max(3.0 * sigma).min(0.5 * rise);
+    let above = |i: usize| points[i].value.ln() > low.log_level + threshold;
+    // The first point that leaves the lower level for good (the next one stays up too).
+    let mut start = low.first;
+    for i in low.first..high.first.max(low.first + 1) {
+        if above(i) && (i + 1 >= points.len() || above(i + 1)) {
+            break;
+        }
+        start = i;
+    }
+    let end = (start + 1..=high.first.max(start + 1))
+        .find(|&i| i < points.len() && points[i].value.ln() >= high.log_level - threshold)
+        .unwrap_or(high.first)
+        .min(points.len() - 1);
+    let z = rise / sigma;
+    let width = octaves(points, start, end.max(start));
+    let step = octaves(points, start, (start + 1).min(points.len() - 1));
+    let sharpness = 1.0 / (1.0 + (width - step).max(0.0));
+    let confidence = ((1.0 - (-z / 5.0).exp()) * sharpness).clamp(0.0, 1.0);
+    Knee {
+        size_bytes: points[start].size_bytes,
+        end_bytes: points[end].size_bytes,
+        before: low.log_level.exp(),
+        after: high.log_level.exp(),
+        ratio: rise.exp(),
+        confidence,
+    }
+}
+
+/// Sizes from `lo` to `hi` (inclusive) spaced `per_octave` to the octave, rounded to multiples
+/// of `granule`, without duplicates.
+pub fn geometric_sizes(lo: u64, hi: u64, per_octave: u32, granule: u64) -> Vec<u64> {
+    let granule = granule.max(1);
+    let lo = lo.max(granule);
+    let mut sizes = Vec::new();
+    let factor = 2f64.powf(1.0 / f64::from(per_octave.max(1)));
+    let mut s = lo as f64;
+    while s <= hi as f64 * 1.000_001 {
+        let rounded = ((s / granule as f64).round() as u64).max(1) * granule;
+        if sizes.last() != Some(&rounded) {
+            sizes.push(rounded);
+        }
+        s *= factor;
+    }
+    sizes
+}
+
+/// New sizes worth measuring: between each knee's start of rise and the next measured size,
+/// at `per_octave` density, that are not measured yet.
+pub fn refinement_sizes(points: &[Point], knees: &[Knee], per_octave: u32, granule: u64) -> Vec<u64> {
+    let mut out = Vec::new();
+    for knee in knees {
+        let next = points
+            .iter()
+            .map(|p| p.size_bytes)
+            .find(|&s| s > knee.size_bytes)
+            .unwrap_or(knee.size_bytes);
+        for s in geometric_sizes(knee.size_bytes, next, per_octave, granule) {
+            if s > knee.size_bytes && s < next && !points.iter().any(|p| p.size_bytes == s) {
+                out.push(s);
+            }
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Measures a curve adaptively: a coarse geometric grid, then `rounds` of refinement around
+/// the knees found so far. `measure` returns `None` to stop early (interrupt); what was
+/// measured is kept.
+pub fn adaptive_sweep(
+    grid: &[u64],
+    fine_per_octave: u32,
+    granule: u64,
+    rounds: u32,
+    options: &KneeOptions,
+    measure: &mut dyn FnMut(u64) -> Option<Point>,
+) -> (Vec<Point>, Vec<Knee>, bool) {
+    let mut points: Vec<Point> = Vec::new();
+    let mut complete = true;
+    for &s in grid {
+        match measure(s) {
+            Some(p) => points.push(p),
+            None => {
+                complete = false;
+                break;
+            }
+        }
+    }
+    let mut knees = find_knees(&points, options);
+    for _ in 0..rounds {
+        if !complete {
+            break;
+        }
+        let extra = refinement_sizes(&points, &knees, fine_per_octave, granule);
+        if extra.is_empty() {
+            break;
+        }
+        for s in extra {
+            match measure(s) {
+                Some(p) => points.push(p),
+                None => {
+                    complete = false;
+                    break;
+                }
+            }
+        }
+        points.sort_by_key(|p| p.size_bytes);
+        knees = find_knees(&points, options);
+    }
+    (points, knees, complete)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    const KIB: u64 = 1024;
+
+    /// A cache hierarchy's latency: `levels[i]` up to `caps[i]`, then the next level.
+    fn step_latency(size: u64, caps: &[u64], levels: &[f64]) -> f64 {
+        let i = caps.iter().position(|&c| size <= c).unwrap_or(caps.len());
+        levels[i]
+    }
+
+    fn noisy(value: f64, rng: &mut rand::rngs::StdRng, noise: f64) -> f64 {
+        value * (1.0 + noise * (rng.random::<f64>() * 2.0 - 1.0))
+    }
+
+    fn point(size: u64, value: f64) -> Point {
+        Point {
+            size_bytes: size,
+            value,
+            median: value,
+        }
+    }
+
+    fn within_steps(found: u64, truth: u64, per_octave: u32, steps: f64) -> bool {
+        ((found as f64 / truth as f64).log2() * f64::from(per_octave)).abs() <= steps + 1e-9
+    }
+
+    #[test]
+    fn noisy_step_curves_give_their_sizes_within_one_fine_step() {
+        let caps = [32 * KIB, 512 * KIB, 8192 * KIB];
+        let levels = [1.6, 5.0, 19.0, 90.0];
+        for seed in 0..20 {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            let grid = geometric_sizes(KIB, 128 * 1024 * KIB, 4, 64);
+            let mut measure = |s: u64| {
+                let v = noisy(step_latency(s, &caps, &levels), &mut rng, 0.04);
+                Some(point(s, v))
+            };
+            let (points, knees, complete) =
+                adaptive_sweep(&grid, 16, 64, 2, &KneeOptions::default(), &mut measure);
+            assert!(complete);
+            assert_eq!(knees.len(), 3, "seed {seed}: {knees:?}");
+            for (knee, &cap) in knees.iter().zip(&caps) {
+                assert!(within_steps(knee.size_bytes, cap, 16, 1.0), "seed {seed}: {knee:?}");
+                assert!(knee.confidence > 0.5, "{knee:?}");
+            }
+            // Refinement spent points near the knees, not everywhere.
+            assert!(points.len() < grid.len() + 3 * 6, "{}", points.len());
+            assert!((knees[1].before - 5.0).abs() < 0.5, "{:?}", knees[1]);
+        }
+    }
+
+    #[test]
+    fn a_gradual_rise_is_one_knee_at_its_start() {
+        // Capacity misses grow like 1 - C/s above the capacity C.
+        let cap = 256 * KIB;
+        let (a, b) = (4.0, 40.0);
+        let grid = geometric_sizes(KIB, 64 * 1024 * KIB, 4, 64);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let mut measure = |s: u64| {
+            let miss = if s <= cap { 0.0 } else { 1.0 - cap as f64 / s as f64 };
+            Some(point(s, noisy(a + (b - a) * miss, &mut rng, 0.02)))
+        };
+        let (_, knees, _) = adaptive_sweep(&grid, 16, 64, 2, &KneeOptions::default(), &mut measure);
+        assert_eq!(knees.len(), 1, "{knees:?}");
+        assert!(within_steps(knees[0].size_bytes, cap, 16, 3.0), "{knees:?}");
+    }
+
+    #[test]
+    fn flat_and_tiny_curves_have_no_knee() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+        let flat: Vec<Point> = geometric_sizes(KIB, 1 << 30, 4, 64)
+            .into_iter()
+            .map(|s| point(s, noisy(3.0, &mut rng, 0.05)))
+            .collect();
+        assert!(find_knees(&flat, &KneeOptions::default()).is_empty());
+        assert!(find_knees(&[], &KneeOptions::default()).is_empty());
+        assert!(find_knees(&flat[..3], &KneeOptions::default()).is_empty());
+    }
+
+    #[test]
+    fn interrupted_sweeps_keep_their_points() {
+        let grid = geometric_sizes(KIB, 1024 * KIB, 4, 64);
+        let mut left = 5;
+        let mut measure = |s: u64| {
+            left -= 1;
+            (left >= 0).then(|| point(s, 1.0))
+        };
+        let (points, _, complete) = adaptive_sweep(&grid, 16, 64, 2, &KneeOptions::default(), &mut measure);
+        assert!(!complete);
+        assert_eq!(points.len(), 5);
+    }
+
+    #[test]
+    fn geometric_sizes_are_rounded_increasing_and_bounded() {
+        let s = geometric_sizes(1000, 64_000, 4, 64);
+        assert_eq!(s[0], 1024);
+        assert!(s.windows(2).all(|w| w[0] < w[1]));
+        assert!(*s.last().unwrap() <= 64_000);
+        assert!(s.iter().all(|x| x % 64 == 0));
+        assert_eq!(geometric_sizes(0, 0, 0, 0), Vec::<u64>::new());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_curves_never_panic(values in proptest::collection::vec(0.0f64..1e6, 0..60)) {
+            let points: Vec<Point> = values
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| point(1024 << (i / 4), v))
+                .collect();
+            for k in find_knees(&points, &KneeOptions::default()) {
+                proptest::prop_assert!(k.confidence >= 0.0 && k.confidence <= 1.0);
+            }
+        }
+    }
+}
