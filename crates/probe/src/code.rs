@@ -27,6 +27,8 @@ pub enum CodeKind {
     NopBody,
     /// One `jmp` at the start of each 64-byte line to the next line, the rest `int3`.
     JumpChain,
+    /// The same chain visiting the lines in a random order (defeats next-line prefetch).
+    RandomJumpChain,
 }
 
 /// Code made by this module's generators, and only by them: [`CodeRegion::call`] trusts it to

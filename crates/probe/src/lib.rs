@@ -32,11 +32,31 @@
 //! ```
 #![deny(missing_docs)]
 
+mod bandwidth;
+mod chase;
 mod code;
 mod error;
+mod flops;
+mod icache;
 mod knee;
+mod levels;
 mod mem;
+mod recompile;
+mod run;
+mod simd;
 mod timer;
+
+pub use bandwidth::{measure_bandwidth, BandwidthSample, Kernel};
+pub use chase::{point_from_samples, ChaseBuffer, CHASE_STRIDE_BYTES};
+pub use flops::{flops_per_call, measure_flops, FlopsSample, Precision, ACCUMULATORS};
+pub use icache::{generate, CodeProbe, CodeSample, CALLS_PER_SAMPLE};
+pub use levels::{assign_levels, level_caches, match_knees, LevelKnee};
+pub use recompile::{
+    c_source, dynamic_sweep, paper_sizes, recompile_sweep, speedup_size_change, speedup_total,
+    SweepPhases,
+};
+pub use run::{run_probe, Curve, ProbeOptions, ProbeReport, ProgressFn};
+pub use simd::Simd;
 
 pub use code::{
     jump_chain, nop_function, CodeKind, CodeRegion, Generated, RewriteTimes, EPILOGUE,
