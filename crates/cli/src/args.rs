@@ -47,6 +47,13 @@ pub enum Command {
         loopscope machine --out machine.toml\n  \
         loopscope machine --import SkylakeSP.yml --out skx.toml")]
     Machine(cmd::machine::MachineArgs),
+    /// Measure caches (instruction and data), latencies, bandwidths and the peak FLOP rate.
+    #[command(after_help = "Examples:\n  \
+        loopscope probe --quick\n  \
+        loopscope probe --out machine.toml --plot plots/\n  \
+        loopscope probe --json > probe.json\n  \
+        loopscope probe --baseline recompile")]
+    Probe(cmd::probe::ProbeArgs),
     /// Print a shell completion script.
     #[command(after_help = "Example:\n  \
         loopscope completions bash > /etc/bash_completion.d/loopscope")]

@@ -24,8 +24,13 @@ pub struct Point {
 /// A step up in a timing curve.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Knee {
-    /// Start of the rise: the largest size still at the lower level (the capacity estimate).
+    /// The capacity estimate: the cache-like size (`2^k` or `3 * 2^k`) between the start and
+    /// the midpoint of the rise when there is one, else the start of the rise.
     pub size_bytes: u64,
+    /// Start of the rise: the largest size still at the lower level.
+    pub rise_start_bytes: u64,
+    /// The largest size below the midpoint (in log) of the two levels.
+    pub rise_mid_bytes: u64,
     /// First size at the upper level.
     pub end_bytes: u64,
     /// Level below the knee (same unit as the curve).
@@ -54,7 +59,7 @@ impl Default for KneeOptions {
         KneeOptions {
             min_rise_ratio: 1.25,
             min_plateau_octaves: 0.5,
-            max_plateau_drift: 1.2,
+            max_plateau_drift: 1.3,
         }
     }
 }
@@ -138,6 +143,16 @@ pub fn segment(points: &[Point]) -> Vec<Segment> {
         .collect()
 }
 
+/// Two segments as one, its level the point-weighted mean.
+fn join(a: &Segment, b: &Segment) -> Segment {
+    let (na, nb) = ((a.last - a.first + 1) as f64, (b.last - b.first + 1) as f64);
+    Segment {
+        first: a.first,
+        last: b.last,
+        log_level: (a.log_level * na + b.log_level * nb) / (na + nb),
+    }
+}
+
 fn whole(points: &[Point]) -> Vec<Segment> {
     if points.is_empty() {
         return Vec::new();
@@ -173,8 +188,21 @@ fn drift(points: &[Point], seg: &Segment) -> f64 {
 /// The plateaus of a curve: wide, flat segments, with adjacent ones of nearly equal level
 /// merged.
 pub fn plateaus(points: &[Point], options: &KneeOptions) -> Vec<Segment> {
-    let mut out: Vec<Segment> = Vec::new();
+    // Wiggles the segmentation split off are not steps: merge neighbours within 12 %.
+    let mut merged: Vec<Segment> = Vec::new();
     for seg in segment(points) {
+        match merged.last_mut() {
+            Some(prev)
+                if (seg.log_level - prev.log_level).abs() < 1.12f64.ln()
+                    && drift(points, &join(prev, &seg)).abs() <= options.max_plateau_drift.ln() =>
+            {
+                *prev = join(prev, &seg);
+            }
+            _ => merged.push(seg),
+        }
+    }
+    let mut out: Vec<Segment> = Vec::new();
+    for seg in merged {
         let wide = octaves(points, seg.first, seg.last) >= options.min_plateau_octaves;
         let flat = drift(points, &seg).abs() <= options.max_plateau_drift.ln();
         if !(wide && flat) {
@@ -182,9 +210,7 @@ pub fn plateaus(points: &[Point], options: &KneeOptions) -> Vec<Segment> {
         }
         match out.last_mut() {
             Some(prev) if (seg.log_level - prev.log_level).abs() < options.min_rise_ratio.ln() => {
-                let (a, b) = ((prev.last - prev.first + 1) as f64, (seg.last - seg.first + 1) as f64);
-                prev.log_level = (prev.log_level * a + seg.log_level * b) / (a + b);
-                prev.last = seg.last;
+                *prev = join(prev, &seg);
             }
             _ => out.push(seg),
         }
@@ -214,33 +240,59 @@ pub fn find_knees(points: &[Point], options: &KneeOptions) -> Vec<Knee> {
 
 fn knee_between(points: &[Point], low: &Segment, high: &Segment, sigma: f64) -> Knee {
     let rise = high.log_level - low.log_level;
-    let threshold = (0.1 * rise).max(3.0 * sigma).min(0.5 * rise);
-    let above = |i: usize| points[i].value.ln() > low.log_level + threshold;
-    // The first point that leaves the lower level for good (the next one stays up too).
-    let mut start = low.first;
-    for i in low.first..high.first.max(low.first + 1) {
-        if above(i) && (i + 1 >= points.len() || above(i + 1)) {
-            break;
-        }
-        start = i;
-    }
-    let end = (start + 1..=high.first.max(start + 1))
+    let threshold = (0.15 * rise).max(3.0 * sigma).min(0.5 * rise);
+    let start = last_below(points, low, high, low.log_level + threshold);
+    let mid = last_below(points, low, high, low.log_level + 0.5 * rise).max(start);
+    let end = (mid + 1..=high.first.max(mid + 1))
         .find(|&i| i < points.len() && points[i].value.ln() >= high.log_level - threshold)
         .unwrap_or(high.first)
         .min(points.len() - 1);
+    let (start_bytes, mid_bytes) = (points[start].size_bytes, points[mid].size_bytes);
     let z = rise / sigma;
     let width = octaves(points, start, end.max(start));
     let step = octaves(points, start, (start + 1).min(points.len() - 1));
     let sharpness = 1.0 / (1.0 + (width - step).max(0.0));
     let confidence = ((1.0 - (-z / 5.0).exp()) * sharpness).clamp(0.0, 1.0);
     Knee {
-        size_bytes: points[start].size_bytes,
+        size_bytes: plausible_size(start_bytes, mid_bytes, 0.125).unwrap_or(start_bytes),
+        rise_start_bytes: start_bytes,
+        rise_mid_bytes: mid_bytes,
         end_bytes: points[end].size_bytes,
         before: low.log_level.exp(),
         after: high.log_level.exp(),
         ratio: rise.exp(),
         confidence,
     }
+}
+
+/// Index of the last point, from the lower plateau on, before the curve leaves `level` for
+/// good (the point after the crossing stays above too).
+fn last_below(points: &[Point], low: &Segment, high: &Segment, level: f64) -> usize {
+    let above = |i: usize| points[i].value.ln() > level;
+    let mut last = low.first;
+    for i in low.first..high.first.max(low.first + 1).min(points.len()) {
+        if above(i) && (i + 1 >= points.len() || above(i + 1)) {
+            break;
+        }
+        last = i;
+    }
+    last
+}
+
+/// The cache-like size (`2^k` or `3 * 2^k` bytes) closest to the geometric mean of `lo` and
+/// `hi`, between `lo` less `slack_octaves` and `hi`, if there is one: capacities are such
+/// sizes, and the true one lies near or between the start of the rise and its midpoint (a
+/// slow start can hide the first points of the rise in the noise threshold).
+pub fn plausible_size(lo: u64, hi: u64, slack_octaves: f64) -> Option<u64> {
+    let centre = ((lo.max(1) as f64).log2() + (hi.max(1) as f64).log2()) / 2.0;
+    let floor = lo as f64 / slack_octaves.exp2();
+    (6..48u32)
+        .flat_map(|k| [1u64 << k, 3u64 << (k - 1)])
+        .filter(|&s| s as f64 >= floor && s <= hi)
+        .min_by(|a, b| {
+            let d = |s: u64| ((s as f64).log2() - centre).abs();
+            d(*a).total_cmp(&d(*b))
+        })
 }
 
 /// Sizes from `lo` to `hi` (inclusive) spaced `per_octave` to the octave, rounded to multiples
@@ -395,7 +447,34 @@ mod tests {
         };
         let (_, knees, _) = adaptive_sweep(&grid, 16, 64, 2, &KneeOptions::default(), &mut measure);
         assert_eq!(knees.len(), 1, "{knees:?}");
-        assert!(within_steps(knees[0].size_bytes, cap, 16, 3.0), "{knees:?}");
+        assert!(within_steps(knees[0].rise_start_bytes, cap, 16, 3.0), "{knees:?}");
+        assert_eq!(knees[0].size_bytes, cap, "snapped to the cache-like size in the rise");
+    }
+
+    #[test]
+    fn plausible_sizes_are_powers_of_two_or_three_times_them() {
+        assert_eq!(plausible_size(25 * KIB, 32 * KIB, 0.125), Some(32 * KIB));
+        assert_eq!(plausible_size(40 * KIB, 50 * KIB, 0.0), Some(48 * KIB));
+        assert_eq!(plausible_size(33 * KIB, 47 * KIB, 0.0), None);
+        assert_eq!(plausible_size(33 * KIB, 33 * KIB, 0.125), Some(32 * KIB));
+        assert_eq!(plausible_size(32 * KIB, 32 * KIB, 0.0), Some(32 * KIB));
+        assert_eq!(plausible_size(0, 0, 0.0), None);
+    }
+
+    #[test]
+    fn wiggles_inside_a_plateau_are_not_steps() {
+        // +-8 % systematic wiggle on the lower plateau, one real 3x step at 64 KiB.
+        let points: Vec<Point> = geometric_sizes(KIB, 8 * 1024 * KIB, 8, 64)
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let base = if s <= 64 * KIB { 1.0 } else { 3.0 };
+                point(s, base * (1.0 + 0.08 * ((i % 4) as f64 - 1.5) / 1.5))
+            })
+            .collect();
+        let knees = find_knees(&points, &KneeOptions::default());
+        assert_eq!(knees.len(), 1, "{knees:?}");
+        assert_eq!(knees[0].size_bytes, 64 * KIB);
     }
 
     #[test]

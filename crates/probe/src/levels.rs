@@ -7,7 +7,7 @@ use crate::knee::Knee;
 use crate::run::Curve;
 
 /// Cost of leaving an advertised level without a knee, in octaves of mismatch.
-const MISSING_LEVEL_OCTAVES: f64 = 4.0;
+const MISSING_LEVEL_OCTAVES: f64 = 10.0;
 
 /// A knee named as a cache level.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,6 +57,14 @@ pub fn match_knees(knees: &[u64], targets: &[u64]) -> Vec<Option<usize>> {
     out
 }
 
+/// The knees of a latency curve that can end a cache level: those that start below half of
+/// the final (memory) level. Later steps (TLB reach, host paging in a virtual machine) are
+/// memory-side effects.
+pub fn cache_knees(curve: &Curve) -> Vec<Knee> {
+    let memory = curve.knees.last().map_or(f64::INFINITY, |k| k.after);
+    curve.knees.iter().copied().filter(|k| k.before < 0.5 * memory).collect()
+}
+
 /// Names the knees of the `pointer_chase` curve (data levels) and of the `jump_chain` curve
 /// (L1i).
 pub fn assign_levels(machine: &Machine, curves: &[Curve]) -> Vec<LevelKnee> {
@@ -67,9 +75,10 @@ pub fn assign_levels(machine: &Machine, curves: &[Curve]) -> Vec<LevelKnee> {
             .data_caches()
             .map(|c| (c.level, c.kind, c.size_bytes))
             .collect();
-        let sizes: Vec<u64> = chase.knees.iter().map(|k| k.size_bytes).collect();
+        let knees = cache_knees(chase);
+        let sizes: Vec<u64> = knees.iter().map(|k| k.size_bytes).collect();
         if advertised.is_empty() {
-            for (i, knee) in chase.knees.iter().enumerate() {
+            for (i, knee) in knees.iter().enumerate() {
                 let level = i as u8 + 1;
                 let kind = if level == 1 { CacheKind::Data } else { CacheKind::Unified };
                 out.push(LevelKnee { level, kind, knee: *knee, advertised_bytes: None, method: "pointer chase" });
@@ -81,7 +90,7 @@ pub fn assign_levels(machine: &Machine, curves: &[Curve]) -> Vec<LevelKnee> {
                     out.push(LevelKnee {
                         level: a.0,
                         kind: a.1,
-                        knee: chase.knees[j],
+                        knee: knees[j],
                         advertised_bytes: Some(a.2),
                         method: "pointer chase",
                     });
@@ -89,7 +98,8 @@ pub fn assign_levels(machine: &Machine, curves: &[Curve]) -> Vec<LevelKnee> {
             }
         }
     }
-    if let Some(jumps) = curve("jump_chain") {
+    // The random-order chain defeats next-line prefetch, so its L1i step is the cleaner one.
+    if let Some(jumps) = curve("random_jump_chain").or_else(|| curve("jump_chain")) {
         let l1i = machine
             .caches
             .iter()
@@ -106,7 +116,7 @@ pub fn assign_levels(machine: &Machine, curves: &[Curve]) -> Vec<LevelKnee> {
                 kind: CacheKind::Instruction,
                 knee: jumps.knees[j],
                 advertised_bytes: l1i,
-                method: "jump chain",
+                method: if jumps.name == "jump_chain" { "sequential jump chain" } else { "random jump chain" },
             });
         }
     }

@@ -50,9 +50,9 @@ pub use bandwidth::{measure_bandwidth, BandwidthSample, Kernel};
 pub use chase::{point_from_samples, ChaseBuffer, CHASE_STRIDE_BYTES};
 pub use flops::{flops_per_call, measure_flops, FlopsSample, Precision, ACCUMULATORS};
 pub use icache::{generate, CodeProbe, CodeSample, CALLS_PER_SAMPLE};
-pub use levels::{assign_levels, level_caches, match_knees, LevelKnee};
+pub use levels::{assign_levels, cache_knees, level_caches, match_knees, LevelKnee};
 pub use recompile::{
-    c_source, dynamic_sweep, paper_sizes, recompile_sweep, speedup_size_change, speedup_total,
+    c_source, dynamic_sweep, paper_sizes, recompile_sweep, run_baseline, BaselineReport, speedup_size_change, speedup_total,
     SweepPhases,
 };
 pub use run::{run_probe, Curve, ProbeOptions, ProbeReport, ProgressFn};
@@ -64,7 +64,8 @@ pub use code::{
 };
 pub use error::ProbeError;
 pub use knee::{
-    adaptive_sweep, find_knees, geometric_sizes, log_noise, plateaus, refinement_sizes, segment,
+    adaptive_sweep, find_knees, geometric_sizes, log_noise, plateaus, plausible_size, refinement_sizes,
+    segment,
     Knee, KneeOptions, Point, Segment,
 };
 pub use mem::{anon_huge_kib, Mapping, HUGE_PAGE_BYTES};

@@ -43,6 +43,54 @@ pub fn speedup_size_change(recompile_change_s: f64, dynamic: &SweepPhases) -> f6
     recompile_change_s / (dynamic.init_s + dynamic.change_s + dynamic.flush_s)
 }
 
+/// Both sweeps over the same sizes and the paper's two speed-ups.
+#[derive(Debug, Clone, Serialize)]
+pub struct BaselineReport {
+    /// Step between sizes in bytes.
+    pub step_bytes: u64,
+    /// The in-place (dynamic code rewriting) sweep.
+    pub dynamic: SweepPhases,
+    /// The recompile sweep.
+    pub recompile: SweepPhases,
+    /// `recompile.total_s / dynamic.total_s`.
+    pub speedup_total: f64,
+    /// `recompile.change_s / (dynamic.init_s + dynamic.change_s + dynamic.flush_s)`.
+    pub speedup_size_change: f64,
+    /// True when interrupted before every point was measured.
+    pub partial: bool,
+}
+
+/// Runs the in-place sweep, then the recompile sweep (files in `dir`), over `points` sizes
+/// `step_bytes` apart, on one pinned thread.
+pub fn run_baseline(
+    step_bytes: u64,
+    points: u64,
+    dir: &Path,
+    stop: &AtomicBool,
+) -> Result<BaselineReport, ProbeError> {
+    let sizes = paper_sizes(step_bytes, points);
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let _ = crate::pin_current_thread(crate::allowed_cpus()[0]);
+                let timer = Timer::calibrate(std::time::Duration::from_millis(50));
+                let dynamic = dynamic_sweep(&timer, &sizes, stop)?;
+                let recompile = recompile_sweep(&sizes, dir, stop)?;
+                let partial = recompile.points.len() < sizes.len();
+                Ok(BaselineReport {
+                    step_bytes,
+                    speedup_total: speedup_total(recompile.total_s, dynamic.total_s),
+                    speedup_size_change: speedup_size_change(recompile.change_s, &dynamic),
+                    dynamic,
+                    recompile,
+                    partial,
+                })
+            })
+            .join()
+            .unwrap_or_else(|_| Err(ProbeError::Invalid("the baseline thread panicked".into())))
+    })
+}
+
 /// The paper's sweep: `points` sizes in steps of `step_bytes` (100 NOPs = 400 bytes), from
 /// one step up to `points * step_bytes`.
 pub fn paper_sizes(step_bytes: u64, points: u64) -> Vec<u64> {

@@ -226,13 +226,18 @@ fn serial_part(
 
     let mut curves = Vec::new();
     let mut code = CodeProbe::new((4 * l2).max(4 * MIB) as usize, options.seed)?;
+    // Below 2 KiB the call itself dominates the time per unit (spec 003, section 9.6).
     let sweeps = [
-        (CodeKind::JumpChain, "jump_chain", "ns per line", KIB, (4 * l2).min(4 * MIB), 64, 0.0),
-        (CodeKind::NopBody, "nop_body", "ns per byte", 4 * KIB, (4 * l2).max(4 * MIB), 4, 0.15),
+        (CodeKind::RandomJumpChain, "random_jump_chain", "ns per line", 2 * KIB, (4 * l2).min(4 * MIB), 64, 0.0),
+        (CodeKind::JumpChain, "jump_chain", "ns per line", 2 * KIB, (4 * l2).min(4 * MIB), 64, 0.1),
+        (CodeKind::NopBody, "nop_body", "ns per byte", 4 * KIB, (4 * l2).max(4 * MIB), 4, 0.2),
     ];
     for (kind, name, unit, lo, hi, granule, at) in sweeps {
         if stop.load(Ordering::Relaxed) {
             break;
+        }
+        if options.quick && kind == CodeKind::JumpChain {
+            continue;
         }
         let grid = geometric_sizes(lo, hi, budget.coarse_per_octave, granule);
         let total = grid.len() as f64 * 1.3;
@@ -243,7 +248,7 @@ fn serial_part(
                 return None;
             }
             done += 1.0;
-            progress(&format!("code {name}"), at + 0.15 * (done / total).min(1.0));
+            progress(&format!("code {name}"), at + 0.1 * (done / total).min(1.0));
             match code.measure(&timer, kind, size as usize, budget.code_repeats) {
                 Ok(sample) => Some(sample.point),
                 Err(e) => {
@@ -353,24 +358,26 @@ fn bandwidths(
             .or_else(|| machine.data_cache(level).map(|c| c.size_bytes))
     };
     let shared = |level: u8| machine.data_cache(level).is_some_and(|c| c.shared_by > 1);
-    let mut levels: Vec<(String, u64, bool)> = Vec::new();
+    // (name, working set of all threads, shared between threads, smallest per-thread set)
+    let mut levels: Vec<(String, u64, bool, u64)> = Vec::new();
     let mut below = 0;
     for level in 1..=3u8 {
         if let Some(size) = size_of(level) {
-            levels.push((format!("L{level}"), (size / 2).max(2 * below).max(4 * KIB), shared(level)));
+            let floor = (2 * below).max(4 * KIB);
+            levels.push((format!("L{level}"), (size / 2).max(floor), shared(level), floor));
             below = size;
         }
     }
     let llc = machine.data_caches().map(|c| c.size_bytes).max().unwrap_or(32 * MIB).max(below);
-    levels.push(("MEM".into(), (4 * llc).max(64 * MIB), true));
+    levels.push(("MEM".into(), (4 * llc).max(64 * MIB), true, 4 * below));
     let mut out = Vec::new();
     let mut sets = vec![vec![cpus[0]]];
     if cpus.len() > 1 {
         sets.push(cpus.to_vec());
     }
-    for (level, size, is_shared) in &levels {
+    for (level, size, is_shared, floor) in &levels {
         for set in &sets {
-            let per_thread = if *is_shared { size / set.len() as u64 } else { *size };
+            let per_thread = if *is_shared { (size / set.len() as u64).max(*floor) } else { *size };
             for kernel in Kernel::ALL {
                 if stop.load(Ordering::Relaxed) {
                     return Ok(out);

@@ -18,9 +18,11 @@
 #![deny(missing_docs)]
 
 mod machine;
+mod probe;
 mod table;
 mod units;
 
 pub use machine::render_machine;
+pub use probe::{probe_plots, render_baseline, render_probe, PlotError};
 pub use table::{Align, Table};
 pub use units::{format_bytes, format_hz};

@@ -81,7 +81,7 @@ fn cache_table(machine: &Machine) -> Table {
 }
 
 /// Renders the measured section: cache sizes and latencies, bandwidths, peak.
-fn render_measured(measured: &Measured) -> String {
+pub(crate) fn render_measured(measured: &Measured) -> String {
     let mut out = String::new();
     let partial = if measured.partial { ", PARTIAL: interrupted" } else { "" };
     let _ = writeln!(out, "\nmeasured ({:.1} s{partial})", measured.duration_s);

@@ -2,6 +2,7 @@
 
 pub mod completions;
 pub mod machine;
+pub mod probe;
 
 use crate::args::Command;
 use crate::ui::Ui;
@@ -10,6 +11,7 @@ use crate::ui::Ui;
 pub fn run(command: Command, ui: &Ui) -> anyhow::Result<()> {
     match command {
         Command::Machine(args) => machine::run(&args, ui),
+        Command::Probe(args) => probe::run(&args, ui),
         Command::Completions(args) => completions::run(&args),
     }
 }
