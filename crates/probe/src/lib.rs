@@ -50,7 +50,7 @@ pub use bandwidth::{measure_bandwidth, BandwidthSample, Kernel};
 pub use chase::{point_from_samples, ChaseBuffer, CHASE_STRIDE_BYTES};
 pub use flops::{flops_per_call, measure_flops, FlopsSample, Precision, ACCUMULATORS};
 pub use icache::{generate, CodeProbe, CodeSample, CALLS_PER_SAMPLE};
-pub use levels::{assign_levels, cache_knees, level_caches, match_knees, LevelKnee};
+pub use levels::{assign_levels, cache_knees, level_caches, match_knees, LevelKnee, Levels};
 pub use recompile::{
     c_source, dynamic_sweep, paper_sizes, recompile_sweep, run_baseline, BaselineReport, speedup_size_change, speedup_total,
     SweepPhases,

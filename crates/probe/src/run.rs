@@ -305,8 +305,9 @@ fn serial_part(
             knees,
         });
     }
-    let assigned = assign_levels(machine, &curves);
-    let (caches, memory_latency_ns) = level_caches(&assigned, core_hz);
+    let levels = assign_levels(machine, &curves);
+    let caches = level_caches(&levels.knees, core_hz);
+    let memory_latency_ns = levels.memory_latency_ns;
     for c in &caches {
         if let Some(adv) = c.advertised_size_bytes {
             let ratio = c.size_bytes as f64 / adv as f64;
