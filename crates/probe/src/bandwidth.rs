@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::mem::Mapping;
 use crate::simd::Simd;
-use crate::{pin_current_thread, ProbeError};
+use crate::{ProbeError, pin_current_thread};
 
 /// A streaming kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -164,7 +164,10 @@ pub fn measure_bandwidth(
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err(ProbeError::Invalid("kernel thread panicked".into()))))
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(ProbeError::Invalid("kernel thread panicked".into())))
+            })
             .collect()
     });
     let mut elements_per_s = 0.0;
@@ -178,14 +181,20 @@ pub fn measure_bandwidth(
     Ok(BandwidthSample {
         kernel,
         threads: cpus.len() as u32,
-        working_set_bytes: elements as u64 * 8 * kernel.arrays() as u64 * cpus.len() as u64,
+        working_set_bytes: elements * 8 * kernel.arrays() as u64 * cpus.len() as u64,
         gb_per_s: elements_per_s * bytes as f64 / 1e9,
         gb_per_s_with_write_allocate: elements_per_s * with_wa as f64 / 1e9,
     })
 }
 
 /// Elements per second of the best trial, and the elements per pass.
-fn best_rate(arrays: &Arrays, kernel: Kernel, simd: Simd, duration: Duration, trials: u32) -> (f64, u64) {
+fn best_rate(
+    arrays: &Arrays,
+    kernel: Kernel,
+    simd: Simd,
+    duration: Duration,
+    trials: u32,
+) -> (f64, u64) {
     std::hint::black_box(arrays.run(kernel, simd));
     let per_trial = duration / trials.max(1);
     let mut best = 0.0f64;
@@ -292,7 +301,8 @@ mod kernels {
                     }
                     let sum = $add($add(acc[0], acc[1]), $add(acc[2], acc[3]));
                     // SAFETY: a vector of f64 lanes has the layout of an f64 array.
-                    let lanes: [f64; $lanes] = unsafe { std::mem::transmute::<$vector, [f64; $lanes]>(sum) };
+                    let lanes: [f64; $lanes] =
+                        unsafe { std::mem::transmute::<$vector, [f64; $lanes]>(sum) };
                     lanes.iter().sum()
                 }
 
@@ -328,17 +338,39 @@ mod kernels {
                     let n = a.len().min(b.len()).min(c.len()) / $lanes * $lanes;
                     for i in (0..n).step_by($lanes) {
                         // SAFETY: i + lanes is within all three slices.
-                        unsafe { $storev(p.add(i), $add($loadv(q.add(i)), $mul(sv, $loadv(r.add(i))))) };
+                        unsafe {
+                            $storev(p.add(i), $add($loadv(q.add(i)), $mul(sv, $loadv(r.add(i)))))
+                        };
                     }
                 }
             }
         };
     }
 
-    vector_kernels!(avx2, "avx2", __m256d, 4, _mm256_loadu_pd, _mm256_storeu_pd, _mm256_add_pd,
-        _mm256_mul_pd, _mm256_set1_pd, _mm256_setzero_pd);
-    vector_kernels!(avx512, "avx512f", __m512d, 8, _mm512_loadu_pd, _mm512_storeu_pd,
-        _mm512_add_pd, _mm512_mul_pd, _mm512_set1_pd, _mm512_setzero_pd);
+    vector_kernels!(
+        avx2,
+        "avx2",
+        __m256d,
+        4,
+        _mm256_loadu_pd,
+        _mm256_storeu_pd,
+        _mm256_add_pd,
+        _mm256_mul_pd,
+        _mm256_set1_pd,
+        _mm256_setzero_pd
+    );
+    vector_kernels!(
+        avx512,
+        "avx512f",
+        __m512d,
+        8,
+        _mm512_loadu_pd,
+        _mm512_storeu_pd,
+        _mm512_add_pd,
+        _mm512_mul_pd,
+        _mm512_set1_pd,
+        _mm512_setzero_pd
+    );
 }
 
 #[cfg(test)]
@@ -358,20 +390,34 @@ mod tests {
             arrays.run(Kernel::Store, simd);
             assert!(arrays.array(0).iter().all(|&x| x == 2.0), "{simd:?}");
         }
-        println!("kernels checked: {:?} (AVX-512 only where the CPU has it)", Simd::detect().up_to());
+        println!(
+            "kernels checked: {:?} (AVX-512 only where the CPU has it)",
+            Simd::detect().up_to()
+        );
     }
 
     #[test]
     fn write_allocate_counts_the_extra_read() {
         assert_eq!(Kernel::Store.bytes_per_element(), (8, 16));
         assert_eq!(Kernel::Triad.bytes_per_element(), (24, 32));
-        assert_eq!(Kernel::Load.bytes_per_element().0, Kernel::Load.bytes_per_element().1);
+        assert_eq!(
+            Kernel::Load.bytes_per_element().0,
+            Kernel::Load.bytes_per_element().1
+        );
     }
 
     #[test]
     fn a_short_measurement_reports_the_whole_working_set() {
         let cpus = crate::allowed_cpus();
-        let sample = measure_bandwidth(Kernel::Copy, Simd::detect(), &cpus, 64 * 1024, Duration::from_millis(2), 1).unwrap();
+        let sample = measure_bandwidth(
+            Kernel::Copy,
+            Simd::detect(),
+            &cpus,
+            64 * 1024,
+            Duration::from_millis(2),
+            1,
+        )
+        .unwrap();
         assert_eq!(sample.threads as usize, cpus.len());
         assert_eq!(sample.working_set_bytes, 64 * 1024 * cpus.len() as u64);
         assert!(sample.gb_per_s > 0.0 && sample.gb_per_s_with_write_allocate > sample.gb_per_s);

@@ -1,8 +1,8 @@
 //! The data-cache probe: dependent loads through a random cyclic permutation of cache lines,
 //! so neither the prefetchers nor out-of-order execution can hide a miss.
 
-use rand::seq::SliceRandom;
 use rand::SeedableRng;
+use rand::seq::SliceRandom;
 
 use crate::knee::Point;
 use crate::mem::Mapping;
@@ -58,12 +58,15 @@ impl ChaseBuffer {
                 slot.write(base.add(next * CHASE_STRIDE_BYTES) as usize);
             }
         }
-        let start = base.wrapping_add(order[0] * CHASE_STRIDE_BYTES).cast::<usize>();
+        let start = base
+            .wrapping_add(order[0] * CHASE_STRIDE_BYTES)
+            .cast::<usize>();
         Ok((start.cast_const(), lines))
     }
 
     /// Nanoseconds per dependent load at footprint `size_bytes`: the minimum and the median
-    /// of `repeats` timings of `loads` loads each, after one warming pass over the cycle.
+    /// of `repeats` timings of `loads` loads each, after a warming walk (a whole pass up to
+    /// 64 Ki lines).
     pub fn measure(
         &mut self,
         timer: &Timer,
@@ -75,7 +78,9 @@ impl ChaseBuffer {
         let loads = loads.max(64);
         // SAFETY: `start` begins a cycle `build` just wrote, every element of which points to
         // another element inside the mapping, so any number of steps stays inside it.
-        let mut p = unsafe { chase(start, lines.min(1 << 22)) };
+        // Building the cycle touched every line already; a short walk settles the replacement
+        // state without paying a full pass of misses over footprints far beyond the caches.
+        let mut p = unsafe { chase(start, lines.min(1 << 16)) };
         let mut samples = Vec::with_capacity(repeats as usize);
         for _ in 0..repeats.max(1) {
             let t0 = timer.start();
@@ -131,7 +136,10 @@ mod tests {
             // SAFETY: the cycle was just built inside the buffer.
             p = unsafe { *p } as *const usize;
         }
-        assert_eq!(p, start, "the cycle closes after every line was visited once");
+        assert_eq!(
+            p, start,
+            "the cycle closes after every line was visited once"
+        );
     }
 
     #[test]
@@ -139,8 +147,16 @@ mod tests {
         let timer = Timer::calibrate(Duration::from_millis(5));
         let mut buffer = ChaseBuffer::new(1 << 20, 1).unwrap();
         let point = buffer.measure(&timer, 16 * 1024, 10_000, 3).unwrap();
-        assert!(point.value > 0.0 && point.value <= point.median, "{point:?}");
-        assert!(buffer.measure(&timer, 1 << 30, 10, 1).unwrap_err().is_bad_input());
+        assert!(
+            point.value > 0.0 && point.value <= point.median,
+            "{point:?}"
+        );
+        assert!(
+            buffer
+                .measure(&timer, 1 << 30, 10, 1)
+                .unwrap_err()
+                .is_bad_input()
+        );
     }
 
     #[test]

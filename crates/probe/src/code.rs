@@ -4,8 +4,8 @@
 
 use std::time::Instant;
 
-use crate::mem::Mapping;
 use crate::ProbeError;
+use crate::mem::Mapping;
 
 /// `push rbp; mov rbp, rsp`: the x86-64 analogue of SPARC `save`.
 pub const PROLOGUE: [u8; 4] = [0x55, 0x48, 0x89, 0xE5];
@@ -235,7 +235,11 @@ mod tests {
         assert_eq!(visited, order);
         // Everything but the first instruction of each line is int3.
         for line in code.chunks(LINE_BYTES) {
-            let tail = if line[0] == RET { &line[1..] } else { &line[5..] };
+            let tail = if line[0] == RET {
+                &line[1..]
+            } else {
+                &line[5..]
+            };
             assert!(tail.iter().all(|&b| b == INT3));
         }
     }

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::simd::Simd;
 use crate::pin_current_thread;
+use crate::simd::Simd;
 
 /// Independent accumulators: FMA latency (4-5 cycles) times two pipes, with margin.
 pub const ACCUMULATORS: usize = 12;
@@ -46,12 +46,21 @@ pub fn flops_per_call(simd: Simd, precision: Precision, iterations: u64) -> u64 
         Simd::Avx512 => 512,
     };
     let element_bits = if precision == Precision::Dp { 64 } else { 32 };
-    let lanes = if simd == Simd::Scalar { 1 } else { bits / element_bits };
+    let lanes = if simd == Simd::Scalar {
+        1
+    } else {
+        bits / element_bits
+    };
     iterations * ACCUMULATORS as u64 * lanes * 2
 }
 
 /// Runs the kernel on one thread per CPU for about `duration` and sums their rates.
-pub fn measure_flops(simd: Simd, precision: Precision, cpus: &[usize], duration: Duration) -> FlopsSample {
+pub fn measure_flops(
+    simd: Simd,
+    precision: Precision,
+    cpus: &[usize],
+    duration: Duration,
+) -> FlopsSample {
     let fma = simd.has_fma();
     let barrier = Barrier::new(cpus.len());
     let rates: Vec<f64> = std::thread::scope(|scope| {
@@ -66,7 +75,10 @@ pub fn measure_flops(simd: Simd, precision: Precision, cpus: &[usize], duration:
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or(0.0)).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or(0.0))
+            .collect()
     });
     FlopsSample {
         precision,
@@ -147,7 +159,9 @@ macro_rules! fma_kernel {
                     }
                 }
                 // SAFETY: a vector of f64 lanes has the layout of an f64 array.
-                acc.iter().map(|v| unsafe { std::mem::transmute::<$pd, [f64; $dlanes]>(*v) }[0]).sum()
+                acc.iter()
+                    .map(|v| unsafe { std::mem::transmute::<$pd, [f64; $dlanes]>(*v) }[0])
+                    .sum()
             }
 
             /// # Safety
@@ -163,16 +177,40 @@ macro_rules! fma_kernel {
                     }
                 }
                 // SAFETY: a vector of f32 lanes has the layout of an f32 array.
-                acc.iter().map(|v| f64::from(unsafe { std::mem::transmute::<$ps, [f32; $slanes]>(*v) }[0])).sum()
+                acc.iter()
+                    .map(|v| {
+                        f64::from(unsafe { std::mem::transmute::<$ps, [f32; $slanes]>(*v) }[0])
+                    })
+                    .sum()
             }
         }
     };
 }
 
-fma_kernel!(avx2, "avx2,fma", __m256d, __m256, 4, 8, _mm256_fmadd_pd, _mm256_fmadd_ps,
-    _mm256_set1_pd, _mm256_set1_ps);
-fma_kernel!(avx512, "avx512f", __m512d, __m512, 8, 16, _mm512_fmadd_pd, _mm512_fmadd_ps,
-    _mm512_set1_pd, _mm512_set1_ps);
+fma_kernel!(
+    avx2,
+    "avx2,fma",
+    __m256d,
+    __m256,
+    4,
+    8,
+    _mm256_fmadd_pd,
+    _mm256_fmadd_ps,
+    _mm256_set1_pd,
+    _mm256_set1_ps
+);
+fma_kernel!(
+    avx512,
+    "avx512f",
+    __m512d,
+    __m512,
+    8,
+    16,
+    _mm512_fmadd_pd,
+    _mm512_fmadd_ps,
+    _mm512_set1_pd,
+    _mm512_set1_ps
+);
 
 #[cfg(test)]
 mod tests {
@@ -199,7 +237,12 @@ mod tests {
 
     #[test]
     fn a_short_run_gives_a_positive_rate() {
-        let sample = measure_flops(Simd::detect(), Precision::Dp, &[crate::allowed_cpus()[0]], Duration::from_millis(2));
+        let sample = measure_flops(
+            Simd::detect(),
+            Precision::Dp,
+            &[crate::allowed_cpus()[0]],
+            Duration::from_millis(2),
+        );
         assert!(sample.gflops > 0.0);
         assert_eq!(sample.threads, 1);
     }

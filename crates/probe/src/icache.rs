@@ -1,11 +1,13 @@
 //! The instruction-cache probe: code of growing size rewritten in place in one executable
 //! mapping, called a few times back to back, timed per unit of code.
 
-use rand::seq::SliceRandom;
 use rand::SeedableRng;
+use rand::seq::SliceRandom;
 
 use crate::chase::point_from_samples;
-use crate::code::{jump_chain, nop_function, CodeKind, CodeRegion, Generated, RewriteTimes, LINE_BYTES};
+use crate::code::{
+    CodeKind, CodeRegion, Generated, LINE_BYTES, RewriteTimes, jump_chain, nop_function,
+};
 use crate::knee::Point;
 use crate::{ProbeError, Timer};
 
@@ -13,7 +15,11 @@ use crate::{ProbeError, Timer};
 pub const CALLS_PER_SAMPLE: u32 = 5;
 
 /// The code of `size_bytes` for `kind`, and the number of units (bytes or lines) one call runs.
-pub fn generate(kind: CodeKind, size_bytes: usize, rng: &mut rand::rngs::StdRng) -> (Generated, usize) {
+pub fn generate(
+    kind: CodeKind,
+    size_bytes: usize,
+    rng: &mut rand::rngs::StdRng,
+) -> (Generated, usize) {
     match kind {
         CodeKind::NopBody => (nop_function(size_bytes), (size_bytes / 4 * 4).max(1)),
         CodeKind::JumpChain | CodeKind::RandomJumpChain => {
@@ -99,14 +105,22 @@ mod tests {
     fn every_kind_runs_and_is_timed_per_unit() {
         let timer = Timer::calibrate(Duration::from_millis(5));
         let mut probe = CodeProbe::new(64 * 1024, 9).unwrap();
-        for kind in [CodeKind::NopBody, CodeKind::JumpChain, CodeKind::RandomJumpChain] {
+        for kind in [
+            CodeKind::NopBody,
+            CodeKind::JumpChain,
+            CodeKind::RandomJumpChain,
+        ] {
             for size in [0usize, 400, 4000, 16 * 1024] {
                 let sample = probe.measure(&timer, kind, size, 3).unwrap();
                 assert!(sample.point.value >= 0.0, "{kind:?} {size}: {sample:?}");
                 assert!(sample.exec_s >= 0.0);
             }
         }
-        assert!(probe.measure(&timer, CodeKind::NopBody, 1 << 30, 1).is_err());
+        assert!(
+            probe
+                .measure(&timer, CodeKind::NopBody, 1 << 30, 1)
+                .is_err()
+        );
     }
 
     #[test]

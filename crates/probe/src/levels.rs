@@ -57,7 +57,10 @@ fn median_between(curve: &Curve, lo: u64, hi: u64, fallback: f64) -> f64 {
 pub fn match_knees(knees: &[(u64, f64)], targets: &[u64]) -> Vec<Option<usize>> {
     let (k, t) = (knees.len(), targets.len());
     let dist = |i: usize, j: usize| {
-        (knees[j].0.max(1) as f64 / targets[i].max(1) as f64).log2().abs() - knees[j].1.max(1.0).log2() / 2.0
+        (knees[j].0.max(1) as f64 / targets[i].max(1) as f64)
+            .log2()
+            .abs()
+            - knees[j].1.max(1.0).log2() / 2.0
     };
     // cost[i][j]: best cost of targets[i..] using knees[j..].
     let mut cost = vec![vec![0.0f64; k + 1]; t + 1];
@@ -91,7 +94,12 @@ pub fn match_knees(knees: &[(u64, f64)], targets: &[u64]) -> Vec<Option<usize>> 
 /// memory-side effects.
 pub fn cache_knees(curve: &Curve) -> Vec<Knee> {
     let memory = curve.knees.last().map_or(f64::INFINITY, |k| k.after);
-    curve.knees.iter().copied().filter(|k| k.before < 0.5 * memory).collect()
+    curve
+        .knees
+        .iter()
+        .copied()
+        .filter(|k| k.before < 0.5 * memory)
+        .collect()
 }
 
 /// Names the knees of the `pointer_chase` curve (data levels) and of the `jump_chain` curve
@@ -113,7 +121,16 @@ pub fn assign_levels(machine: &Machine, curves: &[Curve]) -> Levels {
                 .enumerate()
                 .map(|(i, k)| {
                     let level = i as u8 + 1;
-                    (level, if level == 1 { CacheKind::Data } else { CacheKind::Unified }, None, *k)
+                    (
+                        level,
+                        if level == 1 {
+                            CacheKind::Data
+                        } else {
+                            CacheKind::Unified
+                        },
+                        None,
+                        *k,
+                    )
                 })
                 .collect()
         } else {
@@ -148,7 +165,11 @@ pub fn assign_levels(machine: &Machine, curves: &[Curve]) -> Levels {
             .iter()
             .find(|c| c.level == 1 && c.kind == CacheKind::Instruction)
             .map(|c| c.size_bytes);
-        let sizes: Vec<(u64, f64)> = jumps.knees.iter().map(|k| (k.size_bytes, k.ratio)).collect();
+        let sizes: Vec<(u64, f64)> = jumps
+            .knees
+            .iter()
+            .map(|k| (k.size_bytes, k.ratio))
+            .collect();
         let pick = match l1i {
             Some(target) => match_knees(&sizes, &[target])[0],
             None => (!sizes.is_empty()).then_some(0),
@@ -158,9 +179,18 @@ pub fn assign_levels(machine: &Machine, curves: &[Curve]) -> Levels {
                 level: 1,
                 kind: CacheKind::Instruction,
                 knee: jumps.knees[j],
-                latency_ns: median_between(jumps, 0, jumps.knees[j].rise_start_bytes, jumps.knees[j].before),
+                latency_ns: median_between(
+                    jumps,
+                    0,
+                    jumps.knees[j].rise_start_bytes,
+                    jumps.knees[j].before,
+                ),
                 advertised_bytes: l1i,
-                method: if jumps.name == "jump_chain" { "sequential jump chain" } else { "random jump chain" },
+                method: if jumps.name == "jump_chain" {
+                    "sequential jump chain"
+                } else {
+                    "random jump chain"
+                },
             });
         }
     }
@@ -203,9 +233,17 @@ mod tests {
     fn knees_match_levels_in_order_even_when_the_l3_is_much_smaller() {
         // A TLB knee at 256 KiB, a 32 KiB L1, a 512 KiB L2 and an effective L3 of 8 MiB
         // where 32 MiB is advertised.
-        let knees = [(32 * K, 3.0), (256 * K, 1.3), (512 * K, 3.0), (8192 * K, 10.0)];
+        let knees = [
+            (32 * K, 3.0),
+            (256 * K, 1.3),
+            (512 * K, 3.0),
+            (8192 * K, 10.0),
+        ];
         let targets = [32 * K, 512 * K, 32768 * K];
-        assert_eq!(match_knees(&knees, &targets), vec![Some(0), Some(2), Some(3)]);
+        assert_eq!(
+            match_knees(&knees, &targets),
+            vec![Some(0), Some(2), Some(3)]
+        );
         // Between two knees equally far from the target, the bigger step wins.
         let knees = [(362 * K, 2.3), (724 * K, 1.4)];
         assert_eq!(match_knees(&knees, &[512 * K]), vec![Some(0)]);
@@ -214,7 +252,13 @@ mod tests {
     #[test]
     fn missing_knees_leave_levels_empty() {
         assert_eq!(match_knees(&[], &[32 * K]), vec![None]);
-        assert_eq!(match_knees(&[(40 * K, 2.0)], &[32 * K, 1024 * K]), vec![Some(0), None]);
-        assert_eq!(match_knees(&[(40 * K, 2.0)], &[]), Vec::<Option<usize>>::new());
+        assert_eq!(
+            match_knees(&[(40 * K, 2.0)], &[32 * K, 1024 * K]),
+            vec![Some(0), None]
+        );
+        assert_eq!(
+            match_knees(&[(40 * K, 2.0)], &[]),
+            Vec::<Option<usize>>::new()
+        );
     }
 }

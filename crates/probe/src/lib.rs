@@ -46,29 +46,26 @@ mod run;
 mod simd;
 mod timer;
 
-pub use bandwidth::{measure_bandwidth, BandwidthSample, Kernel};
-pub use chase::{point_from_samples, ChaseBuffer, CHASE_STRIDE_BYTES};
-pub use flops::{flops_per_call, measure_flops, FlopsSample, Precision, ACCUMULATORS};
-pub use icache::{generate, CodeProbe, CodeSample, CALLS_PER_SAMPLE};
-pub use levels::{assign_levels, cache_knees, level_caches, match_knees, LevelKnee, Levels};
+pub use bandwidth::{BandwidthSample, Kernel, measure_bandwidth};
+pub use chase::{CHASE_STRIDE_BYTES, ChaseBuffer, point_from_samples};
+pub use flops::{ACCUMULATORS, FlopsSample, Precision, flops_per_call, measure_flops};
+pub use icache::{CALLS_PER_SAMPLE, CodeProbe, CodeSample, generate};
+pub use levels::{LevelKnee, Levels, assign_levels, cache_knees, level_caches, match_knees};
 pub use recompile::{
-    c_source, dynamic_sweep, paper_sizes, recompile_sweep, run_baseline, BaselineReport, speedup_size_change, speedup_total,
-    SweepPhases,
+    BaselineReport, SweepPhases, c_source, dynamic_sweep, paper_sizes, recompile_sweep,
+    run_baseline, speedup_size_change, speedup_total,
 };
-pub use run::{run_probe, Curve, ProbeOptions, ProbeReport, ProgressFn};
+pub use run::{Curve, ProbeOptions, ProbeReport, ProgressFn, run_probe};
 pub use simd::Simd;
 
 pub use code::{
-    jump_chain, nop_function, CodeKind, CodeRegion, Generated, RewriteTimes, EPILOGUE,
-    LINE_BYTES, NOP4, PROLOGUE,
+    CodeKind, CodeRegion, EPILOGUE, Generated, LINE_BYTES, NOP4, PROLOGUE, RewriteTimes,
+    jump_chain, nop_function,
 };
 pub use error::ProbeError;
 pub use knee::{
-    adaptive_sweep, find_knees, geometric_sizes, log_noise, plateaus, plausible_size, refinement_sizes,
-    segment,
-    Knee, KneeOptions, Point, Segment,
+    Knee, KneeOptions, Point, Segment, adaptive_sweep, find_knees, geometric_sizes, log_noise,
+    plateaus, plausible_size, refinement_sizes, segment,
 };
-pub use mem::{anon_huge_kib, Mapping, HUGE_PAGE_BYTES};
-pub use timer::{
-    allowed_cpus, core_hz, monotonic_raw_ns, pin_current_thread, Timer, TimerSource,
-};
+pub use mem::{HUGE_PAGE_BYTES, Mapping, anon_huge_kib};
+pub use timer::{Timer, TimerSource, allowed_cpus, core_hz, monotonic_raw_ns, pin_current_thread};

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::code::{nop_function, CodeRegion};
+use crate::code::{CodeRegion, nop_function};
 use crate::icache::CALLS_PER_SAMPLE;
 use crate::{ProbeError, Timer};
 
@@ -98,7 +98,11 @@ pub fn paper_sizes(step_bytes: u64, points: u64) -> Vec<u64> {
 }
 
 /// The sweep by in-place rewriting: one mapping, the whole body regenerated per point.
-pub fn dynamic_sweep(timer: &Timer, sizes: &[u64], stop: &AtomicBool) -> Result<SweepPhases, ProbeError> {
+pub fn dynamic_sweep(
+    timer: &Timer,
+    sizes: &[u64],
+    stop: &AtomicBool,
+) -> Result<SweepPhases, ProbeError> {
     let wall = Instant::now();
     let max = sizes.iter().copied().max().unwrap_or(0) as usize;
     let mut region = CodeRegion::new(max + 64)?;
@@ -151,7 +155,11 @@ pub fn c_source(body_bytes: u64) -> String {
 
 /// The sweep by recompilation: per point, write the source, compile it with `cc -O1`, run it
 /// and read the time it prints. Files live in `dir`.
-pub fn recompile_sweep(sizes: &[u64], dir: &Path, stop: &AtomicBool) -> Result<SweepPhases, ProbeError> {
+pub fn recompile_sweep(
+    sizes: &[u64],
+    dir: &Path,
+    stop: &AtomicBool,
+) -> Result<SweepPhases, ProbeError> {
     let wall = Instant::now();
     let source = dir.join("dummy.c");
     let binary = dir.join("dummy");
@@ -208,10 +216,12 @@ fn run_binary(binary: &Path) -> Result<f64, ProbeError> {
         source: e,
     })?;
     let text = String::from_utf8_lossy(&output.stdout);
-    text.trim().parse::<f64>().map_err(|_| ProbeError::BadOutput {
-        path: binary.to_owned(),
-        found: text.chars().take(80).collect(),
-    })
+    text.trim()
+        .parse::<f64>()
+        .map_err(|_| ProbeError::BadOutput {
+            path: binary.to_owned(),
+            found: text.chars().take(80).collect(),
+        })
 }
 
 #[cfg(test)]
@@ -235,7 +245,10 @@ mod tests {
         };
         assert_eq!(round1(speedup_size_change(405.6e-3, &dynamic(2.3))), 73.7);
         assert_eq!(round1(speedup_size_change(2161.9e-3, &dynamic(18.9))), 97.8);
-        assert_eq!(round1(speedup_size_change(20_312.8e-3, &dynamic(186.5))), 107.1);
+        assert_eq!(
+            round1(speedup_size_change(20_312.8e-3, &dynamic(186.5))),
+            107.1
+        );
     }
 
     #[test]
@@ -266,6 +279,11 @@ mod tests {
         let src = c_source(400);
         assert_eq!(src.matches("nopl 0(%rax)").count(), 100);
         stop.store(true, Ordering::Relaxed);
-        assert!(dynamic_sweep(&timer, &sizes, &stop).unwrap().points.is_empty());
+        assert!(
+            dynamic_sweep(&timer, &sizes, &stop)
+                .unwrap()
+                .points
+                .is_empty()
+        );
     }
 }

@@ -7,16 +7,16 @@ use std::time::{Duration, Instant};
 use loopscope_machine::{Bandwidth, CacheKind, Machine, Measured, PeakGflops};
 use serde::Serialize;
 
-use crate::bandwidth::{measure_bandwidth, Kernel};
+use crate::ProbeError;
+use crate::bandwidth::{Kernel, measure_bandwidth};
 use crate::chase::ChaseBuffer;
 use crate::code::CodeKind;
-use crate::flops::{measure_flops, FlopsSample, Precision};
+use crate::flops::{FlopsSample, Precision, measure_flops};
 use crate::icache::CodeProbe;
-use crate::knee::{adaptive_sweep, geometric_sizes, Knee, KneeOptions, Point};
+use crate::knee::{Knee, KneeOptions, Point, adaptive_sweep, geometric_sizes};
 use crate::levels::{assign_levels, level_caches};
 use crate::simd::Simd;
-use crate::timer::{allowed_cpus, core_hz, pin_current_thread, Timer};
-use crate::ProbeError;
+use crate::timer::{Timer, allowed_cpus, core_hz, pin_current_thread};
 
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;
@@ -70,6 +70,8 @@ struct Budget {
     chase_repeats: u32,
     chase_min_loads: usize,
     chase_max_loads: usize,
+    /// Loads per sample far beyond the caches, where every load misses and each costs ~100 ns.
+    chase_far_loads: usize,
     kernel_time: Duration,
     kernel_trials: u32,
     flops_time: Duration,
@@ -83,10 +85,11 @@ impl Budget {
                 coarse_per_octave: 3,
                 fine_per_octave: 12,
                 rounds: 1,
-                code_repeats: 5,
-                chase_repeats: 3,
-                chase_min_loads: 60_000,
-                chase_max_loads: 400_000,
+                code_repeats: 7,
+                chase_repeats: 5,
+                chase_min_loads: 100_000,
+                chase_max_loads: 150_000,
+                chase_far_loads: 30_000,
                 kernel_time: Duration::from_millis(15),
                 kernel_trials: 1,
                 flops_time: Duration::from_millis(60),
@@ -100,7 +103,8 @@ impl Budget {
                 code_repeats: 11,
                 chase_repeats: 7,
                 chase_min_loads: 200_000,
-                chase_max_loads: 2_000_000,
+                chase_max_loads: 600_000,
+                chase_far_loads: 150_000,
                 kernel_time: Duration::from_millis(120),
                 kernel_trials: 3,
                 flops_time: Duration::from_millis(300),
@@ -140,11 +144,20 @@ pub fn run_probe(
         memory_latency_ns,
     } = serial;
     let simd = Simd::detect();
-    notes.push(format!("kernels: {}{}", simd.name(), if simd.has_fma() { " + FMA" } else { "" }));
+    notes.push(format!(
+        "kernels: {}{}",
+        simd.name(),
+        if simd.has_fma() { " + FMA" } else { "" }
+    ));
     let mut bandwidth = Vec::new();
+    let kernels_started = Instant::now();
     if !stop.load(Ordering::Relaxed) {
         progress("bandwidth", 0.8);
         bandwidth = bandwidths(machine, &caches, &cpus, simd, &budget, stop)?;
+        notes.push(format!(
+            "phase times: bandwidth {:.1} s",
+            kernels_started.elapsed().as_secs_f64()
+        ));
     }
     let mut flops = Vec::new();
     if !stop.load(Ordering::Relaxed) {
@@ -201,6 +214,7 @@ fn serial_part(
     stop: &AtomicBool,
     progress: &mut ProgressFn<'_>,
 ) -> Result<Serial, ProbeError> {
+    let started = Instant::now();
     let mut notes = Vec::new();
     progress("timer", 0.0);
     let pinned = match pin_current_thread(cpu) {
@@ -213,24 +227,59 @@ fn serial_part(
     let timer = Timer::calibrate(budget.calibration);
     notes.push(format!("timer: {}", timer.describe()));
     let core_hz = core_hz(&timer, 30);
-    notes.push(format!("core clock {:.3} GHz (dependent-add chain)", core_hz / 1e9));
+    notes.push(format!(
+        "core clock {:.3} GHz (dependent-add chain)",
+        core_hz / 1e9
+    ));
     let advertised = |level: u8, kind: CacheKind| {
         machine
             .caches
             .iter()
-            .find(|c| c.level == level && (c.kind == kind || kind == CacheKind::Unified && c.kind != CacheKind::Instruction))
+            .find(|c| {
+                c.level == level
+                    && (c.kind == kind
+                        || kind == CacheKind::Unified && c.kind != CacheKind::Instruction)
+            })
             .map(|c| c.size_bytes)
     };
     let l2 = advertised(2, CacheKind::Unified).unwrap_or(MIB);
-    let llc = machine.data_caches().map(|c| c.size_bytes).max().unwrap_or(32 * MIB);
+    let llc = machine
+        .data_caches()
+        .map(|c| c.size_bytes)
+        .max()
+        .unwrap_or(32 * MIB);
 
     let mut curves = Vec::new();
     let mut code = CodeProbe::new((4 * l2).max(4 * MIB) as usize, options.seed)?;
     // Below 2 KiB the call itself dominates the time per unit (spec 003, section 9.6).
     let sweeps = [
-        (CodeKind::RandomJumpChain, "random_jump_chain", "ns per line", 2 * KIB, (4 * l2).min(4 * MIB), 64, 0.0),
-        (CodeKind::JumpChain, "jump_chain", "ns per line", 2 * KIB, (4 * l2).min(4 * MIB), 64, 0.1),
-        (CodeKind::NopBody, "nop_body", "ns per byte", 4 * KIB, (4 * l2).max(4 * MIB), 4, 0.2),
+        (
+            CodeKind::RandomJumpChain,
+            "random_jump_chain",
+            "ns per line",
+            2 * KIB,
+            (4 * l2).min(4 * MIB),
+            64,
+            0.0,
+        ),
+        (
+            CodeKind::JumpChain,
+            "jump_chain",
+            "ns per line",
+            2 * KIB,
+            (4 * l2).min(4 * MIB),
+            64,
+            0.1,
+        ),
+        (
+            CodeKind::NopBody,
+            "nop_body",
+            "ns per byte",
+            4 * KIB,
+            (4 * l2).max(4 * MIB),
+            4,
+            0.2,
+        ),
     ];
     for (kind, name, unit, lo, hi, granule, at) in sweeps {
         if stop.load(Ordering::Relaxed) {
@@ -257,8 +306,14 @@ fn serial_part(
                 }
             }
         };
-        let (points, knees, _) =
-            adaptive_sweep(&grid, budget.fine_per_octave, granule, budget.rounds, &KneeOptions::default(), &mut measure);
+        let (points, knees, _) = adaptive_sweep(
+            &grid,
+            budget.fine_per_octave,
+            granule,
+            budget.rounds,
+            &KneeOptions::default(),
+            &mut measure,
+        );
         if let Some(e) = failure {
             return Err(e);
         }
@@ -269,7 +324,12 @@ fn serial_part(
             knees,
         });
     }
-    notes.push(huge_note("code", code.region().huge_page_kib(), code.region().capacity()));
+    notes.push(huge_note(
+        "code",
+        code.region().huge_page_kib(),
+        code.region().capacity(),
+    ));
+    let code_s = started.elapsed().as_secs_f64();
 
     let mut chase = ChaseBuffer::new((4 * llc) as usize, options.seed)?;
     if !stop.load(Ordering::Relaxed) {
@@ -283,7 +343,11 @@ fn serial_part(
             }
             done += 1.0;
             progress("pointer chase", 0.3 + 0.5 * (done / total).min(1.0));
-            let loads = ((size / 64) as usize).clamp(budget.chase_min_loads, budget.chase_max_loads);
+            let loads = if size > llc / 8 {
+                budget.chase_far_loads
+            } else {
+                ((size / 64) as usize).clamp(budget.chase_min_loads, budget.chase_max_loads)
+            };
             match chase.measure(&timer, size as usize, loads, budget.chase_repeats) {
                 Ok(p) => Some(p),
                 Err(e) => {
@@ -292,8 +356,14 @@ fn serial_part(
                 }
             }
         };
-        let (points, knees, _) =
-            adaptive_sweep(&grid, budget.fine_per_octave, 64, budget.rounds, &KneeOptions::default(), &mut measure);
+        let (points, knees, _) = adaptive_sweep(
+            &grid,
+            budget.fine_per_octave,
+            64,
+            budget.rounds,
+            &KneeOptions::default(),
+            &mut measure,
+        );
         if let Some(e) = failure {
             return Err(e);
         }
@@ -305,6 +375,10 @@ fn serial_part(
             knees,
         });
     }
+    notes.push(format!(
+        "phase times: timer and code {code_s:.1} s, pointer chase {:.1} s",
+        started.elapsed().as_secs_f64() - code_s
+    ));
     let levels = assign_levels(machine, &curves);
     let caches = level_caches(&levels.knees, core_hz);
     let memory_latency_ns = levels.memory_latency_ns;
@@ -336,8 +410,13 @@ fn serial_part(
 
 fn huge_note(what: &str, kib: Option<u64>, capacity: usize) -> String {
     match kib {
-        Some(k) if k > 0 => format!("huge pages: {k} KiB of the {} KiB {what} mapping", capacity / 1024),
-        Some(_) => format!("huge pages: none obtained for the {what} mapping (THP off or fragmented)"),
+        Some(k) if k > 0 => format!(
+            "huge pages: {k} KiB of the {} KiB {what} mapping",
+            capacity / 1024
+        ),
+        Some(_) => {
+            format!("huge pages: none obtained for the {what} mapping (THP off or fragmented)")
+        }
         None => format!("huge pages: unknown for the {what} mapping (/proc/self/smaps unreadable)"),
     }
 }
@@ -365,11 +444,21 @@ fn bandwidths(
     for level in 1..=3u8 {
         if let Some(size) = size_of(level) {
             let floor = (2 * below).max(4 * KIB);
-            levels.push((format!("L{level}"), (size / 2).max(floor), shared(level), floor));
+            levels.push((
+                format!("L{level}"),
+                (size / 2).max(floor),
+                shared(level),
+                floor,
+            ));
             below = size;
         }
     }
-    let llc = machine.data_caches().map(|c| c.size_bytes).max().unwrap_or(32 * MIB).max(below);
+    let llc = machine
+        .data_caches()
+        .map(|c| c.size_bytes)
+        .max()
+        .unwrap_or(32 * MIB)
+        .max(below);
     levels.push(("MEM".into(), (4 * llc).max(64 * MIB), true, 4 * below));
     let mut out = Vec::new();
     let mut sets = vec![vec![cpus[0]]];
@@ -378,12 +467,23 @@ fn bandwidths(
     }
     for (level, size, is_shared, floor) in &levels {
         for set in &sets {
-            let per_thread = if *is_shared { (size / set.len() as u64).max(*floor) } else { *size };
+            let per_thread = if *is_shared {
+                (size / set.len() as u64).max(*floor)
+            } else {
+                *size
+            };
             for kernel in Kernel::ALL {
                 if stop.load(Ordering::Relaxed) {
                     return Ok(out);
                 }
-                let s = measure_bandwidth(kernel, simd, set, per_thread, budget.kernel_time, budget.kernel_trials)?;
+                let s = measure_bandwidth(
+                    kernel,
+                    simd,
+                    set,
+                    per_thread,
+                    budget.kernel_time,
+                    budget.kernel_trials,
+                )?;
                 out.push(Bandwidth {
                     level: level.clone(),
                     kernel: kernel.name().into(),
@@ -392,7 +492,12 @@ fn bandwidths(
                     gb_per_s: s.gb_per_s,
                     gb_per_s_with_write_allocate: (s.gb_per_s_with_write_allocate != s.gb_per_s)
                         .then_some(s.gb_per_s_with_write_allocate),
-                    method: format!("{} {}, {} per thread", simd.name(), kernel.name(), per_thread),
+                    method: format!(
+                        "{} {}, {} per thread",
+                        simd.name(),
+                        kernel.name(),
+                        per_thread
+                    ),
                 });
             }
         }
@@ -401,7 +506,12 @@ fn bandwidths(
 }
 
 /// The all-core FLOP rate, with a note comparing it with the theoretical peak.
-fn peak(flops: &[FlopsSample], machine: &Machine, core_hz: f64, notes: &mut Vec<String>) -> Option<PeakGflops> {
+fn peak(
+    flops: &[FlopsSample],
+    machine: &Machine,
+    core_hz: f64,
+    notes: &mut Vec<String>,
+) -> Option<PeakGflops> {
     let threads = flops.iter().map(|f| f.threads).max()?;
     let get = |p: Precision| {
         flops
@@ -423,6 +533,9 @@ fn peak(flops: &[FlopsSample], machine: &Machine, core_hz: f64, notes: &mut Vec<
         dp,
         sp,
         threads,
-        method: format!("{simd} FMA chains, {} accumulators per thread", crate::flops::ACCUMULATORS),
+        method: format!(
+            "{simd} FMA chains, {} accumulators per thread",
+            crate::flops::ACCUMULATORS
+        ),
     })
 }

@@ -126,7 +126,10 @@ impl Timer {
 
     /// The time between `start` and `stop` in nanoseconds, less the timer's own cost.
     pub fn elapsed_ns(&self, start: u64, stop: u64) -> f64 {
-        self.ticks_to_ns(stop.saturating_sub(start).saturating_sub(self.overhead_ticks))
+        self.ticks_to_ns(
+            stop.saturating_sub(start)
+                .saturating_sub(self.overhead_ticks),
+        )
     }
 
     /// Times `work` once, in nanoseconds net of the timer's cost.
@@ -216,7 +219,8 @@ pub fn allowed_cpus() -> Vec<usize> {
     // size_of::<cpu_set_t>() bytes into it.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: as above; pid 0 is the calling thread.
-    let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
     if rc != 0 {
         return vec![0];
     }
@@ -230,7 +234,9 @@ pub fn allowed_cpus() -> Vec<usize> {
 /// on one core.
 pub fn pin_current_thread(cpu: usize) -> Result<(), ProbeError> {
     if cpu >= libc::CPU_SETSIZE as usize {
-        return Err(ProbeError::Invalid(format!("CPU {cpu} is beyond CPU_SETSIZE")));
+        return Err(ProbeError::Invalid(format!(
+            "CPU {cpu} is beyond CPU_SETSIZE"
+        )));
     }
     // SAFETY: a zeroed cpu_set_t is a valid empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
@@ -296,7 +302,10 @@ mod tests {
 
     #[test]
     fn timer_overhead_is_positive_and_below_a_microsecond() {
-        for timer in [Timer::calibrate(Duration::from_millis(20)), Timer::monotonic(None)] {
+        for timer in [
+            Timer::calibrate(Duration::from_millis(20)),
+            Timer::monotonic(None),
+        ] {
             let overhead_ns = timer.ticks_to_ns(timer.overhead_ticks);
             assert!(overhead_ns < 1000.0, "{}", timer.describe());
             assert!(timer.resolution_ns > 0.0, "{}", timer.describe());

@@ -8,7 +8,7 @@ use loopscope_probe::{BaselineReport, ProbeReport};
 use plotters::prelude::*;
 
 use crate::machine::render_measured;
-use crate::{format_bytes, Align, Table};
+use crate::{Align, Table, format_bytes};
 
 /// A plot could not be drawn.
 #[derive(Debug, thiserror::Error)]
@@ -31,10 +31,20 @@ pub fn render_probe(report: &ProbeReport, machine: &Machine) -> String {
     let _ = writeln!(
         out,
         "pinned    {}",
-        report.pinned_cpu.map_or("no".into(), |c| format!("CPU {c}"))
+        report
+            .pinned_cpu
+            .map_or("no".into(), |c| format!("CPU {c}"))
     );
     out.push('\n');
-    let mut knees = Table::new(["curve", "knee at", "rise ends", "before", "after", "ratio", "confidence"]);
+    let mut knees = Table::new([
+        "curve",
+        "knee at",
+        "rise ends",
+        "before",
+        "after",
+        "ratio",
+        "confidence",
+    ]);
     for c in 1..7 {
         knees = knees.align(c, Align::Right);
     }
@@ -71,12 +81,24 @@ pub fn render_probe(report: &ProbeReport, machine: &Machine) -> String {
 /// The paper's Tables 3 and 4 for this machine: phase times of both methods and the two
 /// speed-ups.
 pub fn render_baseline(report: &BaselineReport) -> String {
-    let mut table = Table::new(["method", "points", "init", "size change", "flush", "exec", "process", "total"]);
+    let mut table = Table::new([
+        "method",
+        "points",
+        "init",
+        "size change",
+        "flush",
+        "exec",
+        "process",
+        "total",
+    ]);
     for c in 1..8 {
         table = table.align(c, Align::Right);
     }
     let ms = |s: f64| format!("{:.2} ms", s * 1e3);
-    for (name, p) in [("in-place rewrite", &report.dynamic), ("recompile (cc)", &report.recompile)] {
+    for (name, p) in [
+        ("in-place rewrite", &report.dynamic),
+        ("recompile (cc)", &report.recompile),
+    ] {
         table.row([
             name.to_owned(),
             p.points.len().to_string(),
@@ -96,9 +118,17 @@ pub fn render_baseline(report: &BaselineReport) -> String {
         format_bytes(report.step_bytes),
         format_bytes(last),
         report.step_bytes,
-        if report.partial { " (PARTIAL: interrupted)" } else { "" }
+        if report.partial {
+            " (PARTIAL: interrupted)"
+        } else {
+            ""
+        }
     );
-    let _ = writeln!(out, "speed-up  total {:.1}x (paper: 192.0, 138.1, 91.2)", report.speedup_total);
+    let _ = writeln!(
+        out,
+        "speed-up  total {:.1}x (paper: 192.0, 138.1, 91.2)",
+        report.speedup_total
+    );
     let _ = writeln!(
         out,
         "speed-up  size change {:.1}x (paper: 73.7, 97.8, 107.1)",
@@ -112,38 +142,72 @@ type Series = (String, Vec<(f64, f64)>);
 
 /// The SVG plots of a probe run, as (file name, SVG text): latency against footprint, code
 /// time against code size (one plot per code kind) and bandwidth against working set.
-pub fn probe_plots(report: &ProbeReport, machine: &Machine) -> Result<Vec<(String, String)>, PlotError> {
+pub fn probe_plots(
+    report: &ProbeReport,
+    machine: &Machine,
+) -> Result<Vec<(String, String)>, PlotError> {
     let mut plots = Vec::new();
     for curve in &report.curves {
         let series = vec![
             (
                 "minimum".to_owned(),
-                curve.points.iter().map(|p| (p.size_bytes as f64, p.value)).collect(),
+                curve
+                    .points
+                    .iter()
+                    .map(|p| (p.size_bytes as f64, p.value))
+                    .collect(),
             ),
             (
                 "median".to_owned(),
-                curve.points.iter().map(|p| (p.size_bytes as f64, p.median)).collect(),
+                curve
+                    .points
+                    .iter()
+                    .map(|p| (p.size_bytes as f64, p.median))
+                    .collect(),
             ),
         ];
         let marks: Vec<(f64, String)> = curve
             .knees
             .iter()
-            .map(|k| (k.size_bytes as f64, format!("knee {}", format_bytes(k.size_bytes))))
+            .map(|k| {
+                (
+                    k.size_bytes as f64,
+                    format!("knee {}", format_bytes(k.size_bytes)),
+                )
+            })
             .collect();
         let advertised: Vec<(f64, String)> = machine
             .caches
             .iter()
-            .filter(|c| (curve.name == "pointer_chase") != (c.kind == loopscope_machine::CacheKind::Instruction))
-            .map(|c| (c.size_bytes as f64, format!("{} {}", c.name(), format_bytes(c.size_bytes))))
+            .filter(|c| {
+                (curve.name == "pointer_chase")
+                    != (c.kind == loopscope_machine::CacheKind::Instruction)
+            })
+            .map(|c| {
+                (
+                    c.size_bytes as f64,
+                    format!("{} {}", c.name(), format_bytes(c.size_bytes)),
+                )
+            })
             .collect();
         let (title, x) = match curve.name.as_str() {
             "pointer_chase" => ("Load latency vs footprint (pointer chase)", "footprint"),
-            "jump_chain" => ("Code time vs code size (jump chain, one line per jump)", "code size"),
-            _ => ("Code time vs code size (NOP body, the paper's probe)", "code size"),
+            "jump_chain" => (
+                "Code time vs code size (jump chain, one line per jump)",
+                "code size",
+            ),
+            _ => (
+                "Code time vs code size (NOP body, the paper's probe)",
+                "code size",
+            ),
         };
         let name = format!("{}.svg", curve.name);
-        let svg = log_log_svg(title, x, &curve.unit, &series, &marks, &advertised)
-            .map_err(|message| PlotError { plot: name.clone(), message })?;
+        let svg = log_log_svg(title, x, &curve.unit, &series, &marks, &advertised).map_err(
+            |message| PlotError {
+                plot: name.clone(),
+                message,
+            },
+        )?;
         plots.push((name, svg));
     }
     let mut by_kernel: Vec<Series> = Vec::new();
@@ -157,8 +221,18 @@ pub fn probe_plots(report: &ProbeReport, machine: &Machine) -> Result<Vec<(Strin
     }
     if !by_kernel.is_empty() {
         let name = "bandwidth.svg".to_owned();
-        let svg = log_log_svg("Bandwidth vs working set", "working set", "GB/s", &by_kernel, &[], &[])
-            .map_err(|message| PlotError { plot: name.clone(), message })?;
+        let svg = log_log_svg(
+            "Bandwidth vs working set",
+            "working set",
+            "GB/s",
+            &by_kernel,
+            &[],
+            &[],
+        )
+        .map_err(|message| PlotError {
+            plot: name.clone(),
+            message,
+        })?;
         plots.push((name, svg));
     }
     Ok(plots)
@@ -174,7 +248,10 @@ fn log_log_svg(
     advertised: &[(f64, String)],
 ) -> Result<String, String> {
     let xs = series.iter().flat_map(|s| s.1.iter().map(|p| p.0));
-    let ys = series.iter().flat_map(|s| s.1.iter().map(|p| p.1)).filter(|y| *y > 0.0);
+    let ys = series
+        .iter()
+        .flat_map(|s| s.1.iter().map(|p| p.1))
+        .filter(|y| *y > 0.0);
     let (x0, x1) = bounds(xs.chain(knees.iter().map(|k| k.0)));
     let (y0, y1) = bounds(ys);
     let (y0, y1) = (y0 / 1.3, y1 * 1.3);
@@ -199,7 +276,14 @@ fn log_log_svg(
             .map_err(|e| e.to_string())?;
         for (x, label) in advertised {
             if (x0..=x1).contains(x) {
-                draw_mark(&mut chart, *x, (y0, y1), label, RGBColor(150, 150, 150), 0.92)?;
+                draw_mark(
+                    &mut chart,
+                    *x,
+                    (y0, y1),
+                    label,
+                    RGBColor(150, 150, 150),
+                    0.92,
+                )?;
             }
         }
         for (x, label) in knees {
@@ -208,10 +292,15 @@ fn log_log_svg(
         for (i, (name, points)) in series.iter().enumerate() {
             let color = Palette99::pick(i).to_rgba();
             chart
-                .draw_series(LineSeries::new(points.iter().copied(), color.stroke_width(2)))
+                .draw_series(LineSeries::new(
+                    points.iter().copied(),
+                    color.stroke_width(2),
+                ))
                 .map_err(|e| e.to_string())?
                 .label(name.as_str())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                });
             chart
                 .draw_series(points.iter().map(|&p| Circle::new(p, 2, color.filled())))
                 .map_err(|e| e.to_string())?;
@@ -231,7 +320,10 @@ fn log_log_svg(
 type LogChart<'a, 'b> = ChartContext<
     'a,
     SVGBackend<'b>,
-    Cartesian2d<plotters::coord::combinators::LogCoord<f64>, plotters::coord::combinators::LogCoord<f64>>,
+    Cartesian2d<
+        plotters::coord::combinators::LogCoord<f64>,
+        plotters::coord::combinators::LogCoord<f64>,
+    >,
 >;
 
 fn draw_mark(
@@ -247,7 +339,11 @@ fn draw_mark(
         .map_err(|e| e.to_string())?;
     let y = (y0.ln() + at * (y1.ln() - y0.ln())).exp();
     chart
-        .draw_series([Text::new(label.to_owned(), (x * 1.03, y), ("sans-serif", 13).into_font().color(&color))])
+        .draw_series([Text::new(
+            label.to_owned(),
+            (x * 1.03, y),
+            ("sans-serif", 13).into_font().color(&color),
+        )])
         .map_err(|e| e.to_string())?;
     Ok(())
 }
@@ -256,8 +352,16 @@ fn draw_mark(
 fn bounds(values: impl Iterator<Item = f64>) -> (f64, f64) {
     let (lo, hi) = values
         .filter(|v| v.is_finite() && *v > 0.0)
-        .fold((f64::INFINITY, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
-    if lo.is_finite() && hi > lo { (lo, hi) } else if lo.is_finite() { (lo / 2.0, lo * 2.0) } else { (1.0, 2.0) }
+        .fold((f64::INFINITY, 0.0f64), |(lo, hi), v| {
+            (lo.min(v), hi.max(v))
+        });
+    if lo.is_finite() && hi > lo {
+        (lo, hi)
+    } else if lo.is_finite() {
+        (lo / 2.0, lo * 2.0)
+    } else {
+        (1.0, 2.0)
+    }
 }
 
 #[cfg(test)]
@@ -270,11 +374,18 @@ mod tests {
         let points = (10..20)
             .map(|i| {
                 let v = if i <= 15 { 1.0 } else { 4.0 };
-                Point { size_bytes: 1 << i, value: v, median: v * 1.1 }
+                Point {
+                    size_bytes: 1 << i,
+                    value: v,
+                    median: v * 1.1,
+                }
             })
             .collect();
         ProbeReport {
-            measured: Measured { duration_s: 1.0, ..Measured::default() },
+            measured: Measured {
+                duration_s: 1.0,
+                ..Measured::default()
+            },
             timer: Timer::monotonic(None),
             pinned_cpu: Some(0),
             simd: Simd::Scalar,
@@ -300,7 +411,9 @@ mod tests {
     #[test]
     fn plots_mark_knees_and_advertised_sizes() {
         let mut machine = Machine::unknown();
-        machine.caches.push(Cache::new(1, CacheKind::Data, 32768, 64, 8, 1));
+        machine
+            .caches
+            .push(Cache::new(1, CacheKind::Data, 32768, 64, 8, 1));
         let plots = probe_plots(&report(), &machine).unwrap();
         assert_eq!(plots.len(), 1);
         let (name, svg) = &plots[0];

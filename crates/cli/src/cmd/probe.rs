@@ -1,13 +1,13 @@
 //! `loopscope probe`: measure this machine and fill the `measured` section of a machine file.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use loopscope_machine::{read_machine_file, write_atomically, write_machine_file, Machine};
-use loopscope_probe::{run_baseline, run_probe, ProbeOptions};
+use loopscope_machine::{Machine, read_machine_file, write_atomically, write_machine_file};
+use loopscope_probe::{ProbeOptions, run_baseline, run_probe};
 
 use crate::failure::bad_input;
 use crate::ui::Ui;
@@ -59,8 +59,12 @@ pub fn run(args: &ProbeArgs, ui: &Ui) -> anyhow::Result<()> {
         None => detected,
     };
     if let Some(dir) = &args.plot {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| bad_input(format!("{}: cannot create the plot directory: {e}", dir.display())))?;
+        std::fs::create_dir_all(dir).map_err(|e| {
+            bad_input(format!(
+                "{}: cannot create the plot directory: {e}",
+                dir.display()
+            ))
+        })?;
     }
     let bar = ui.progress_bar(1000, "probe");
     let mut progress = |phase: &str, fraction: f64| {
@@ -73,7 +77,12 @@ pub fn run(args: &ProbeArgs, ui: &Ui) -> anyhow::Result<()> {
     };
     let report = run_probe(&machine, &options, &stop, &mut progress)?;
     bar.finish_and_clear();
-    for note in report.measured.notes.iter().filter(|n| n.contains("not pinned") || n.contains("huge pages: none")) {
+    for note in report
+        .measured
+        .notes
+        .iter()
+        .filter(|n| n.contains("not pinned") || n.contains("huge pages: none"))
+    {
         ui.warn(note);
     }
     if let Some(path) = &args.out {
@@ -93,7 +102,9 @@ pub fn run(args: &ProbeArgs, ui: &Ui) -> anyhow::Result<()> {
         print!("{}", loopscope_report::render_probe(&report, &machine));
     }
     if report.measured.partial {
-        anyhow::bail!("interrupted: the results above are partial (and were written marked partial)");
+        anyhow::bail!(
+            "interrupted: the results above are partial (and were written marked partial)"
+        );
     }
     Ok(())
 }
@@ -107,11 +118,23 @@ fn target_machine(path: &Path, detected: Machine, force: bool) -> anyhow::Result
         _ => Path::new("."),
     };
     if !dir.is_dir() {
-        return Err(bad_input(format!("{}: directory {} does not exist", path.display(), dir.display())));
+        return Err(bad_input(format!(
+            "{}: directory {} does not exist",
+            path.display(),
+            dir.display()
+        )));
     }
-    let probe = dir.join(format!(".loopscope-probe-write-test.{}", std::process::id()));
-    std::fs::write(&probe, b"")
-        .map_err(|e| bad_input(format!("{}: cannot write into {}: {e}", path.display(), dir.display())))?;
+    let probe = dir.join(format!(
+        ".loopscope-probe-write-test.{}",
+        std::process::id()
+    ));
+    std::fs::write(&probe, b"").map_err(|e| {
+        bad_input(format!(
+            "{}: cannot write into {}: {e}",
+            path.display(),
+            dir.display()
+        ))
+    })?;
     let _ = std::fs::remove_file(&probe);
     if !path.exists() {
         return Ok(detected);
@@ -133,19 +156,27 @@ fn interrupt_flag(ui: &Ui) -> Arc<AtomicBool> {
     let stop = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&stop);
     if let Err(e) = ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed)) {
-        ui.warn(format!("Ctrl-C will end the run without keeping results: {e}"));
+        ui.warn(format!(
+            "Ctrl-C will end the run without keeping results: {e}"
+        ));
     }
     stop
 }
 
 fn baseline(args: &ProbeArgs, ui: &Ui, stop: &AtomicBool) -> anyhow::Result<()> {
     if args.out.is_some() || args.plot.is_some() {
-        return Err(bad_input("--baseline compares sweep times only; it takes neither --out nor --plot"));
+        return Err(bad_input(
+            "--baseline compares sweep times only; it takes neither --out nor --plot",
+        ));
     }
     // The paper's 0 to 40 KB sweep: 100 points of 400 bytes (25 points of 1600 with --quick).
     let (step, points) = if args.quick { (1600, 25) } else { (400, 100) };
-    let dir = tempfile::tempdir().context("cannot create a temporary directory for the C sources")?;
-    ui.note(format!("compiling {points} C programs in {}", dir.path().display()));
+    let dir =
+        tempfile::tempdir().context("cannot create a temporary directory for the C sources")?;
+    ui.note(format!(
+        "compiling {points} C programs in {}",
+        dir.path().display()
+    ));
     let report = run_baseline(step, points, dir.path(), stop)?;
     if args.json {
         crate::cmd::print_json(&report)?;
