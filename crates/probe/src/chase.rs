@@ -15,7 +15,7 @@ pub const CHASE_STRIDE_BYTES: usize = 64;
 #[derive(Debug)]
 pub struct ChaseBuffer {
     mapping: Mapping,
-    rng: rand::rngs::StdRng,
+    rng: rand::rngs::SmallRng,
 }
 
 impl ChaseBuffer {
@@ -23,7 +23,7 @@ impl ChaseBuffer {
     pub fn new(max_bytes: usize, seed: u64) -> Result<ChaseBuffer, ProbeError> {
         Ok(ChaseBuffer {
             mapping: Mapping::new(max_bytes)?,
-            rng: rand::rngs::StdRng::seed_from_u64(seed),
+            rng: rand::rngs::SmallRng::seed_from_u64(seed),
         })
     }
 

@@ -71,13 +71,27 @@ pub fn nop_function(body_bytes: usize) -> Generated {
 ///
 /// Every line starts with a 5-byte `jmp rel32` (or `ret`) and is padded with `int3`, so code
 /// that strays traps instead of running on.
-/// An empty `order` gives a lone `ret`. Indices must be a permutation of `0..order.len()`.
-pub fn jump_chain(order: &[u32]) -> Generated {
+/// An empty `order` gives a lone `ret`. An `order` that is not a permutation of
+/// `0..order.len()` is refused: a line visited twice could loop forever, one never visited
+/// would leave a hole of `int3`.
+pub fn jump_chain(order: &[u32]) -> Result<Generated, ProbeError> {
     if order.is_empty() {
-        return Generated {
+        return Ok(Generated {
             bytes: vec![RET],
             entry: 0,
-        };
+        });
+    }
+    let mut seen = vec![false; order.len()];
+    for &line in order {
+        match seen.get_mut(line as usize) {
+            Some(slot) if !*slot => *slot = true,
+            _ => {
+                return Err(ProbeError::Invalid(format!(
+                    "jump-chain order is not a permutation of 0..{} (line {line})",
+                    order.len()
+                )));
+            }
+        }
     }
     let mut code = vec![INT3; order.len() * LINE_BYTES];
     for (i, &line) in order.iter().enumerate() {
@@ -92,10 +106,10 @@ pub fn jump_chain(order: &[u32]) -> Generated {
             None => code[at] = RET,
         }
     }
-    Generated {
+    Ok(Generated {
         bytes: code,
         entry: order[0] as usize * LINE_BYTES,
-    }
+    })
 }
 
 /// Time spent in the phases of one rewrite, in seconds (the paper's Table 4 columns).
@@ -217,7 +231,7 @@ mod tests {
     #[test]
     fn jump_chain_visits_every_line_once_in_order() {
         let order = [2u32, 0, 3, 1];
-        let generated = jump_chain(&order);
+        let generated = jump_chain(&order).unwrap();
         let code = generated.bytes();
         assert_eq!(code.len(), 4 * LINE_BYTES);
         let mut at = generated.entry();
@@ -255,9 +269,16 @@ mod tests {
         }
         for lines in [0u32, 1, 2, 64] {
             let order: Vec<u32> = (0..lines).rev().collect();
-            region.rewrite(&jump_chain(&order)).unwrap();
+            region.rewrite(&jump_chain(&order).unwrap()).unwrap();
             region.call();
         }
+    }
+
+    #[test]
+    fn orders_that_are_not_permutations_are_refused() {
+        assert!(jump_chain(&[0, 0]).unwrap_err().is_bad_input());
+        assert!(jump_chain(&[0, 2]).is_err());
+        assert!(jump_chain(&[1, 0]).is_ok());
     }
 
     #[test]

@@ -18,9 +18,9 @@ pub const CALLS_PER_SAMPLE: u32 = 5;
 pub fn generate(
     kind: CodeKind,
     size_bytes: usize,
-    rng: &mut rand::rngs::StdRng,
-) -> (Generated, usize) {
-    match kind {
+    rng: &mut rand::rngs::SmallRng,
+) -> Result<(Generated, usize), ProbeError> {
+    Ok(match kind {
         CodeKind::NopBody => (nop_function(size_bytes), (size_bytes / 4 * 4).max(1)),
         CodeKind::JumpChain | CodeKind::RandomJumpChain => {
             let lines = (size_bytes / LINE_BYTES).max(1);
@@ -28,16 +28,16 @@ pub fn generate(
             if kind == CodeKind::RandomJumpChain {
                 order.shuffle(rng);
             }
-            (jump_chain(&order), lines)
+            (jump_chain(&order)?, lines)
         }
-    }
+    })
 }
 
 /// Rewrites, warms and times code of one size.
 #[derive(Debug)]
 pub struct CodeProbe {
     region: CodeRegion,
-    rng: rand::rngs::StdRng,
+    rng: rand::rngs::SmallRng,
 }
 
 /// One measured code size with the time its rewrite took.
@@ -56,7 +56,7 @@ impl CodeProbe {
     pub fn new(max_bytes: usize, seed: u64) -> Result<CodeProbe, ProbeError> {
         Ok(CodeProbe {
             region: CodeRegion::new(max_bytes + 4 * LINE_BYTES)?,
-            rng: rand::rngs::StdRng::seed_from_u64(seed),
+            rng: rand::rngs::SmallRng::seed_from_u64(seed),
         })
     }
 
@@ -74,7 +74,7 @@ impl CodeProbe {
         size_bytes: usize,
         repeats: u32,
     ) -> Result<CodeSample, ProbeError> {
-        let (code, units) = generate(kind, size_bytes, &mut self.rng);
+        let (code, units) = generate(kind, size_bytes, &mut self.rng)?;
         let rewrite = self.region.rewrite(&code)?;
         self.region.call();
         let mut samples = Vec::with_capacity(repeats as usize);
@@ -125,10 +125,10 @@ mod tests {
 
     #[test]
     fn random_chains_are_permutations_and_nop_units_are_bytes() {
-        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
-        let (code, units) = generate(CodeKind::RandomJumpChain, 4096, &mut rng);
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(1);
+        let (code, units) = generate(CodeKind::RandomJumpChain, 4096, &mut rng).unwrap();
         assert_eq!((code.bytes().len(), units), (4096, 64));
-        let (code, units) = generate(CodeKind::NopBody, 402, &mut rng);
+        let (code, units) = generate(CodeKind::NopBody, 402, &mut rng).unwrap();
         assert_eq!((code.bytes().len(), units), (406, 400));
     }
 }

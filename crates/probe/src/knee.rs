@@ -284,8 +284,9 @@ fn last_below(points: &[Point], low: &Segment, high: &Segment, level: f64) -> us
     last
 }
 
-/// The cache-like size (`2^k` or `3 * 2^k` bytes) closest to `hi` (in log) between `lo` and
-/// `hi` widened by `slack_octaves` on both sides, if there is one. Capacities are such sizes;
+/// The cache-like size (`2^k` or `3 * 2^k` bytes) closest to `hi` (in log) between `lo`
+/// less `slack_octaves` and `hi` plus twice that (the capacity lies at or past the last point
+/// below the midpoint), if there is one. Capacities are such sizes;
 /// the rise of a cache that thrashes (LRU under a cyclic walk) completes just past its
 /// capacity, while interference (another hardware thread, way prediction, page colouring)
 /// can start it earlier, so the midpoint of the rise (`hi`) is the better anchor.
