@@ -23,6 +23,6 @@ mod table;
 mod units;
 
 pub use machine::render_machine;
-pub use probe::{PlotError, probe_plots, render_baseline, render_probe};
+pub use probe::{probe_plots, render_baseline, render_probe, PlotError};
 pub use table::{Align, Table};
 pub use units::{format_bytes, format_hz};
