@@ -284,14 +284,15 @@ mod kernels {
             mod $module {
                 use std::arch::x86_64::*;
 
-                const UNROLL: usize = 4 * $lanes;
+                // Eight accumulators cover the add latency (3-4 cycles) at two loads per cycle.
+                const UNROLL: usize = 8 * $lanes;
 
                 /// # Safety
-                /// The CPU must support the feature; `a.len()` a multiple of 4 vectors.
+                /// The CPU must support the feature; `a.len()` a multiple of 8 vectors.
                 #[target_feature(enable = $feature)]
                 pub unsafe fn load(a: &[f64]) -> f64 {
                     let p = a.as_ptr();
-                    let mut acc = [$zero(); 4];
+                    let mut acc = [$zero(); 8];
                     for i in (0..a.len() - a.len() % UNROLL).step_by(UNROLL) {
                         for (k, slot) in acc.iter_mut().enumerate() {
                             // SAFETY: i + (k + 1) * lanes <= a.len(); unaligned loads are
@@ -299,7 +300,7 @@ mod kernels {
                             *slot = $add(*slot, unsafe { $loadv(p.add(i + k * $lanes)) });
                         }
                     }
-                    let sum = $add($add(acc[0], acc[1]), $add(acc[2], acc[3]));
+                    let sum = acc.iter().fold($zero(), |s, v| $add(s, *v));
                     // SAFETY: a vector of f64 lanes has the layout of an f64 array.
                     let lanes: [f64; $lanes] =
                         unsafe { std::mem::transmute::<$vector, [f64; $lanes]>(sum) };
