@@ -288,7 +288,14 @@ fn log_log_svg(
         }
         // Staggered labels, so that knees close together stay readable.
         for (i, (x, label)) in knees.iter().enumerate() {
-            draw_mark(&mut chart, *x, (y0, y1), label, RED, 0.8 - 0.07 * (i % 3) as f64)?;
+            draw_mark(
+                &mut chart,
+                *x,
+                (y0, y1),
+                label,
+                RED,
+                0.8 - 0.07 * (i % 3) as f64,
+            )?;
         }
         for (i, (name, points)) in series.iter().enumerate() {
             let color = Palette99::pick(i).to_rgba();
