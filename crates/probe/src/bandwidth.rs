@@ -1,14 +1,14 @@
 //! Bandwidth kernels (load, store, copy, triad) over working sets sized for each cache level,
 //! on one core and on all cores, with AVX2 or AVX-512 chosen at run time.
 
-use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::ProbeError;
 use crate::mem::Mapping;
 use crate::simd::Simd;
-use crate::{ProbeError, pin_current_thread};
+use crate::threads::on_each_cpu;
 
 /// A streaming kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -146,34 +146,16 @@ pub fn measure_bandwidth(
     duration: Duration,
     trials: u32,
 ) -> Result<BandwidthSample, ProbeError> {
-    let barrier = Barrier::new(cpus.len());
-    let rates: Vec<Result<(f64, u64), ProbeError>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = cpus
-            .iter()
-            .map(|&cpu| {
-                let barrier = &barrier;
-                scope.spawn(move || {
-                    // Unpinned threads still measure; the caller reports pinning separately.
-                    let _ = pin_current_thread(cpu);
-                    let arrays = Arrays::new(kernel, per_thread_bytes);
-                    barrier.wait();
-                    let arrays = arrays?;
-                    Ok(best_rate(&arrays, kernel, simd, duration, trials))
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(ProbeError::Invalid("kernel thread panicked".into())))
-            })
-            .collect()
-    });
+    let rates = on_each_cpu(
+        cpus,
+        || Arrays::new(kernel, per_thread_bytes),
+        |arrays| arrays.map(|a| best_rate(&a, kernel, simd, duration, trials)),
+    );
     let mut elements_per_s = 0.0;
     let mut elements = 0;
     for rate in rates {
-        let (rate, n) = rate?;
+        let (rate, n) =
+            rate.unwrap_or_else(|| Err(ProbeError::Invalid("kernel thread panicked".into())))?;
         elements_per_s += rate;
         elements = n;
     }

@@ -1,13 +1,12 @@
 //! The peak floating-point kernel: independent FMA chains, enough of them to cover the FMA
 //! latency on every pipe, so throughput (not latency) limits the rate.
 
-use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::pin_current_thread;
 use crate::simd::Simd;
+use crate::threads::on_each_cpu;
 
 /// Independent accumulators: FMA latency (4-5 cycles) times two pipes, with margin.
 pub const ACCUMULATORS: usize = 12;
@@ -62,24 +61,8 @@ pub fn measure_flops(
     duration: Duration,
 ) -> FlopsSample {
     let fma = simd.has_fma();
-    let barrier = Barrier::new(cpus.len());
-    let rates: Vec<f64> = std::thread::scope(|scope| {
-        let handles: Vec<_> = cpus
-            .iter()
-            .map(|&cpu| {
-                let barrier = &barrier;
-                scope.spawn(move || {
-                    let _ = pin_current_thread(cpu);
-                    barrier.wait();
-                    best_rate(simd, precision, fma, duration)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or(0.0))
-            .collect()
-    });
+    let rates = on_each_cpu(cpus, || (), |()| best_rate(simd, precision, fma, duration));
+    let rates: Vec<f64> = rates.into_iter().map(|r| r.unwrap_or(0.0)).collect();
     FlopsSample {
         precision,
         threads: cpus.len() as u32,

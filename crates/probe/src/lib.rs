@@ -44,6 +44,7 @@ mod mem;
 mod recompile;
 mod run;
 mod simd;
+mod threads;
 mod timer;
 
 pub use bandwidth::{BandwidthSample, Kernel, measure_bandwidth};
@@ -57,6 +58,7 @@ pub use recompile::{
 };
 pub use run::{Curve, ProbeOptions, ProbeReport, ProgressFn, run_probe};
 pub use simd::Simd;
+pub use threads::on_each_cpu;
 
 pub use code::{
     CodeKind, CodeRegion, EPILOGUE, Generated, LINE_BYTES, NOP4, PROLOGUE, RewriteTimes,

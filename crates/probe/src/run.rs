@@ -289,34 +289,12 @@ fn serial_part(
             continue;
         }
         let grid = geometric_sizes(lo, hi, budget.coarse_per_octave, granule);
-        let total = grid.len() as f64 * 1.3;
-        let mut done = 0.0;
-        let mut failure = None;
-        let mut measure = |size: u64| {
-            if stop.load(Ordering::Relaxed) || failure.is_some() {
-                return None;
-            }
-            done += 1.0;
-            progress(&format!("code {name}"), at + 0.1 * (done / total).min(1.0));
-            match code.measure(&timer, kind, size as usize, budget.code_repeats) {
-                Ok(sample) => Some(sample.point),
-                Err(e) => {
-                    failure = Some(e);
-                    None
-                }
-            }
+        let mut tick = |f: f64| progress(&format!("code {name}"), at + 0.1 * f);
+        let mut measure_one = |size: u64| {
+            code.measure(&timer, kind, size as usize, budget.code_repeats)
+                .map(|sample| sample.point)
         };
-        let (points, knees, _) = adaptive_sweep(
-            &grid,
-            budget.fine_per_octave,
-            granule,
-            budget.rounds,
-            &KneeOptions::default(),
-            &mut measure,
-        );
-        if let Some(e) = failure {
-            return Err(e);
-        }
+        let (points, knees) = sweep(&grid, granule, budget, stop, &mut tick, &mut measure_one)?;
         curves.push(Curve {
             name: name.into(),
             unit: unit.into(),
@@ -334,39 +312,16 @@ fn serial_part(
     let mut chase = ChaseBuffer::new((4 * llc) as usize, options.seed)?;
     if !stop.load(Ordering::Relaxed) {
         let grid = geometric_sizes(KIB, 4 * llc, budget.coarse_per_octave, 64);
-        let total = grid.len() as f64 * 1.3;
-        let mut done = 0.0;
-        let mut failure = None;
-        let mut measure = |size: u64| {
-            if stop.load(Ordering::Relaxed) || failure.is_some() {
-                return None;
-            }
-            done += 1.0;
-            progress("pointer chase", 0.3 + 0.5 * (done / total).min(1.0));
+        let mut tick = |f: f64| progress("pointer chase", 0.3 + 0.5 * f);
+        let mut measure_one = |size: u64| {
             let loads = if size > llc / 8 {
                 budget.chase_far_loads
             } else {
                 ((size / 64) as usize).clamp(budget.chase_min_loads, budget.chase_max_loads)
             };
-            match chase.measure(&timer, size as usize, loads, budget.chase_repeats) {
-                Ok(p) => Some(p),
-                Err(e) => {
-                    failure = Some(e);
-                    None
-                }
-            }
+            chase.measure(&timer, size as usize, loads, budget.chase_repeats)
         };
-        let (points, knees, _) = adaptive_sweep(
-            &grid,
-            budget.fine_per_octave,
-            64,
-            budget.rounds,
-            &KneeOptions::default(),
-            &mut measure,
-        );
-        if let Some(e) = failure {
-            return Err(e);
-        }
+        let (points, knees) = sweep(&grid, 64, budget, stop, &mut tick, &mut measure_one)?;
         notes.push(huge_note("data", chase.huge_page_kib(), chase.capacity()));
         curves.push(Curve {
             name: "pointer_chase".into(),
@@ -406,6 +361,41 @@ fn serial_part(
         caches,
         memory_latency_ns,
     })
+}
+
+/// An adaptive sweep of `measure_one` over `grid` that stops, keeping its points, when
+/// `stop` is set, and fails on the first measurement error; `tick` gets the fraction done.
+fn sweep(
+    grid: &[u64],
+    granule: u64,
+    budget: &Budget,
+    stop: &AtomicBool,
+    tick: &mut dyn FnMut(f64),
+    measure_one: &mut dyn FnMut(u64) -> Result<Point, ProbeError>,
+) -> Result<(Vec<Point>, Vec<Knee>), ProbeError> {
+    let total = grid.len() as f64 * 1.3;
+    let mut done = 0.0;
+    let mut failure = None;
+    let mut measure = |size: u64| {
+        if stop.load(Ordering::Relaxed) || failure.is_some() {
+            return None;
+        }
+        done += 1.0;
+        tick((done / total).min(1.0));
+        measure_one(size).map_err(|e| failure = Some(e)).ok()
+    };
+    let (points, knees, _) = adaptive_sweep(
+        grid,
+        budget.fine_per_octave,
+        granule,
+        budget.rounds,
+        &KneeOptions::default(),
+        &mut measure,
+    );
+    match failure {
+        Some(e) => Err(e),
+        None => Ok((points, knees)),
+    }
 }
 
 fn huge_note(what: &str, kib: Option<u64>, capacity: usize) -> String {

@@ -36,7 +36,7 @@ pub fn render_probe(report: &ProbeReport, machine: &Machine) -> String {
             .map_or("no".into(), |c| format!("CPU {c}"))
     );
     out.push('\n');
-    let mut knees = Table::new([
+    let mut knees = numbers_table(&[
         "curve",
         "knee at",
         "rise ends",
@@ -45,9 +45,6 @@ pub fn render_probe(report: &ProbeReport, machine: &Machine) -> String {
         "ratio",
         "confidence",
     ]);
-    for c in 1..7 {
-        knees = knees.align(c, Align::Right);
-    }
     for curve in &report.curves {
         if curve.knees.is_empty() {
             knees.row([curve.name.as_str(), "(none)"]);
@@ -78,10 +75,17 @@ pub fn render_probe(report: &ProbeReport, machine: &Machine) -> String {
     out
 }
 
+/// A table whose first column is a name and whose other columns are numbers.
+fn numbers_table(header: &[&str]) -> Table {
+    (1..header.len()).fold(Table::new(header.iter().copied()), |t, c| {
+        t.align(c, Align::Right)
+    })
+}
+
 /// The paper's Tables 3 and 4 for this machine: phase times of both methods and the two
 /// speed-ups.
 pub fn render_baseline(report: &BaselineReport) -> String {
-    let mut table = Table::new([
+    let mut table = numbers_table(&[
         "method",
         "points",
         "init",
@@ -91,9 +95,6 @@ pub fn render_baseline(report: &BaselineReport) -> String {
         "process",
         "total",
     ]);
-    for c in 1..8 {
-        table = table.align(c, Align::Right);
-    }
     let ms = |s: f64| format!("{:.2} ms", s * 1e3);
     for (name, p) in [
         ("in-place rewrite", &report.dynamic),
