@@ -529,3 +529,60 @@ fn peak(
         ),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loopscope_machine::{MeasuredCache, from_toml, to_toml};
+
+    #[test]
+    fn the_measured_section_round_trips_through_a_machine_file() {
+        let mut machine = Machine::unknown();
+        machine.measured = Some(Measured {
+            caches: vec![MeasuredCache {
+                level: 1,
+                kind: CacheKind::Instruction,
+                size_bytes: 32768,
+                latency_cycles: 2.1,
+                latency_ns: 0.65,
+                advertised_size_bytes: Some(32768),
+                confidence: 0.75,
+                method: "random jump chain".into(),
+            }],
+            bandwidth: vec![Bandwidth {
+                level: "MEM".into(),
+                kernel: "store".into(),
+                threads: 2,
+                working_set_bytes: 128 << 20,
+                gb_per_s: 9.72,
+                gb_per_s_with_write_allocate: Some(19.43),
+                method: "AVX2 store".into(),
+            }],
+            peak_gflops: Some(PeakGflops {
+                dp: 103.66,
+                sp: 207.35,
+                threads: 2,
+                method: "AVX2 FMA chains".into(),
+            }),
+            duration_s: 53.7,
+            partial: true,
+            notes: vec!["interrupted".into()],
+            core_hz: Some(3.244e9),
+            memory_latency_ns: Some(128.2),
+        });
+        let text = to_toml(&machine).unwrap();
+        assert!(
+            text.contains("[measured]") && text.contains("partial = true"),
+            "{text}"
+        );
+        assert_eq!(from_toml(&text, "m.toml".as_ref()).unwrap(), machine);
+    }
+
+    #[test]
+    fn quick_budgets_are_smaller_than_full_ones() {
+        let (quick, full) = (Budget::new(true), Budget::new(false));
+        assert!(quick.coarse_per_octave < full.coarse_per_octave);
+        assert!(quick.chase_repeats < full.chase_repeats);
+        assert!(quick.kernel_time < full.kernel_time);
+    }
+}
