@@ -53,6 +53,13 @@ pub enum Command {
         loopscope roofline --counts mem=5,l2=21,l1s=12,l1l=6,flops=43 --profile k-computer --paper-rounding\n  \
         loopscope roofline --counts mem=3,l2=8,flops=8 --bandwidth L2=146,MEM=46 --peak-gflops 128 --plot r.svg")]
     Roofline(cmd::roofline::RooflineArgs),
+    /// Measure caches (instruction and data), latencies, bandwidths and the peak FLOP rate.
+    #[command(after_help = "Examples:\n  \
+        loopscope probe --quick\n  \
+        loopscope probe --out machine.toml --plot plots/\n  \
+        loopscope probe --json > probe.json\n  \
+        loopscope probe --baseline recompile")]
+    Probe(cmd::probe::ProbeArgs),
     /// Print a shell completion script.
     #[command(after_help = "Example:\n  \
         loopscope completions bash > /etc/bash_completion.d/loopscope")]

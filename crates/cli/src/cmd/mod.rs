@@ -2,6 +2,7 @@
 
 pub mod completions;
 pub mod machine;
+pub mod probe;
 pub mod roofline;
 
 use crate::args::Command;
@@ -11,6 +12,7 @@ use crate::ui::Ui;
 pub fn run(command: Command, ui: &Ui) -> anyhow::Result<()> {
     match command {
         Command::Machine(args) => machine::run(&args, ui),
+        Command::Probe(args) => probe::run(&args, ui),
         Command::Completions(args) => completions::run(&args),
         Command::Roofline(args) => roofline::run(&args, ui),
     }
