@@ -214,6 +214,14 @@ impl Classifier {
         Ok(Classifier { overrides })
     }
 
+    /// A stable description of the overrides, for cache keys.
+    pub fn fingerprint(&self) -> Vec<(String, Class)> {
+        let mut list: Vec<(String, Class)> =
+            self.overrides.iter().map(|(m, c)| (format!("{m:?}"), *c)).collect();
+        list.sort_by(|a, b| a.0.cmp(&b.0));
+        list
+    }
+
     /// The class and tags of one instruction.
     pub fn classify(&self, instr: &Instruction, info: &mut InstructionInfoFactory) -> (Class, u16) {
         let tags = tags_of(instr, info);

@@ -256,16 +256,25 @@ fn jump_table(
             })
             .collect()
     };
-    let mut inside: Vec<u64> = targets.into_iter().filter(|t| ranges.contains(*t)).collect();
-    inside.sort_unstable();
-    inside.dedup();
-    (!inside.is_empty()).then_some(inside)
+    // A table whose entries leave the function was misread: keep the successors unknown.
+    if targets.len() as u64 != entries || !targets.iter().all(|t| ranges.contains(*t)) {
+        return None;
+    }
+    let mut targets = targets;
+    targets.sort_unstable();
+    targets.dedup();
+    Some(targets)
 }
 
-/// The table address of the relative (PIC) shape: the `lea` feeding the `movsxd`'s base.
+/// The table address of the relative (PIC) shape: the `lea` feeding the `movsxd`'s base, or
+/// (gcc -O0: `mov eax,[rdx+rax]; cdqe`) the nearest RIP-relative `lea`.
 fn relative_table(insns: &BTreeMap<u64, Insn>, jmp_ip: u64) -> Option<u64> {
     let mut base = None;
+    let mut nearest_lea = None;
     for instr in preceding(insns, jmp_ip) {
+        if instr.mnemonic() == Mnemonic::Lea && instr.is_ip_rel_memory_operand() {
+            nearest_lea = nearest_lea.or(Some(instr.ip_rel_memory_address()));
+        }
         match (instr.mnemonic(), base) {
             (Mnemonic::Movsxd, None)
                 if instr.op1_kind() == OpKind::Memory && instr.memory_index_scale() == 4 =>
@@ -280,7 +289,7 @@ fn relative_table(insns: &BTreeMap<u64, Insn>, jmp_ip: u64) -> Option<u64> {
             _ => {}
         }
     }
-    None
+    nearest_lea
 }
 
 /// The number of table entries, from the nearest `cmp reg, imm` and the `ja`/`jae` after it.

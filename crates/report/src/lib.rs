@@ -17,10 +17,12 @@
 //! ```
 #![deny(missing_docs)]
 
+mod loops;
 mod machine;
 mod table;
 mod units;
 
+pub use loops::{innermost_loop, render_blocks, render_loops};
 pub use machine::render_machine;
 pub use table::{Align, Table};
 pub use units::{format_bytes, format_hz};

@@ -1,6 +1,8 @@
 //! One module per subcommand: its arguments and its handler.
 
+pub mod blocks;
 pub mod completions;
+pub mod loops;
 pub mod machine;
 
 use crate::args::Command;
@@ -11,6 +13,8 @@ pub fn run(command: Command, ui: &Ui) -> anyhow::Result<()> {
     match command {
         Command::Machine(args) => machine::run(&args, ui),
         Command::Completions(args) => completions::run(&args),
+        Command::Loops(args) => loops::run(&args, ui),
+        Command::Blocks(args) => blocks::run(&args, ui),
     }
 }
 
