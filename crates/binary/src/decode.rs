@@ -289,7 +289,15 @@ fn relative_table(insns: &BTreeMap<u64, Insn>, jmp_ip: u64) -> Option<u64> {
             _ => {}
         }
     }
-    nearest_lea
+    // The `lea` of the base is often hoisted out of the loop that holds the switch.
+    let hoisted = base.and_then(|b| {
+        insns.range(..jmp_ip).rev().take(4096).find_map(|(_, insn)| {
+            let i = &insn.instr;
+            let is_base = i.mnemonic() == Mnemonic::Lea && i.op0_register().full_register() == b;
+            (is_base && i.is_ip_rel_memory_operand()).then(|| i.ip_rel_memory_address())
+        })
+    });
+    hoisted.or(nearest_lea)
 }
 
 /// The number of table entries, from the nearest `cmp reg, imm` and the `ja`/`jae` after it.
