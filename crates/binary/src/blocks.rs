@@ -161,7 +161,12 @@ fn leaders(decoded: &Decoded, entry: u64, mode: SplitMode) -> HashSet<u64> {
     leaders
 }
 
-fn link(block: &mut Block, decoded: &Decoded, ranges: &Ranges, block_of: &dyn Fn(u64) -> Option<u32>) {
+fn link(
+    block: &mut Block,
+    decoded: &Decoded,
+    ranges: &Ranges,
+    block_of: &dyn Fn(u64) -> Option<u32>,
+) {
     let Some(insn) = decoded.insns.get(&block.last) else {
         return;
     };

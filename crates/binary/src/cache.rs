@@ -6,9 +6,9 @@ use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::path::Path;
 
+use crate::Image;
 use crate::error::BinaryError;
 use crate::program::{Options, Program};
-use crate::Image;
 
 /// Bumped whenever [`Program`]'s layout changes, so old cache files are not misread.
 const FORMAT_VERSION: u32 = 1;

@@ -200,9 +200,14 @@ impl Classifier {
         let names = mnemonic_names();
         let mut overrides = HashMap::new();
         for (key, value) in table.classes {
-            let mnemonic = names.get(key.get_ref().to_ascii_lowercase().as_str()).ok_or_else(|| {
-                error(key.span().start, format!("unknown mnemonic `{}`", key.get_ref()))
-            })?;
+            let mnemonic = names
+                .get(key.get_ref().to_ascii_lowercase().as_str())
+                .ok_or_else(|| {
+                    error(
+                        key.span().start,
+                        format!("unknown mnemonic `{}`", key.get_ref()),
+                    )
+                })?;
             let class = Class::parse(value.get_ref()).ok_or_else(|| {
                 error(
                     value.span().start,
@@ -216,8 +221,11 @@ impl Classifier {
 
     /// A stable description of the overrides, for cache keys.
     pub fn fingerprint(&self) -> Vec<(String, Class)> {
-        let mut list: Vec<(String, Class)> =
-            self.overrides.iter().map(|(m, c)| (format!("{m:?}"), *c)).collect();
+        let mut list: Vec<(String, Class)> = self
+            .overrides
+            .iter()
+            .map(|(m, c)| (format!("{m:?}"), *c))
+            .collect();
         list.sort_by(|a, b| a.0.cmp(&b.0));
         list
     }
@@ -234,7 +242,9 @@ impl Classifier {
 }
 
 fn mnemonic_names() -> HashMap<String, Mnemonic> {
-    Mnemonic::values().map(|m| (format!("{m:?}").to_ascii_lowercase(), m)).collect()
+    Mnemonic::values()
+        .map(|m| (format!("{m:?}").to_ascii_lowercase(), m))
+        .collect()
 }
 
 fn line_column(text: &str, offset: usize) -> (usize, usize) {

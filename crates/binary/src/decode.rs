@@ -22,7 +22,10 @@ impl Ranges {
     }
 
     fn end_of(&self, address: u64) -> Option<u64> {
-        self.0.iter().find(|&&(s, e)| (s..e).contains(&address)).map(|r| r.1)
+        self.0
+            .iter()
+            .find(|&&(s, e)| (s..e).contains(&address))
+            .map(|r| r.1)
     }
 }
 
@@ -162,7 +165,10 @@ fn decode_run(
                 instr,
             },
         );
-        if !matches!(flow, Flow::Next | Flow::Cond | Flow::Call | Flow::IndirectCall) {
+        if !matches!(
+            flow,
+            Flow::Next | Flow::Cond | Flow::Call | Flow::IndirectCall
+        ) {
             return;
         }
     }
@@ -282,7 +288,8 @@ fn relative_table(insns: &BTreeMap<u64, Insn>, jmp_ip: u64) -> Option<u64> {
                 base = Some(instr.memory_base().full_register());
             }
             (Mnemonic::Lea, Some(b))
-                if instr.op0_register().full_register() == b && instr.is_ip_rel_memory_operand() =>
+                if instr.op0_register().full_register() == b
+                    && instr.is_ip_rel_memory_operand() =>
             {
                 return Some(instr.ip_rel_memory_address());
             }
@@ -291,11 +298,16 @@ fn relative_table(insns: &BTreeMap<u64, Insn>, jmp_ip: u64) -> Option<u64> {
     }
     // The `lea` of the base is often hoisted out of the loop that holds the switch.
     let hoisted = base.and_then(|b| {
-        insns.range(..jmp_ip).rev().take(4096).find_map(|(_, insn)| {
-            let i = &insn.instr;
-            let is_base = i.mnemonic() == Mnemonic::Lea && i.op0_register().full_register() == b;
-            (is_base && i.is_ip_rel_memory_operand()).then(|| i.ip_rel_memory_address())
-        })
+        insns
+            .range(..jmp_ip)
+            .rev()
+            .take(4096)
+            .find_map(|(_, insn)| {
+                let i = &insn.instr;
+                let is_base =
+                    i.mnemonic() == Mnemonic::Lea && i.op0_register().full_register() == b;
+                (is_base && i.is_ip_rel_memory_operand()).then(|| i.ip_rel_memory_address())
+            })
     });
     hoisted.or(nearest_lea)
 }
@@ -309,7 +321,11 @@ fn table_bound(insns: &BTreeMap<u64, Insn>, jmp_ip: u64) -> Option<u64> {
             Mnemonic::Ja | Mnemonic::Jbe => inclusive = true,
             Mnemonic::Cmp if instr.op0_kind() == OpKind::Register => {
                 let limit = instr.try_immediate(1).ok()?;
-                let n = if inclusive { limit.checked_add(1)? } else { limit };
+                let n = if inclusive {
+                    limit.checked_add(1)?
+                } else {
+                    limit
+                };
                 return (n > 0 && n <= MAX_TABLE_ENTRIES).then_some(n);
             }
             _ => {}

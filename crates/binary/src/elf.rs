@@ -198,7 +198,10 @@ impl Image {
             .iter()
             .find(|s| address >= s.vaddr && end <= s.vaddr.saturating_add(s.file_bytes))?;
         let offset = usize::try_from(seg.file_offset + (address - seg.vaddr)).ok()?;
-        self.data.get(offset..offset.checked_add(N)?)?.try_into().ok()
+        self.data
+            .get(offset..offset.checked_add(N)?)?
+            .try_into()
+            .ok()
     }
 
     /// Names PLT stubs by the GOT slot their `jmp [rip+slot]` reads.
@@ -252,7 +255,9 @@ fn check_header(path: &Path, data: &[u8]) -> Result<(), BinaryError> {
     let machine = data.get(18..20).map(|b| u16::from_le_bytes([b[0], b[1]]));
     match machine {
         Some(object::elf::EM_X86_64) => Ok(()),
-        Some(other) => Err(unsupported(&format!("an ELF for machine {other} (e_machine)"))),
+        Some(other) => Err(unsupported(&format!(
+            "an ELF for machine {other} (e_machine)"
+        ))),
         None => Err(BinaryError::Malformed {
             path: path.to_owned(),
             what: "offset 18: file ends inside the ELF header".into(),
@@ -337,7 +342,8 @@ fn function_symbols(file: &ElfFile64<LittleEndian>) -> Vec<FunctionSymbol> {
 /// GOT slot address → imported symbol name, from the dynamic relocations.
 fn got_names(file: &ElfFile64<LittleEndian>) -> HashMap<u64, String> {
     let mut names = HashMap::new();
-    let (Some(relocations), Some(table)) = (file.dynamic_relocations(), file.dynamic_symbol_table())
+    let (Some(relocations), Some(table)) =
+        (file.dynamic_relocations(), file.dynamic_symbol_table())
     else {
         return names;
     };
@@ -435,7 +441,12 @@ mod tests {
         let mut arm = b"\x7fELF\x02\x01\x01".to_vec();
         arm.resize(64, 0);
         arm[18] = 183;
-        assert!(Image::parse(p, arm).unwrap_err().to_string().contains("machine 183"));
+        assert!(
+            Image::parse(p, arm)
+                .unwrap_err()
+                .to_string()
+                .contains("machine 183")
+        );
         let short = b"\x7fELF\x02\x01".to_vec();
         assert!(Image::parse(p, short).unwrap_err().is_bad_input());
     }

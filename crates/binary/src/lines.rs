@@ -58,7 +58,8 @@ impl SourceLines {
             for (_, _, location) in rows {
                 if let (Some(f), Some(line)) = (location.file, location.line) {
                     if f == file && line > 0 {
-                        range = Some(range.map_or((line, line), |(a, b)| (a.min(line), b.max(line))));
+                        range =
+                            Some(range.map_or((line, line), |(a, b)| (a.min(line), b.max(line))));
                     }
                 }
             }

@@ -14,19 +14,26 @@ pub enum LoopKind {
     SelfLoop,
 }
 
-/// A loop of the forest, in block indices.
+/// A loop of the forest, in node (block) indices.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct RawLoop {
+pub struct ForestLoop {
+    /// The header node.
     pub header: u32,
+    /// Reducible, irreducible or self loop.
     pub kind: LoopKind,
     /// Index of the enclosing loop in the forest.
     pub parent: Option<usize>,
-    /// Every block of the region, nested loops included, sorted.
+    /// Every node of the region, nested loops included, sorted.
     pub blocks: Vec<u32>,
+    /// Edges `v → header` with `v` a DFS descendant of the header.
     pub back_edges: Vec<(u32, u32)>,
+    /// Edges from outside the region into it.
     pub entry_edges: Vec<(u32, u32)>,
+    /// Edges from the region to outside.
     pub exit_edges: Vec<(u32, u32)>,
 }
+
+pub(crate) type RawLoop = ForestLoop;
 
 const UNVISITED: usize = usize::MAX;
 
@@ -104,6 +111,14 @@ enum NodeType {
 
 /// The loop forest of a graph given as successor lists, from `entry`. Loops are listed in
 /// preorder of their headers, so a parent always comes before its children.
+pub fn havlak_forest(succs: &[Vec<u32>], entry: u32) -> Vec<ForestLoop> {
+    if (entry as usize) >= succs.len() || succs.iter().flatten().any(|&s| s as usize >= succs.len())
+    {
+        return Vec::new();
+    }
+    havlak(succs, entry)
+}
+
 pub(crate) fn havlak(succs: &[Vec<u32>], entry: u32) -> Vec<RawLoop> {
     let dfs = Dfs::new(succs, entry);
     let count = dfs.node.len();
@@ -186,7 +201,10 @@ fn collect_loops(
         };
         loop_of[w] = loops.len();
         let parent = header[w].map(|h| loop_of[h]);
-        let back_edges = back_preds[w].iter().map(|&v| (dfs.node[v], dfs.node[w])).collect();
+        let back_edges = back_preds[w]
+            .iter()
+            .map(|&v| (dfs.node[v], dfs.node[w]))
+            .collect();
         loops.push(RawLoop {
             header: dfs.node[w],
             kind: loop_kind,
@@ -198,7 +216,11 @@ fn collect_loops(
         });
     }
     for x in 0..count {
-        let mut h = if kind[x] != NodeType::NonHeader { Some(x) } else { header[x] };
+        let mut h = if kind[x] != NodeType::NonHeader {
+            Some(x)
+        } else {
+            header[x]
+        };
         while let Some(w) = h {
             loops[loop_of[w]].blocks.push(dfs.node[x]);
             h = header[w];

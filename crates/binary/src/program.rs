@@ -199,7 +199,9 @@ impl Program {
     /// The function of that name (demangled, or the raw symbol), or the one starting at that
     /// address when `name` is hexadecimal (`0x401126`).
     pub fn function(&self, name: &str) -> Option<&Function> {
-        let address = name.strip_prefix("0x").and_then(|h| u64::from_str_radix(h, 16).ok());
+        let address = name
+            .strip_prefix("0x")
+            .and_then(|h| u64::from_str_radix(h, 16).ok());
         self.functions.iter().find(|f| {
             f.name == name
                 || f.symbol == name
@@ -291,7 +293,10 @@ fn analyse_one(
     let loops = make_loops(&blocks, raw);
     let mut classes = ClassCounts::default();
     blocks.iter().for_each(|b| classes.merge(&b.classes));
-    let unknown_jumps = blocks.iter().filter(|b| b.exit == crate::Exit::UnknownJump).count();
+    let unknown_jumps = blocks
+        .iter()
+        .filter(|b| b.exit == crate::Exit::UnknownJump)
+        .count();
     let function = Function {
         name: seed.name.clone(),
         symbol: seed.symbol.clone(),

@@ -83,12 +83,18 @@ pub(crate) fn function_seeds(image: &Image) -> Vec<Seed> {
     starts.dedup_by_key(|s| s.address);
     let boundaries: Vec<u64> = starts.iter().map(|s| s.address).collect();
     let extent = |address: u64, size: u64| -> (u64, u64) {
-        let size = if size > 0 { size } else { fde_len.get(&address).copied().unwrap_or(0) };
+        let size = if size > 0 {
+            size
+        } else {
+            fde_len.get(&address).copied().unwrap_or(0)
+        };
         if size > 0 {
             return (address, address.saturating_add(size));
         }
         let next = boundaries.iter().find(|&&b| b > address).copied();
-        let section_end = image.section_of(address).map_or(address, |s| s.address + s.len as u64);
+        let section_end = image
+            .section_of(address)
+            .map_or(address, |s| s.address + s.len as u64);
         (address, next.map_or(section_end, |n| n.min(section_end)))
     };
     let names = demangle_all(&starts.iter().map(|s| s.symbol.clone()).collect::<Vec<_>>());
@@ -103,8 +109,11 @@ pub(crate) fn function_seeds(image: &Image) -> Vec<Seed> {
             source: s.source,
         })
         .collect();
-    let by_symbol: HashMap<String, usize> =
-        seeds.iter().enumerate().map(|(i, s)| (s.symbol.clone(), i)).collect();
+    let by_symbol: HashMap<String, usize> = seeds
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.symbol.clone(), i))
+        .collect();
     for (parent, address, size) in colds {
         let range = extent(address, size);
         match by_symbol.get(&parent) {
@@ -134,7 +143,10 @@ pub(crate) fn call_target_seeds<'a>(
     seeds: &[Seed],
     calls: impl Iterator<Item = &'a u64>,
 ) -> Vec<Seed> {
-    let mut known: Vec<(u64, u64)> = seeds.iter().flat_map(|s| s.ranges.iter().copied()).collect();
+    let mut known: Vec<(u64, u64)> = seeds
+        .iter()
+        .flat_map(|s| s.ranges.iter().copied())
+        .collect();
     known.sort_unstable();
     let inside = |a: u64| {
         let i = known.partition_point(|r| r.0 <= a);
@@ -146,13 +158,22 @@ pub(crate) fn call_target_seeds<'a>(
         .collect();
     targets.sort_unstable();
     targets.dedup();
-    let starts: Vec<u64> = known.iter().map(|r| r.0).chain(targets.iter().copied()).collect();
+    let starts: Vec<u64> = known
+        .iter()
+        .map(|r| r.0)
+        .chain(targets.iter().copied())
+        .collect();
     targets
         .iter()
         .filter_map(|&t| {
             let section = image.section_of(t)?;
             let section_end = section.address + section.len as u64;
-            let end = starts.iter().filter(|&&s| s > t).min().copied().unwrap_or(section_end);
+            let end = starts
+                .iter()
+                .filter(|&&s| s > t)
+                .min()
+                .copied()
+                .unwrap_or(section_end);
             let symbol = format!("func_{t:#x}");
             Some(Seed {
                 name: symbol.clone(),

@@ -43,7 +43,9 @@ fn marker(name: &str) -> u32 {
 }
 
 fn function<'p>(program: &'p Program, name: &str) -> &'p Function {
-    program.function(name).unwrap_or_else(|| panic!("no function {name}"))
+    program
+        .function(name)
+        .unwrap_or_else(|| panic!("no function {name}"))
 }
 
 fn depths(f: &Function) -> Vec<u32> {
@@ -78,9 +80,23 @@ fn loop_forest_at_o0() {
     assert_eq!(imperfect.loops.len(), 3);
     let outer = by_depth(imperfect, 1);
     assert_eq!(outer.line, Some(marker("imperfect_i")));
-    let inner: Vec<Option<u32>> = imperfect.loops.iter().filter(|l| l.depth == 2).map(|l| l.line).collect();
-    assert_eq!(inner, vec![Some(marker("imperfect_j1")), Some(marker("imperfect_j2"))]);
-    assert!(imperfect.loops.iter().filter(|l| l.depth == 2).all(|l| l.parent == Some(outer.id)));
+    let inner: Vec<Option<u32>> = imperfect
+        .loops
+        .iter()
+        .filter(|l| l.depth == 2)
+        .map(|l| l.line)
+        .collect();
+    assert_eq!(
+        inner,
+        vec![Some(marker("imperfect_j1")), Some(marker("imperfect_j2"))]
+    );
+    assert!(
+        imperfect
+            .loops
+            .iter()
+            .filter(|l| l.depth == 2)
+            .all(|l| l.parent == Some(outer.id))
+    );
 
     for (f, m) in [
         ("while_loop", "while"),
@@ -112,7 +128,10 @@ fn loop_forest_at_o0() {
     let fail_if = function(&p, "fail_if");
     assert!(fail_if.loops.is_empty());
     assert!(
-        fail_if.blocks.iter().any(|b| b.exit == loopscope_binary::Exit::NoReturnCall),
+        fail_if
+            .blocks
+            .iter()
+            .any(|b| b.exit == loopscope_binary::Exit::NoReturnCall),
         "exit() does not return"
     );
 }
@@ -131,7 +150,11 @@ fn loop_forest_at_o2() {
     }
     let imperfect = function(&p, "imperfect_nest");
     let outer = imperfect.loops.iter().find(|l| l.depth == 1).unwrap();
-    let children = imperfect.loops.iter().filter(|l| l.parent == Some(outer.id)).count();
+    let children = imperfect
+        .loops
+        .iter()
+        .filter(|l| l.parent == Some(outer.id))
+        .count();
     assert!(children >= 2, "two inner loops, found {children}");
     for (f, m) in [
         ("while_loop", "while"),
@@ -153,8 +176,14 @@ fn loop_forest_at_o2() {
     assert_eq!(caller.loops.len(), 1);
     let l = &caller.loops[0];
     assert!(covers(caller, "inlined"));
-    assert_eq!(l.inlined.first().and_then(|f| f.function.as_deref()), Some("inlined_sum"));
-    assert_eq!(l.inlined.get(1).and_then(|f| f.function.as_deref()), Some("calls_inlined"));
+    assert_eq!(
+        l.inlined.first().and_then(|f| f.function.as_deref()),
+        Some("inlined_sum")
+    );
+    assert_eq!(
+        l.inlined.get(1).and_then(|f| f.function.as_deref()),
+        Some("calls_inlined")
+    );
 }
 
 #[test]

@@ -16,7 +16,11 @@ fn fixture() -> Option<&'static [u8]> {
             let dir = tempfile::tempdir().ok()?;
             let out = dir.path().join("fx");
             let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/loops.c");
-            let ok = Command::new("cc").args(["-O1", "-g", "-o"]).arg(&out).arg(src).status();
+            let ok = Command::new("cc")
+                .args(["-O1", "-g", "-o"])
+                .arg(&out)
+                .arg(src)
+                .status();
             if !ok.is_ok_and(|s| s.success()) {
                 eprintln!("skipped: no working `cc` to build the fixture");
                 return None;
@@ -87,7 +91,9 @@ fn not_elf_and_empty_files_are_bad_input() {
 fn sweep_of_system_binaries() {
     let mut files: Vec<PathBuf> = Vec::new();
     for dir in ["/usr/bin", "/usr/lib/x86_64-linux-gnu"] {
-        let Ok(entries) = std::fs::read_dir(dir) else { continue };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
         let mut found: Vec<PathBuf> = entries
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| {

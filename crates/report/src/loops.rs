@@ -16,7 +16,10 @@ pub fn render_loops(program: &Program, functions: &[&Function]) -> String {
         functions.len(),
         loops
     );
-    for f in functions.iter().filter(|f| !f.loops.is_empty() || functions.len() == 1) {
+    for f in functions
+        .iter()
+        .filter(|f| !f.loops.is_empty() || functions.len() == 1)
+    {
         out.push_str(&format!("\n{} @ {:#x}\n", f.name, f.address));
         if f.loops.is_empty() {
             out.push_str("  no loops\n");
@@ -93,8 +96,7 @@ fn class_cells(c: &ClassCounts) -> [String; 4] {
 /// The blocks of one function with their classes, exits, successors and innermost loop.
 pub fn render_blocks(function: &Function) -> String {
     let header = [
-        "block", "start", "end", "instrs", "fp", "ls", "br", "int", "simd", "exit", "succs",
-        "loop",
+        "block", "start", "end", "instrs", "fp", "ls", "br", "int", "simd", "exit", "succs", "loop",
     ];
     let mut table = Table::new(header);
     for column in 3..9 {
@@ -102,7 +104,14 @@ pub fn render_blocks(function: &Function) -> String {
     }
     for (i, b) in function.blocks.iter().enumerate() {
         let mut row = vec![
-            format!("{}{i}", if i as u32 == function.entry_block { ">" } else { "" }),
+            format!(
+                "{}{i}",
+                if i as u32 == function.entry_block {
+                    ">"
+                } else {
+                    ""
+                }
+            ),
             format!("{:#x}", b.start),
             format!("{:#x}", b.end),
             b.instructions.to_string(),
@@ -126,7 +135,11 @@ pub fn render_blocks(function: &Function) -> String {
 
 fn succs(b: &Block) -> String {
     let list: Vec<String> = b.succs.iter().map(|s| s.block.to_string()).collect();
-    if list.is_empty() { "-".into() } else { list.join(",") }
+    if list.is_empty() {
+        "-".into()
+    } else {
+        list.join(",")
+    }
 }
 
 /// The deepest loop containing a block.

@@ -5,7 +5,11 @@ fn classify_bytes(classifier: &Classifier, bytes: &[u8]) -> (Class, u16) {
     let mut decoder = Decoder::with_ip(64, bytes, 0x1000, DecoderOptions::NONE);
     let instr = decoder.decode();
     assert!(!instr.is_invalid(), "{bytes:02x?} does not decode");
-    assert_eq!(instr.len(), bytes.len(), "{bytes:02x?} is more than one instruction");
+    assert_eq!(
+        instr.len(),
+        bytes.len(),
+        "{bytes:02x?} is more than one instruction"
+    );
     classifier.classify(&instr, &mut InstructionInfoFactory::new())
 }
 
@@ -52,7 +56,11 @@ fn control_transfers_are_branches() {
 #[test]
 fn sse_and_avx_floating_point() {
     check(&[0xf2, 0x0f, 0x58, 0xc1], Class::Fp, 0); // addsd: scalar
-    check(&[0x66, 0x0f, 0x58, 0xc1], Class::Fp, tag::VECTOR_FP | tag::SIMD128); // addpd
+    check(
+        &[0x66, 0x0f, 0x58, 0xc1],
+        Class::Fp,
+        tag::VECTOR_FP | tag::SIMD128,
+    ); // addpd
     let vaddpd_ymm = [0xc5, 0xf5, 0x58, 0xc2];
     check(&vaddpd_ymm, Class::Fp, tag::VECTOR_FP | tag::SIMD256);
     let vaddps_zmm = [0x62, 0xf1, 0x74, 0x48, 0x58, 0xc2];
@@ -61,23 +69,39 @@ fn sse_and_avx_floating_point() {
     check(&[0x66, 0x0f, 0x2e, 0xc1], Class::Fp, 0); // ucomisd
     check(&[0xf2, 0x0f, 0x2a, 0xc0], Class::Fp, 0); // cvtsi2sd xmm0,eax
     check(&[0xf2, 0x0f, 0xc2, 0xc1, 0x00], Class::Fp, 0); // cmpeqsd (SSE cmpsd)
-    check(&[0x0f, 0x5b, 0xc1], Class::Fp, tag::VECTOR_FP | tag::SIMD128); // cvtdq2ps
+    check(
+        &[0x0f, 0x5b, 0xc1],
+        Class::Fp,
+        tag::VECTOR_FP | tag::SIMD128,
+    ); // cvtdq2ps
 }
 
 #[test]
 fn fma_family() {
     let vfmadd231pd = [0xc4, 0xe2, 0xf5, 0xb8, 0xc2];
-    check(&vfmadd231pd, Class::Fp, tag::FMA | tag::VECTOR_FP | tag::SIMD256);
+    check(
+        &vfmadd231pd,
+        Class::Fp,
+        tag::FMA | tag::VECTOR_FP | tag::SIMD256,
+    );
     let vfmadd231sd = [0xc4, 0xe2, 0xf1, 0xb9, 0xc2];
     check(&vfmadd231sd, Class::Fp, tag::FMA);
     let vfnmadd213ps = [0xc4, 0xe2, 0x71, 0xac, 0xc2];
-    check(&vfnmadd213ps, Class::Fp, tag::FMA | tag::VECTOR_FP | tag::SIMD128);
+    check(
+        &vfnmadd213ps,
+        Class::Fp,
+        tag::FMA | tag::VECTOR_FP | tag::SIMD128,
+    );
 }
 
 #[test]
 fn data_movement_is_not_floating_point() {
     check(&[0x0f, 0x28, 0xc1], Class::Int, tag::SIMD128); // movaps xmm0,xmm1
-    check(&[0xf2, 0x0f, 0x10, 0x00], Class::Ls, tag::LOAD | tag::SIMD128); // movsd xmm0,[rax]
+    check(
+        &[0xf2, 0x0f, 0x10, 0x00],
+        Class::Ls,
+        tag::LOAD | tag::SIMD128,
+    ); // movsd xmm0,[rax]
     check(&[0x0f, 0x54, 0xc1], Class::Int, tag::SIMD128); // andps
 }
 
@@ -119,7 +143,12 @@ fn worked_example_block_1() {
     assert_eq!((counts.int, counts.fp, counts.br, counts.ls), (2, 0, 1, 5));
     let percent = |n: u64| n as f64 * 100.0 / counts.total() as f64;
     assert_eq!(
-        [percent(counts.int), percent(counts.fp), percent(counts.br), percent(counts.ls)],
+        [
+            percent(counts.int),
+            percent(counts.fp),
+            percent(counts.br),
+            percent(counts.ls)
+        ],
         [25.0, 0.0, 12.5, 62.5]
     );
 }
@@ -128,9 +157,18 @@ fn worked_example_block_1() {
 fn user_table_overrides_whole_mnemonics() {
     let table = "# my store\n[classes]\nlea = \"ls\"\nADDSD = \"int\"\n";
     let classifier = Classifier::from_toml(Path::new("t.toml"), table).unwrap();
-    assert_eq!(classify_bytes(&classifier, &[0x48, 0x8d, 0x43, 0x08]).0, Class::Ls);
-    assert_eq!(classify_bytes(&classifier, &[0xf2, 0x0f, 0x58, 0xc1]).0, Class::Int);
-    assert_eq!(classify_bytes(&classifier, &[0x48, 0x01, 0xd8]).0, Class::Int);
+    assert_eq!(
+        classify_bytes(&classifier, &[0x48, 0x8d, 0x43, 0x08]).0,
+        Class::Ls
+    );
+    assert_eq!(
+        classify_bytes(&classifier, &[0xf2, 0x0f, 0x58, 0xc1]).0,
+        Class::Int
+    );
+    assert_eq!(
+        classify_bytes(&classifier, &[0x48, 0x01, 0xd8]).0,
+        Class::Int
+    );
 }
 
 #[test]

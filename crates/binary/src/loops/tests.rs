@@ -51,7 +51,10 @@ fn self_loop_and_disjoint_loops() {
     assert_eq!(loops.len(), 2);
     assert_eq!((loops[0].header, loops[0].kind), (1, LoopKind::SelfLoop));
     assert_eq!(loops[0].blocks, vec![1]);
-    assert_eq!((loops[1].header, loops[1].kind, loops[1].parent), (2, LoopKind::Reducible, None));
+    assert_eq!(
+        (loops[1].header, loops[1].kind, loops[1].parent),
+        (2, LoopKind::Reducible, None)
+    );
 }
 
 #[test]

@@ -77,7 +77,11 @@ pub fn run(args: &LoopsArgs, ui: &Ui) -> anyhow::Result<()> {
     let program = load_program(&args.binary, ui)?;
     let functions: Vec<&Function> = match &args.function {
         Some(name) => vec![find_function(&program, &args.binary.binary, name)?],
-        None => program.functions.iter().filter(|f| !f.loops.is_empty()).collect(),
+        None => program
+            .functions
+            .iter()
+            .filter(|f| !f.loops.is_empty())
+            .collect(),
     };
     if args.binary.json {
         let json = LoopsJson {
