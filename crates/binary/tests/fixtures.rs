@@ -226,3 +226,32 @@ fn after_branch_split_ignores_branch_targets() {
     let main = |p: &Program| function(p, "perfect_nest").blocks.len();
     assert!(main(&literal) < main(&leaders));
 }
+
+#[test]
+fn stripped_binary_has_the_same_loops() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(path) = compile(dir.path(), "-O2") else {
+        return;
+    };
+    let stripped = dir.path().join("stripped");
+    let ok = Command::new("strip")
+        .arg("-o")
+        .arg(&stripped)
+        .arg(&path)
+        .status();
+    if !ok.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: no working `strip`");
+        return;
+    }
+    let full = analyse(&path, SplitMode::Leaders);
+    let bare = analyse(&stripped, SplitMode::Leaders);
+    assert!(bare.stripped && !full.stripped);
+    assert_eq!(bare.loop_count(), full.loop_count());
+    let headers = |p: &Program| -> Vec<u64> {
+        p.functions
+            .iter()
+            .flat_map(|f| f.loops.iter().map(|l| l.header))
+            .collect()
+    };
+    assert_eq!(headers(&bare), headers(&full));
+}
