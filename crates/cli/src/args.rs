@@ -60,6 +60,17 @@ pub enum Command {
         loopscope probe --json > probe.json\n  \
         loopscope probe --baseline recompile")]
     Probe(cmd::probe::ProbeArgs),
+    /// Recover the loop nests of a binary from its machine code, with source lines.
+    #[command(after_help = "Examples:\n  \
+        loopscope loops ./a.out\n  \
+        loopscope loops ./a.out --function main --json\n  \
+        loopscope loops /usr/lib/x86_64-linux-gnu/libm.so.6 --split after-branch")]
+    Loops(cmd::loops::LoopsArgs),
+    /// List the blocks of one function with their instruction classes and loops.
+    #[command(after_help = "Examples:\n  \
+        loopscope blocks ./a.out --function main\n  \
+        loopscope blocks ./a.out --function 0x401126 --classes my-classes.toml --json")]
+    Blocks(cmd::blocks::BlocksArgs),
     /// Print a shell completion script.
     #[command(after_help = "Example:\n  \
         loopscope completions bash > /etc/bash_completion.d/loopscope")]

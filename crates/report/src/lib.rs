@@ -18,6 +18,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod loops;
 mod machine;
 mod probe;
 mod roofline;
@@ -25,6 +26,7 @@ mod roofline_text;
 mod table;
 mod units;
 
+pub use loops::{innermost_loop, render_blocks, render_loops};
 pub use machine::render_machine;
 pub use probe::{probe_plots, render_baseline, render_probe};
 pub use roofline::{RooflineAxis, render_roofline_svg};

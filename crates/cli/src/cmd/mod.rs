@@ -1,6 +1,8 @@
 //! One module per subcommand: its arguments and its handler.
 
+pub mod blocks;
 pub mod completions;
+pub mod loops;
 pub mod machine;
 pub mod probe;
 pub mod roofline;
@@ -15,6 +17,8 @@ pub fn run(command: Command, ui: &Ui) -> anyhow::Result<()> {
         Command::Probe(args) => probe::run(&args, ui),
         Command::Completions(args) => completions::run(&args),
         Command::Roofline(args) => roofline::run(&args, ui),
+        Command::Loops(args) => loops::run(&args, ui),
+        Command::Blocks(args) => blocks::run(&args, ui),
     }
 }
 

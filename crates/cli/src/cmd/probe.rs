@@ -99,7 +99,7 @@ pub fn run(args: &ProbeArgs, ui: &Ui) -> anyhow::Result<()> {
     if args.json {
         crate::cmd::print_json(&report)?;
     } else {
-        print!("{}", loopscope_report::render_probe(&report, &machine));
+        crate::cmd::print_text(&loopscope_report::render_probe(&report, &machine))?;
     }
     if report.measured.partial {
         anyhow::bail!(
@@ -181,7 +181,7 @@ fn baseline(args: &ProbeArgs, ui: &Ui, stop: &AtomicBool) -> anyhow::Result<()> 
     if args.json {
         crate::cmd::print_json(&report)?;
     } else {
-        print!("{}", loopscope_report::render_baseline(&report));
+        crate::cmd::print_text(&loopscope_report::render_baseline(&report))?;
     }
     if report.partial {
         anyhow::bail!("interrupted: the sweep above is partial");
