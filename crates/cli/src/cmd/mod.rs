@@ -2,6 +2,7 @@
 
 pub mod completions;
 pub mod machine;
+pub mod simulate;
 
 use crate::args::Command;
 use crate::ui::Ui;
@@ -11,6 +12,7 @@ pub fn run(command: Command, ui: &Ui) -> anyhow::Result<()> {
     match command {
         Command::Machine(args) => machine::run(&args, ui),
         Command::Completions(args) => completions::run(&args),
+        Command::Simulate(args) => simulate::run(&args, ui),
     }
 }
 
