@@ -1,6 +1,6 @@
 //! Properties of the simulator on random access streams.
 
-use loopscope_cache::{parse_cache_spec, Hierarchy, LevelConfig, MissCurve};
+use loopscope_cache::{Hierarchy, LevelConfig, MissCurve, parse_cache_spec};
 use proptest::prelude::*;
 
 /// Random accesses over a small address range (so lines are reused): (addr, write, reference).

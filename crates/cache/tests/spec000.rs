@@ -1,8 +1,8 @@
 //! Spec 000's worked example, classified exactly: the ★ row and the whole acceptance table of
 //! section 4.5 (cache: 2 ways, 32-byte lines, 4 sets; A at 0, B at 800, C at 1600).
 
-use loopscope_cache::{parse_cache_spec, Hierarchy};
-use loopscope_kernel::{parse_kernel, Program};
+use loopscope_cache::{Hierarchy, parse_cache_spec};
+use loopscope_kernel::{Program, parse_kernel};
 
 const KERNEL: &str = include_str!("../../../examples/kernels/spec000.c");
 
@@ -33,7 +33,10 @@ fn classify(x: i64, y: i64, z: i64) -> Vec<(u64, u64, u64)> {
 #[test]
 fn references_are_spec_positions_in_execution_order() {
     let kernel = parse_kernel(KERNEL, "spec000.c").unwrap();
-    let names: Vec<String> = kernel.references().map(|(_, r)| kernel.render_ref(r)).collect();
+    let names: Vec<String> = kernel
+        .references()
+        .map(|(_, r)| kernel.render_ref(r))
+        .collect();
     // S3 runs its right-hand side (A[k], P2) before its left-hand side (C[k], P3).
     assert_eq!(names, ["A[i]", "B[j]", "A[k]", "C[k]"]);
 }

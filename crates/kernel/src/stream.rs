@@ -74,6 +74,7 @@ struct RefCode {
 #[derive(Debug, Clone)]
 pub struct Program {
     origin: String,
+    var_names: Vec<String>,
     ops: Vec<Op>,
     refs: Vec<RefCode>,
     starts: Vec<Lin>,
@@ -115,6 +116,7 @@ impl Program {
         }
         let mut program = Program {
             origin: kernel.origin.clone(),
+            var_names: kernel.loops.iter().map(|l| l.var.clone()).collect(),
             ops: Vec::new(),
             refs,
             starts: Vec::new(),
@@ -291,11 +293,19 @@ impl AccessStream<'_> {
     }
 
     fn fail(&mut self) -> Option<Access> {
-        let vars = self.vars.clone();
+        // Variables of loops not entered yet hold stale values; they are still a useful hint.
+        let at: Vec<String> = self
+            .program
+            .var_names
+            .iter()
+            .zip(&self.vars)
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect();
         self.error = Some(KernelError::Binding {
             origin: self.program.origin.clone(),
             message: format!(
-                "an address leaves the 64-bit address space (below 0 or overflowing) at loop variables {vars:?}; check the subscripts or place arrays with --base"
+                "an address leaves the 64-bit address space (below 0 or above 2^63) at {}; check the subscripts or place arrays with --base",
+                at.join(", ")
             ),
         });
         self.pc = self.program.ops.len();

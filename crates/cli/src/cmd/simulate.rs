@@ -7,10 +7,11 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::Args;
 use loopscope_cache::{
-    levels_from_machine, parse_cache_spec, parse_trace_line, CacheError, Hierarchy, LevelConfig, MissCurve, RefStats,
+    CacheError, Hierarchy, LevelConfig, MissCurve, RefStats, levels_from_machine, parse_cache_spec,
+    parse_trace_line,
 };
 use loopscope_kernel::{AccessKind, Kernel, Program};
-use loopscope_report::{format_bytes, Align, Table};
+use loopscope_report::{Align, Table, format_bytes};
 use serde::Serialize;
 
 use crate::failure::bad_input;
@@ -20,13 +21,22 @@ use crate::ui::Ui;
 #[derive(Debug, Args)]
 pub struct SimulateArgs {
     /// Kernel file in the kerncraft C subset.
-    #[arg(value_name = "KERNEL.c", required_unless_present = "trace", conflicts_with = "trace")]
+    #[arg(
+        value_name = "KERNEL.c",
+        required_unless_present = "trace",
+        conflicts_with = "trace"
+    )]
     pub kernel: Option<PathBuf>,
     /// Value of a kernel symbol, e.g. `-D N=1000` (repeatable).
     #[arg(short = 'D', value_name = "NAME=VALUE", value_parser = parse_define)]
     pub define: Vec<(String, i64)>,
     /// Machine file whose data caches to simulate (default: this machine, detected).
-    #[arg(short = 'm', long = "machine", value_name = "FILE", conflicts_with = "cache")]
+    #[arg(
+        short = 'm',
+        long = "machine",
+        value_name = "FILE",
+        conflicts_with = "cache"
+    )]
     pub machine: Option<PathBuf>,
     /// Cache levels, innermost first: `NAME=SIZE:WAYS:LINE[:OPTION...]`, comma-separated.
     /// Options: lru fifo plru random, wb wt, wa nwa, nincl incl excl.
@@ -72,15 +82,19 @@ fn parse_define(text: &str) -> Result<(String, i64), String> {
 fn parse_bases(text: &str) -> anyhow::Result<Vec<(String, u64)>> {
     text.split(',')
         .map(|part| {
-            let (name, addr) = part
-                .split_once('=')
-                .ok_or_else(|| bad_input(format!("--base: expected NAME=ADDRESS, found `{part}`")))?;
+            let (name, addr) = part.split_once('=').ok_or_else(|| {
+                bad_input(format!("--base: expected NAME=ADDRESS, found `{part}`"))
+            })?;
             let addr = addr.trim();
             let value = match addr.strip_prefix("0x").or_else(|| addr.strip_prefix("0X")) {
                 Some(hex) => u64::from_str_radix(hex, 16),
                 None => addr.parse(),
             }
-            .map_err(|_| bad_input(format!("--base: address of `{name}` is not a number: `{addr}`")))?;
+            .map_err(|_| {
+                bad_input(format!(
+                    "--base: address of `{name}` is not a number: `{addr}`"
+                ))
+            })?;
             Ok((name.trim().to_owned(), value))
         })
         .collect()
@@ -180,7 +194,16 @@ pub fn run(args: &SimulateArgs, ui: &Ui) -> anyhow::Result<()> {
         (None, None) => return Err(bad_input("give a kernel file or --trace FILE")),
     };
     let duration_s = start.elapsed().as_secs_f64();
-    let report = build_report(&sim, &labels, kernel, params, flops, curve.as_ref(), duration_s, args);
+    let report = build_report(
+        &sim,
+        &labels,
+        kernel,
+        params,
+        flops,
+        curve.as_ref(),
+        duration_s,
+        args,
+    );
     if args.json {
         crate::cmd::print_json(&report)
     } else {
@@ -201,7 +224,13 @@ fn cache_levels(args: &SimulateArgs, ui: &Ui) -> anyhow::Result<Vec<LevelConfig>
     Ok(levels)
 }
 
-type Outcome = (Hierarchy, Vec<RefLabel>, Option<String>, serde_json::Map<String, serde_json::Value>, u64);
+type Outcome = (
+    Hierarchy,
+    Vec<RefLabel>,
+    Option<String>,
+    serde_json::Map<String, serde_json::Value>,
+    u64,
+);
 
 fn simulate_kernel(
     args: &SimulateArgs,
@@ -210,14 +239,20 @@ fn simulate_kernel(
     mut curve: Option<&mut MissCurve>,
     ui: &Ui,
 ) -> anyhow::Result<Outcome> {
-    let text = std::fs::read_to_string(path).map_err(|e| bad_input(format!("{}: cannot read: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| bad_input(format!("{}: cannot read: {e}", path.display())))?;
     let origin = path.display().to_string();
     let kernel = loopscope_kernel::parse_kernel(&text, &origin)?;
     for unused in kernel.unused_definitions(&args.define) {
         ui.warn(format!("-D {unused}: the kernel does not use `{unused}`"));
     }
     let params = kernel.param_values(&args.define)?;
-    let bases = args.base.as_deref().map(parse_bases).transpose()?.unwrap_or_default();
+    let bases = args
+        .base
+        .as_deref()
+        .map(parse_bases)
+        .transpose()?
+        .unwrap_or_default();
     let layout = kernel.layout(&params, &bases)?;
     let program = Program::new(&kernel, &params, &layout)?;
     let labels = kernel_labels(&kernel);
@@ -288,7 +323,10 @@ fn simulate_trace(
     mut curve: Option<&mut MissCurve>,
     ui: &Ui,
 ) -> anyhow::Result<Outcome> {
-    let io = |source| CacheError::Io { path: path.to_owned(), source };
+    let io = |source| CacheError::Io {
+        path: path.to_owned(),
+        source,
+    };
     let file = std::fs::File::open(path).map_err(io)?;
     let total = file.metadata().map(|m| m.len()).unwrap_or(0);
     let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
@@ -415,7 +453,11 @@ fn build_report(
         flops,
         curve,
         duration_s,
-        accesses_per_s: if duration_s > 0.0 { accesses as f64 / duration_s } else { 0.0 },
+        accesses_per_s: if duration_s > 0.0 {
+            accesses as f64 / duration_s
+        } else {
+            0.0
+        },
     }
 }
 
@@ -452,7 +494,14 @@ fn render(r: &Simulation, args: &SimulateArgs) -> String {
     let mut out = String::new();
     let source = r.kernel.as_deref().or(r.trace.as_deref()).unwrap_or("-");
     let params: Vec<String> = r.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    out.push_str(&format!("source    {source}{}\n", if params.is_empty() { String::new() } else { format!("  ({})", params.join(", ")) }));
+    out.push_str(&format!(
+        "source    {source}{}\n",
+        if params.is_empty() {
+            String::new()
+        } else {
+            format!("  ({})", params.join(", "))
+        }
+    ));
     out.push_str(&format!(
         "accesses  {} in {:.3} s ({:.1} M accesses/s)\n",
         r.accesses,
@@ -467,7 +516,9 @@ fn render(r: &Simulation, args: &SimulateArgs) -> String {
         format_bytes(r.memory.read_bytes),
         format_bytes(r.memory.write_bytes)
     ));
-    let mut header = vec!["level", "size", "ways", "line", "policy", "accesses", "hits", "misses", "miss %"];
+    let mut header = vec![
+        "level", "size", "ways", "line", "policy", "accesses", "hits", "misses", "miss %",
+    ];
     if args.three_c {
         header.extend(["compulsory", "capacity", "conflict"]);
     }
@@ -511,7 +562,11 @@ fn render(r: &Simulation, args: &SimulateArgs) -> String {
         out.push_str("\nfully associative LRU (stack distances)\n");
         let mut t = right_aligned(&["size", "misses", "miss %"], 0);
         for p in curve {
-            t.row([format_bytes(p.size_bytes), p.misses.to_string(), percent(p.misses, r.accesses)]);
+            t.row([
+                format_bytes(p.size_bytes),
+                p.misses.to_string(),
+                percent(p.misses, r.accesses),
+            ]);
         }
         out.push_str(&t.render());
     }
@@ -519,7 +574,16 @@ fn render(r: &Simulation, args: &SimulateArgs) -> String {
 }
 
 fn render_refs(r: &Simulation, args: &SimulateArgs) -> String {
-    let mut header = vec!["reference", "kind", "where", "level", "accesses", "hits", "misses", "miss %"];
+    let mut header = vec![
+        "reference",
+        "kind",
+        "where",
+        "level",
+        "accesses",
+        "hits",
+        "misses",
+        "miss %",
+    ];
     if args.three_c {
         header.extend(["compulsory", "capacity", "conflict"]);
     }
