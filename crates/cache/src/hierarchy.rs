@@ -102,7 +102,9 @@ impl Hierarchy {
                 Vec::new()
             },
             memory: MemoryStats::default(),
-            fast_first_level: configs.first().is_some_and(|c| c.write_back && c.inclusion != Inclusion::Exclusive),
+            fast_first_level: configs
+                .first()
+                .is_some_and(|c| c.write_back && c.inclusion != Inclusion::Exclusive),
         }
     }
 
@@ -244,11 +246,7 @@ impl Hierarchy {
         if write && !write_back {
             self.write_through(k, addr, r);
         }
-        self.install(
-            k,
-            addr,
-            (write && write_back) || (dirty_below && write_back),
-        );
+        self.install(k, addr, write_back && (write || dirty_below));
         if dirty_below && !write_back {
             self.put(k + 1, addr, true, line_bytes);
         }
