@@ -7,6 +7,8 @@
 # (arrays in declaration order from address 0, 64-byte aligned), statement by statement (loads
 # in order, then the store), so both simulators see the identical stream; their miss counts are
 # printed as a cross-check. pycachesim is timed on its C-backed `loadstore` over a prebuilt list.
+# Rates use CPU time (user + system), not wall time: the machine is shared with compilers, and
+# CPU time is what each simulator itself spends; wall-clock rates are printed too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPEATS=${REPEATS:-3}
@@ -19,7 +21,7 @@ cargo build -q --release -p loopscope
 LOOPSCOPE=target/release/loopscope
 
 REPEATS=$REPEATS LOOPSCOPE=$LOOPSCOPE bench/.venv/bin/python - <<'PY'
-import json, os, statistics, subprocess, time
+import json, os, resource, statistics, subprocess, time
 from cachesim import CacheSimulator, Cache, MainMemory
 
 repeats = int(os.environ["REPEATS"])
@@ -52,16 +54,22 @@ def pycachesim(spec, stream):
         levels.append(prev)
     mem.load_to(levels[0]); mem.store_from(levels[0])
     sim = CacheSimulator(levels[-1], mem)
-    t = time.perf_counter()
+    t, w = time.process_time(), time.perf_counter()
     sim.loadstore(stream, length=8)
-    dt = time.perf_counter() - t
+    cpu, wall = time.process_time() - t, time.perf_counter() - w
     misses = [s["MISS_count"] for s in list(sim.stats())[:len(spec)]]
-    return dt, misses
+    return cpu, wall, misses
+
+def children_cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 def ours(args):
+    before = children_cpu()
     out = subprocess.run([loopscope, "simulate", *args, "--json", "-q"], check=True, capture_output=True, text=True)
+    cpu = children_cpu() - before
     doc = json.loads(out.stdout)
-    return doc["duration_s"], doc["accesses"], [l["misses"] for l in doc["levels"]]
+    return cpu, doc["duration_s"], doc["accesses"], [l["misses"] for l in doc["levels"]]
 
 def spec_of(cache):
     out = []
@@ -73,8 +81,8 @@ def spec_of(cache):
     return out
 
 cases = [
-    ("L1-resident triad (N=256, R=4000)", ["bench/triad-repeat.c", "-D", "N=256", "-D", "R=4000"],
-     "L1=32K:8:64", lambda: triad(256, 4000)),
+    ("L1-resident triad (N=256, R=8000)", ["bench/triad-repeat.c", "-D", "N=256", "-D", "R=8000"],
+     "L1=32K:8:64", lambda: triad(256, 8000)),
     ("miss-heavy 2d-5pt, 3 levels (M=500, N=1000)", ["examples/kernels/2d-5pt.c", "-D", "M=500", "-D", "N=1000"],
      "L1=32K:8:64,L2=512K:8:64,L3=4M:16:64", lambda: jacobi(500, 1000)),
 ]
@@ -84,11 +92,12 @@ for title, args, cache, make in cases:
     accesses = sum(len(l) + len(s) for l, s in stream)
     py = [pycachesim(spec_of(cache), stream) for _ in range(repeats)]
     me = [ours(args + ["--cache", cache]) for _ in range(repeats)]
-    py_rate = accesses / statistics.median(t for t, _ in py)
-    me_rate = me[0][1] / statistics.median(t for t, _, _ in me)
+    assert me[0][2] == accesses, (me[0][2], accesses)
+    py_cpu, py_wall = (accesses / statistics.median(x[i] for x in py) for i in (0, 1))
+    me_cpu, me_wall = (accesses / statistics.median(x[i] for x in me) for i in (0, 1))
     print(f"\n{title}: {accesses} accesses, cache {cache}")
-    print(f"  misses per level  loopscope {me[0][2]}  pycachesim {py[0][1]}")
-    print(f"  loopscope   {me_rate / 1e6:8.1f} M accesses/s")
-    print(f"  pycachesim  {py_rate / 1e6:8.1f} M accesses/s")
-    print(f"  ratio       {me_rate / py_rate:8.1f}x")
+    print(f"  misses per level  loopscope {me[0][3]}  pycachesim {py[0][2]}")
+    print(f"  loopscope   {me_cpu / 1e6:8.1f} M accesses/s CPU   ({me_wall / 1e6:.1f} M/s wall)")
+    print(f"  pycachesim  {py_cpu / 1e6:8.1f} M accesses/s CPU   ({py_wall / 1e6:.1f} M/s wall)")
+    print(f"  ratio       {me_cpu / py_cpu:8.1f}x (CPU time)")
 PY
