@@ -206,6 +206,21 @@ fn unbound_symbols_and_bad_addresses_are_errors() {
     );
 }
 
+#[test]
+fn long_expressions_are_refused_not_overflowed() {
+    let text = format!(
+        "double a[N];\nfor (i = 0; i < N; i++) a[i{}] = 1.0;",
+        "+1".repeat(100_000)
+    );
+    let e = parse_kernel(&text, "long.c").unwrap_err().to_string();
+    assert!(e.contains("expression longer than 2000 operators"), "{e}");
+    let text = format!(
+        "double a[N];\nfor (i = 0; i < N; i++) a[i] = 1.0{};",
+        "*2.0".repeat(100_000)
+    );
+    assert!(parse_kernel(&text, "long.c").is_err());
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
@@ -236,7 +251,7 @@ proptest! {
     }
 
     #[test]
-    fn deep_nesting_is_refused_not_overflowed(depth in 60usize..3000) {
+    fn deep_nesting_is_refused_not_overflowed(depth in prop::sample::select(vec![60usize, 199, 201, 400, 3000])) {
         let text = format!("double a[N];\nfor (i = 0; i < N; i++) a[i] = {}1{};", "(".repeat(depth), ")".repeat(depth));
         let _ = parse_kernel(&text, "deep.c");
         let text = format!("double a[N];\n{}a[0] = 1;", "for (i = 0; i < N; i++) ".repeat(depth.min(400)));
