@@ -77,10 +77,7 @@ pub fn parse_cpuinfo(text: &str) -> CpuInfo {
             "cpu cores" if first => info.cores_per_socket = value.parse().ok(),
             "siblings" if first => info.siblings = value.parse().ok(),
             "cpu MHz" if first && info.mhz_hz.is_none() => {
-                info.mhz_hz = value
-                    .parse::<f64>()
-                    .ok()
-                    .map(|mhz| (mhz * 1e6).round() as u64)
+                info.mhz_hz = value.parse::<f64>().ok().map(|mhz| (mhz * 1e6).round() as u64)
             }
             "flags" if first && info.flags.is_empty() => {
                 info.flags = value.split_whitespace().map(str::to_owned).collect()
@@ -197,8 +194,8 @@ fn read_sysfs_cache(dir: &Path) -> Result<Cache, MachineError> {
         _ => return Err(invalid("type", &kind_text, "Data, Instruction or Unified")),
     };
     let size_text = field("size")?;
-    let size_bytes = parse_size_bytes(&size_text)
-        .ok_or_else(|| invalid("size", &size_text, "a size like 32K"))?;
+    let size_bytes =
+        parse_size_bytes(&size_text).ok_or_else(|| invalid("size", &size_text, "a size like 32K"))?;
     let line_bytes = number("coherency_line_size")?;
     let sets = number("number_of_sets").ok();
     // Some hypervisors report 0 ways; derive them from the sets when the kernel gives those.
@@ -350,30 +347,12 @@ processor\t: 2\nphysical id\t: 0\n\nprocessor\t: 3\nphysical id\t: 0\n";
             ]
         };
         write_cache(&cpu, 0, &geometry("1", "Data", "32K", "8", "64", "0,2"));
-        write_cache(
-            &cpu,
-            1,
-            &geometry("1", "Instruction", "32K", "8", "64", "0,2"),
-        );
-        write_cache(
-            &cpu,
-            2,
-            &geometry("2", "Unified", "1024K", "16", "1024", "0,2"),
-        );
-        write_cache(
-            &cpu,
-            3,
-            &geometry("3", "Unified", "36608K", "11", "53248", "0-3"),
-        );
+        write_cache(&cpu, 1, &geometry("1", "Instruction", "32K", "8", "64", "0,2"));
+        write_cache(&cpu, 2, &geometry("2", "Unified", "1024K", "16", "1024", "0,2"));
+        write_cache(&cpu, 3, &geometry("3", "Unified", "36608K", "11", "53248", "0-3"));
         let cpuinfo = dir.path().join("cpuinfo");
         std::fs::write(&cpuinfo, CPUINFO).unwrap();
-        (
-            dir,
-            SysRoot {
-                cpu_dir: cpu,
-                cpuinfo,
-            },
-        )
+        (dir, SysRoot { cpu_dir: cpu, cpuinfo })
     }
 
     #[test]
@@ -383,17 +362,11 @@ processor\t: 2\nphysical id\t: 0\n\nprocessor\t: 3\nphysical id\t: 0\n";
         assert_eq!(m.model, "Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz");
         assert_eq!((m.sockets, m.cores, m.threads_per_core), (1, 2, 2));
         assert_eq!(m.nominal_hz, Some(2_500_000_000));
-        assert_eq!(
-            m.microarchitecture.as_deref(),
-            Some("family 0x6 model 0x55")
-        );
+        assert_eq!(m.microarchitecture.as_deref(), Some("family 0x6 model 0x55"));
         let names: Vec<_> = m.caches.iter().map(Cache::name).collect();
         assert_eq!(names, ["L1d", "L1i", "L2", "L3"]);
         let l3 = &m.caches[3];
-        assert_eq!(
-            (l3.size_bytes, l3.ways, l3.sets, l3.shared_by),
-            (36608 * 1024, 11, 53248, 4)
-        );
+        assert_eq!((l3.size_bytes, l3.ways, l3.sets, l3.shared_by), (36608 * 1024, 11, 53248, 4));
         assert_eq!(m.caches[0].shared_by, 2);
         assert_eq!(m.peak_flops_per_cycle, PeakFlops { dp: 32, sp: 64 });
         assert_eq!(m.isa.len(), 5);
@@ -405,10 +378,7 @@ processor\t: 2\nphysical id\t: 0\n\nprocessor\t: 3\nphysical id\t: 0\n";
         let file = root.cpu_dir.join("cpu0/cache/index2/size");
         std::fs::write(&file, "huge\n").unwrap();
         let err = detect_from(&root).unwrap_err().to_string();
-        assert!(
-            err.contains("index2/size") && err.contains("\"huge\""),
-            "{err}"
-        );
+        assert!(err.contains("index2/size") && err.contains("\"huge\""), "{err}");
     }
 
     #[test]

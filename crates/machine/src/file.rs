@@ -36,10 +36,7 @@ pub fn from_toml(text: &str, path: &Path) -> Result<Machine, MachineError> {
         Some(other) => {
             return Err(MachineError::Invalid {
                 path: path.to_owned(),
-                message: format!(
-                    "`format_version` must be an integer, found {}",
-                    other.type_str()
-                ),
+                message: format!("`format_version` must be an integer, found {}", other.type_str()),
             });
         }
     }
@@ -63,10 +60,7 @@ fn syntax_error(text: &str, path: &Path, error: &toml::de::Error) -> MachineErro
 fn line_column(text: &str, offset: usize) -> (usize, usize) {
     let before = &text.as_bytes()[..offset.min(text.len())];
     let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
-    let line_start = before
-        .iter()
-        .rposition(|&b| b == b'\n')
-        .map_or(0, |p| p + 1);
+    let line_start = before.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
     (line, offset.min(text.len()) - line_start + 1)
 }
 
@@ -91,10 +85,7 @@ pub(crate) fn read_text(path: &Path) -> Result<String, MachineError> {
     })?;
     String::from_utf8(bytes).map_err(|e| MachineError::Invalid {
         path: path.to_owned(),
-        message: format!(
-            "not UTF-8 text (invalid byte at offset {})",
-            e.utf8_error().valid_up_to()
-        ),
+        message: format!("not UTF-8 text (invalid byte at offset {})", e.utf8_error().valid_up_to()),
     })
 }
 
@@ -148,10 +139,8 @@ mod tests {
         let mut m = Machine::unknown();
         m.model = "Test CPU @ 2.00GHz".into();
         m.nominal_hz = Some(2_000_000_000);
-        m.caches
-            .push(Cache::new(1, CacheKind::Data, 32768, 64, 8, 2));
-        m.caches
-            .push(Cache::new(3, CacheKind::Unified, 37_486_592, 64, 11, 56));
+        m.caches.push(Cache::new(1, CacheKind::Data, 32768, 64, 8, 2));
+        m.caches.push(Cache::new(3, CacheKind::Unified, 37_486_592, 64, 11, 56));
         m.isa = vec![IsaFeature::Sse2, IsaFeature::Avx, IsaFeature::Fma];
         m.peak_flops_per_cycle = PeakFlops::from_isa(&m.isa);
         m.measured = Some(Measured {
@@ -199,16 +188,9 @@ mod tests {
         let err = from_toml("format_version = 1\nmodel = \n", p).unwrap_err();
         assert!(err.to_string().starts_with("m.toml:2:"), "{err}");
         let err = from_toml("model = \"x\"\n", p).unwrap_err();
-        assert!(
-            err.to_string().contains("missing `format_version`"),
-            "{err}"
-        );
+        assert!(err.to_string().contains("missing `format_version`"), "{err}");
         let err = from_toml("format_version = 99\n", p).unwrap_err();
-        assert!(
-            err.to_string()
-                .contains("format_version 99 is not supported"),
-            "{err}"
-        );
+        assert!(err.to_string().contains("format_version 99 is not supported"), "{err}");
         let err = from_toml("format_version = 1\nmodel = \"x\"\n", p).unwrap_err();
         assert!(err.to_string().contains("missing field"), "{err}");
         let text = to_toml(&sample()).unwrap();

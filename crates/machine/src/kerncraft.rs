@@ -41,13 +41,7 @@ pub fn import_kerncraft_str(text: &str, path: &Path) -> Result<KerncraftImport, 
     })?;
     let root = match docs.as_slice() {
         [root @ Yaml::Hash(_)] => root,
-        _ => {
-            return Err(invalid(
-                path,
-                "",
-                "expected one YAML document holding a mapping",
-            ));
-        }
+        _ => return Err(invalid(path, "", "expected one YAML document holding a mapping")),
     };
     Importer {
         path,
@@ -92,9 +86,7 @@ impl Importer<'_> {
                 _ => {}
             }
         }
-        machine.cores = cores_per_socket
-            .unwrap_or(1)
-            .saturating_mul(machine.sockets);
+        machine.cores = cores_per_socket.unwrap_or(1).saturating_mul(machine.sockets);
         for (key, value) in self.entries(root, "")? {
             match key.as_str() {
                 "memory hierarchy" => {
@@ -105,10 +97,7 @@ impl Importer<'_> {
                     if !bandwidth.is_empty() {
                         machine.measured = Some(Measured {
                             bandwidth,
-                            notes: vec![format!(
-                                "bandwidths imported from {}",
-                                self.path.display()
-                            )],
+                            notes: vec![format!("bandwidths imported from {}", self.path.display())],
                             ..Measured::default()
                         });
                     }
@@ -260,11 +249,7 @@ impl Importer<'_> {
                 for (threads_per_core, run) in self.entries(per_threads, &level_path)? {
                     let run_path = format!("{level_path}.{threads_per_core}");
                     let smt: u32 = threads_per_core.parse().map_err(|_| {
-                        invalid(
-                            self.path,
-                            &run_path,
-                            "expected threads per core as a number",
-                        )
+                        invalid(self.path, &run_path, "expected threads per core as a number")
                     })?;
                     self.run(run, &run_path, &level, smt, &mut bandwidth)?;
                 }
@@ -294,10 +279,7 @@ impl Importer<'_> {
             v => Some(self.list(v, &per_core_key, Self::size)?),
         };
         for (key, _) in self.entries(run, path)? {
-            if !matches!(
-                key.as_str(),
-                "cores" | "results" | "total size" | "size per core"
-            ) {
+            if !matches!(key.as_str(), "cores" | "results" | "total size" | "size per core") {
                 self.unmapped.push(format!("{path}.{key}"));
             }
         }
@@ -307,11 +289,7 @@ impl Importer<'_> {
             let rates = self.list(values, &kernel_path, Self::rate)?;
             for (i, gb_per_s) in rates.into_iter().enumerate() {
                 let Some(&core_count) = cores.get(i) else {
-                    return Err(invalid(
-                        self.path,
-                        &kernel_path,
-                        "more results than `cores`",
-                    ));
+                    return Err(invalid(self.path, &kernel_path, "more results than `cores`"));
                 };
                 let working_set_bytes = match (&total, &per_core) {
                     (Some(t), _) if i < t.len() => t[i],
@@ -412,12 +390,6 @@ impl Importer<'_> {
         };
         parsed
             .filter(|r| r.is_finite() && *r >= 0.0)
-            .ok_or_else(|| {
-                invalid(
-                    self.path,
-                    path,
-                    "expected a bandwidth such as `270.23 GB/s`",
-                )
-            })
+            .ok_or_else(|| invalid(self.path, path, "expected a bandwidth such as `270.23 GB/s`"))
     }
 }

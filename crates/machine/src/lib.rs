@@ -40,12 +40,12 @@ mod kerncraft;
 mod model;
 mod units;
 
-pub use detect::{CpuInfo, SysRoot, detect, detect_from, parse_cpuinfo};
+pub use detect::{detect, detect_from, parse_cpuinfo, CpuInfo, SysRoot};
 pub use error::MachineError;
 pub use file::{
-    FORMAT_VERSION, from_toml, read_machine_file, to_toml, write_atomically, write_machine_file,
+    from_toml, read_machine_file, to_toml, write_atomically, write_machine_file, FORMAT_VERSION,
 };
-pub use kerncraft::{KerncraftImport, import_kerncraft, import_kerncraft_str};
+pub use kerncraft::{import_kerncraft, import_kerncraft_str, KerncraftImport};
 pub use model::{
     Bandwidth, Cache, CacheKind, IsaFeature, Machine, Measured, MeasuredCache, PeakFlops,
     PeakGflops,

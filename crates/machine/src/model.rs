@@ -346,10 +346,7 @@ mod tests {
 
     #[test]
     fn sets_are_derived_and_zero_geometry_does_not_panic() {
-        assert_eq!(
-            Cache::new(2, CacheKind::Unified, 1 << 20, 64, 16, 1).sets,
-            1024
-        );
+        assert_eq!(Cache::new(2, CacheKind::Unified, 1 << 20, 64, 16, 1).sets, 1024);
         assert_eq!(Cache::new(2, CacheKind::Unified, 1 << 20, 0, 16, 1).sets, 0);
         assert_eq!(Cache::new(1, CacheKind::Data, 1, 1, 1, 1).name(), "L1d");
     }

@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use loopscope_machine::{Machine, Measured};
 
-use crate::{Align, Table, format_bytes, format_hz};
+use crate::{format_bytes, format_hz, Align, Table};
 
 /// Renders a machine description: identity, clocks, ISA, peak, the cache table and, when
 /// present, what was measured.
@@ -41,11 +41,7 @@ pub fn render_machine(machine: &Machine) -> String {
     let _ = writeln!(
         out,
         "isa       {}",
-        if isa.is_empty() {
-            "unknown".to_owned()
-        } else {
-            isa.join(" ")
-        }
+        if isa.is_empty() { "unknown".to_owned() } else { isa.join(" ") }
     );
     let _ = writeln!(
         out,
@@ -87,11 +83,7 @@ fn cache_table(machine: &Machine) -> Table {
 /// Renders the measured section: cache sizes and latencies, bandwidths, peak.
 fn render_measured(measured: &Measured) -> String {
     let mut out = String::new();
-    let partial = if measured.partial {
-        ", PARTIAL: interrupted"
-    } else {
-        ""
-    };
+    let partial = if measured.partial { ", PARTIAL: interrupted" } else { "" };
     let _ = writeln!(out, "\nmeasured ({:.1} s{partial})", measured.duration_s);
     if !measured.caches.is_empty() {
         let mut table = Table::new(["cache", "size", "advertised", "latency", "", "confidence"]);
@@ -111,14 +103,7 @@ fn render_measured(measured: &Measured) -> String {
         out.push_str(&table.render());
     }
     if !measured.bandwidth.is_empty() {
-        let mut table = Table::new([
-            "level",
-            "kernel",
-            "threads",
-            "working set",
-            "GB/s",
-            "GB/s+WA",
-        ]);
+        let mut table = Table::new(["level", "kernel", "threads", "working set", "GB/s", "GB/s+WA"]);
         for c in 2..6 {
             table = table.align(c, Align::Right);
         }
@@ -157,10 +142,8 @@ mod tests {
     #[test]
     fn lists_every_cache_and_says_nothing_was_measured() {
         let mut m = Machine::unknown();
-        m.caches
-            .push(Cache::new(1, CacheKind::Data, 32768, 64, 8, 1));
-        m.caches
-            .push(Cache::new(2, CacheKind::Unified, 1 << 20, 64, 16, 1));
+        m.caches.push(Cache::new(1, CacheKind::Data, 32768, 64, 8, 1));
+        m.caches.push(Cache::new(2, CacheKind::Unified, 1 << 20, 64, 16, 1));
         let text = render_machine(&m);
         assert!(text.contains("L1d    data"), "{text}");
         assert!(text.contains("1 MiB"), "{text}");

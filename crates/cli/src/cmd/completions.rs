@@ -16,11 +16,6 @@ pub struct CompletionsArgs {
 /// Writes the completion script to stdout.
 pub fn run(args: &CompletionsArgs) -> anyhow::Result<()> {
     let mut command = Cli::command();
-    clap_complete::generate(
-        args.shell,
-        &mut command,
-        "loopscope",
-        &mut std::io::stdout(),
-    );
+    clap_complete::generate(args.shell, &mut command, "loopscope", &mut std::io::stdout());
     Ok(())
 }
