@@ -6,6 +6,7 @@ pub mod loops;
 pub mod machine;
 pub mod probe;
 pub mod roofline;
+pub mod simulate;
 
 use crate::args::Command;
 use crate::ui::Ui;
@@ -19,6 +20,7 @@ pub fn run(command: Command, ui: &Ui) -> anyhow::Result<()> {
         Command::Roofline(args) => roofline::run(&args, ui),
         Command::Loops(args) => loops::run(&args, ui),
         Command::Blocks(args) => blocks::run(&args, ui),
+        Command::Simulate(args) => simulate::run(&args, ui),
     }
 }
 
