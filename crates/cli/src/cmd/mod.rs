@@ -3,6 +3,7 @@
 pub mod completions;
 pub mod machine;
 pub mod roofline;
+pub mod simulate;
 
 use crate::args::Command;
 use crate::ui::Ui;
@@ -13,6 +14,7 @@ pub fn run(command: Command, ui: &Ui) -> anyhow::Result<()> {
         Command::Machine(args) => machine::run(&args, ui),
         Command::Completions(args) => completions::run(&args),
         Command::Roofline(args) => roofline::run(&args, ui),
+        Command::Simulate(args) => simulate::run(&args, ui),
     }
 }
 

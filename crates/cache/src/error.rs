@@ -1,0 +1,49 @@
+//! Errors of this crate: one line each, naming the input, the position and what was expected.
+
+use std::path::PathBuf;
+
+/// Why a cache description or an address trace is unusable.
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    /// A `--cache` specification does not parse.
+    #[error("cache spec `{spec}`: {message}")]
+    Spec {
+        /// The text of the offending level.
+        spec: String,
+        /// What was expected.
+        message: String,
+    },
+    /// A cache geometry is impossible (zero, not a power of two, sets*ways*line != size, ...).
+    #[error("cache {name}: {message}")]
+    Geometry {
+        /// The level's name.
+        name: String,
+        /// What is wrong and what was expected.
+        message: String,
+    },
+    /// A line of an address trace does not parse.
+    #[error("{path}:{line}: {message}")]
+    Trace {
+        /// The trace file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: u64,
+        /// What was expected.
+        message: String,
+    },
+    /// The trace could not be read.
+    #[error("{path}: cannot read: {source}")]
+    Io {
+        /// The trace file.
+        path: PathBuf,
+        /// The operating system's reason.
+        source: std::io::Error,
+    },
+}
+
+impl CacheError {
+    /// True when the error comes from the user's input; every error of this crate does.
+    pub fn is_bad_input(&self) -> bool {
+        true
+    }
+}

@@ -1,0 +1,405 @@
+//! The cache hierarchy: levels wired together with their write and inclusion policies, and the
+//! counters per level, per reference and for memory.
+
+use crate::config::{Inclusion, LevelConfig};
+use crate::level::Level;
+use crate::stack::StackDistance;
+
+/// Counters of one level. `accesses`, `hits` and `misses` count demand requests (loads and
+/// stores from the level above); write-backs arriving from above are counted separately.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LevelStats {
+    /// Demand requests.
+    pub accesses: u64,
+    /// Requests that found their line.
+    pub hits: u64,
+    /// Requests that did not.
+    pub misses: u64,
+    /// Misses on the first touch of a line at this level (with the 3C split).
+    pub compulsory: u64,
+    /// Misses a fully associative LRU cache of the same size would also have (3C split).
+    pub capacity: u64,
+    /// The other misses (3C split).
+    pub conflict: u64,
+    /// Lines evicted to make room.
+    pub evictions: u64,
+    /// Dirty lines written to the next level.
+    pub writebacks: u64,
+    /// Dirty lines received from the level above.
+    pub writebacks_received: u64,
+    /// Lines removed from the levels above because this inclusive level evicted them.
+    pub back_invalidations: u64,
+    /// Bytes loaded into this level from the next level (or memory).
+    pub fill_bytes: u64,
+    /// Bytes this level wrote to the next level (write-backs and write-through stores).
+    pub write_bytes: u64,
+}
+
+/// Counters of one reference at one level.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RefStats {
+    /// Demand requests of this reference that reached the level.
+    pub accesses: u64,
+    /// Of those, hits.
+    pub hits: u64,
+    /// Of those, misses.
+    pub misses: u64,
+    /// Compulsory misses (3C split).
+    pub compulsory: u64,
+    /// Capacity misses (3C split).
+    pub capacity: u64,
+    /// Conflict misses (3C split).
+    pub conflict: u64,
+}
+
+/// Traffic that reached main memory.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemoryStats {
+    /// Bytes read (fills of the last level).
+    pub read_bytes: u64,
+    /// Bytes written (write-backs and write-through stores of the last level).
+    pub write_bytes: u64,
+}
+
+/// An exact simulator of a cache hierarchy, innermost level first.
+#[derive(Debug, Clone)]
+pub struct Hierarchy {
+    configs: Vec<LevelConfig>,
+    levels: Vec<Level>,
+    stats: Vec<LevelStats>,
+    refs: Vec<RefStats>,
+    trackers: Vec<StackDistance>,
+    memory: MemoryStats,
+}
+
+impl Hierarchy {
+    /// A cold hierarchy. `references` is how many distinct reference ids accesses may carry;
+    /// `three_c` enables the compulsory/capacity/conflict split (one stack-distance tracker per
+    /// level, O(log n) per access); `seed` drives random replacement.
+    ///
+    /// The configs must have passed [`crate::check_hierarchy`].
+    pub fn new(configs: &[LevelConfig], references: usize, three_c: bool, seed: u64) -> Hierarchy {
+        Hierarchy {
+            configs: configs.to_vec(),
+            levels: configs
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    Level::new(
+                        c,
+                        seed.wrapping_add(i as u64)
+                            .wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                    )
+                })
+                .collect(),
+            stats: vec![LevelStats::default(); configs.len()],
+            refs: vec![RefStats::default(); references.max(1) * configs.len()],
+            trackers: if three_c {
+                configs.iter().map(|_| StackDistance::new()).collect()
+            } else {
+                Vec::new()
+            },
+            memory: MemoryStats::default(),
+        }
+    }
+
+    /// The levels' descriptions.
+    pub fn configs(&self) -> &[LevelConfig] {
+        &self.configs
+    }
+
+    /// Counters of every level, innermost first.
+    pub fn stats(&self) -> &[LevelStats] {
+        &self.stats
+    }
+
+    /// Counters of `reference` at `level`.
+    pub fn ref_stats(&self, reference: usize, level: usize) -> RefStats {
+        self.refs
+            .get(reference * self.levels.len() + level)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// Traffic that reached memory.
+    pub fn memory(&self) -> MemoryStats {
+        self.memory
+    }
+
+    /// Simulates one access of `size_bytes` at `addr` by `reference`; an access that spans
+    /// several first-level lines counts once per line.
+    #[inline]
+    pub fn access(&mut self, addr: u64, size_bytes: u32, write: bool, reference: u32) {
+        let shift = self.levels[0].shift;
+        let first = addr >> shift;
+        let last = addr.saturating_add(u64::from(size_bytes.max(1)) - 1) >> shift;
+        let reference = (reference as usize).min(self.refs.len() / self.levels.len() - 1);
+        for line in first..=last {
+            self.demand(0, line << shift, write, reference);
+        }
+    }
+
+    /// Writes every dirty line back to memory, level by level (counted as write-backs).
+    pub fn flush(&mut self) {
+        for k in 0..self.levels.len() {
+            let shift = self.levels[k].shift;
+            for line in self.levels[k].take_dirty() {
+                self.record_writeback(k);
+                self.put(k + 1, line << shift, true, self.configs[k].line_bytes);
+            }
+        }
+    }
+
+    /// A demand request for the line holding `addr` at level `k`; returns whether the line
+    /// comes back dirty (it left an exclusive level that held it dirty).
+    fn demand(&mut self, k: usize, addr: u64, write: bool, r: usize) -> bool {
+        let n = self.levels.len();
+        if k == n {
+            let bytes = self.configs[k - 1].line_bytes;
+            if write {
+                self.memory.write_bytes += bytes;
+            } else {
+                self.memory.read_bytes += bytes;
+            }
+            return false;
+        }
+        let cfg = &self.configs[k];
+        let (write_back, write_allocate, inclusion, line_bytes) = (
+            cfg.write_back,
+            cfg.write_allocate,
+            cfg.inclusion,
+            cfg.line_bytes,
+        );
+        let line = addr >> self.levels[k].shift;
+        let distance = self.trackers.get_mut(k).map(|t| t.access(line));
+        let stats = &mut self.stats[k];
+        let rs = &mut self.refs[r * n + k];
+        stats.accesses += 1;
+        rs.accesses += 1;
+        if self.levels[k].lookup(line, write && write_back) {
+            stats.hits += 1;
+            rs.hits += 1;
+            if write && !write_back {
+                self.write_through(k, addr, r);
+            }
+            if inclusion == Inclusion::Exclusive && !write {
+                return self.levels[k].remove(line).unwrap_or(false);
+            }
+            return false;
+        }
+        stats.misses += 1;
+        rs.misses += 1;
+        if let Some(d) = distance {
+            let capacity_lines = cfg.lines();
+            match d {
+                None => {
+                    stats.compulsory += 1;
+                    rs.compulsory += 1;
+                }
+                Some(d) if d >= capacity_lines => {
+                    stats.capacity += 1;
+                    rs.capacity += 1;
+                }
+                Some(_) => {
+                    stats.conflict += 1;
+                    rs.conflict += 1;
+                }
+            }
+        }
+        if write && !write_allocate {
+            self.write_through(k, addr, r);
+            return false;
+        }
+        let dirty_below = self.demand(k + 1, addr, false, r);
+        self.stats[k].fill_bytes += line_bytes;
+        if inclusion == Inclusion::Exclusive {
+            // A victim cache does not keep what passes through it.
+            return dirty_below;
+        }
+        if write && !write_back {
+            self.write_through(k, addr, r);
+        }
+        self.install(
+            k,
+            addr,
+            (write && write_back) || (dirty_below && write_back),
+        );
+        if dirty_below && !write_back {
+            self.put(k + 1, addr, true, line_bytes);
+        }
+        false
+    }
+
+    fn write_through(&mut self, k: usize, addr: u64, r: usize) {
+        self.stats[k].write_bytes += self.configs[k].line_bytes;
+        self.demand(k + 1, addr, true, r);
+    }
+
+    /// Puts the line holding `addr` into level `k`, handling the victim.
+    fn install(&mut self, k: usize, addr: u64, dirty: bool) {
+        let shift = self.levels[k].shift;
+        let Some((victim, mut victim_dirty)) = self.levels[k].insert(addr >> shift, dirty) else {
+            return;
+        };
+        let line_bytes = self.configs[k].line_bytes;
+        let victim_addr = victim << shift;
+        self.stats[k].evictions += 1;
+        if self.configs[k].inclusion == Inclusion::Inclusive {
+            for j in 0..k {
+                let step = self.configs[j].line_bytes;
+                let upper_shift = self.levels[j].shift;
+                for a in
+                    (victim_addr..victim_addr.saturating_add(line_bytes)).step_by(step as usize)
+                {
+                    if let Some(d) = self.levels[j].remove(a >> upper_shift) {
+                        self.stats[k].back_invalidations += 1;
+                        victim_dirty |= d;
+                    }
+                }
+            }
+        }
+        if victim_dirty {
+            self.record_writeback(k);
+        }
+        self.put(k + 1, victim_addr, victim_dirty, line_bytes);
+    }
+
+    fn record_writeback(&mut self, k: usize) {
+        self.stats[k].writebacks += 1;
+        self.stats[k].write_bytes += self.configs[k].line_bytes;
+    }
+
+    /// A line evicted from level `k - 1` (`bytes` long) arrives at level `k`.
+    fn put(&mut self, k: usize, addr: u64, dirty: bool, bytes: u64) {
+        if k == self.levels.len() {
+            if dirty {
+                self.memory.write_bytes += bytes;
+            }
+            return;
+        }
+        let cfg = &self.configs[k];
+        let (inclusion, write_back) = (cfg.inclusion, cfg.write_back);
+        if inclusion != Inclusion::Exclusive && !dirty {
+            return;
+        }
+        let line = addr >> self.levels[k].shift;
+        if let Some(t) = self.trackers.get_mut(k) {
+            t.access(line);
+        }
+        if dirty {
+            self.stats[k].writebacks_received += 1;
+        }
+        if !write_back {
+            self.levels[k].lookup(line, false);
+            if dirty {
+                self.stats[k].write_bytes += bytes;
+                self.put(k + 1, addr, true, bytes);
+            }
+            if inclusion == Inclusion::Exclusive && !self.levels[k].contains(line) {
+                self.install(k, addr, false);
+            }
+            return;
+        }
+        if !self.levels[k].lookup(line, dirty) {
+            // A whole line arrives, so it is allocated without fetching it from below.
+            self.install(k, addr, dirty);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse_cache_spec;
+
+    fn sim(spec: &str, three_c: bool) -> Hierarchy {
+        Hierarchy::new(&parse_cache_spec(spec).unwrap(), 4, three_c, 1)
+    }
+
+    #[test]
+    fn hand_checked_two_levels() {
+        // L1: 1 set × 2 ways × 64 B; L2: 4 lines fully associative.
+        let mut h = sim("L1=128:2:64,L2=256:4:64", true);
+        for addr in [0, 64, 128, 0, 8, 192, 64] {
+            h.access(addr, 8, false, 0);
+        }
+        let l1 = h.stats()[0];
+        // 0 m, 64 m, 128 m (evicts 0), 0 m (evicts 64), 8 h, 192 m (evicts 128), 64 m (evicts 0).
+        assert_eq!(
+            (l1.accesses, l1.hits, l1.misses, l1.evictions),
+            (7, 1, 6, 4)
+        );
+        // 3C at L1: 0,64,128,192 compulsory; 0 again has distance 2 >= 2 lines: capacity; 64 has
+        // distance 3: capacity.
+        assert_eq!((l1.compulsory, l1.capacity, l1.conflict), (4, 2, 0));
+        let l2 = h.stats()[1];
+        assert_eq!((l2.accesses, l2.hits, l2.misses), (6, 2, 4));
+        assert_eq!(h.memory().read_bytes, 4 * 64);
+    }
+
+    #[test]
+    fn write_back_counts_dirty_evictions() {
+        let mut h = sim("L1=128:2:64", false);
+        h.access(0, 8, true, 1);
+        h.access(64, 8, false, 1);
+        h.access(128, 8, false, 1); // evicts dirty line 0
+        h.access(192, 8, false, 1); // evicts clean line 64
+        let l1 = h.stats()[0];
+        assert_eq!((l1.evictions, l1.writebacks), (2, 1));
+        assert_eq!(
+            h.memory(),
+            MemoryStats {
+                read_bytes: 256,
+                write_bytes: 64
+            }
+        );
+        assert_eq!(h.ref_stats(1, 0).misses, 4);
+    }
+
+    #[test]
+    fn write_through_no_allocate_sends_stores_down() {
+        let mut h = sim("L1=128:2:64:wt:nwa", false);
+        h.access(0, 8, true, 0);
+        h.access(0, 8, true, 0);
+        let l1 = h.stats()[0];
+        assert_eq!((l1.misses, l1.writebacks), (2, 0));
+        assert_eq!(
+            h.memory(),
+            MemoryStats {
+                read_bytes: 0,
+                write_bytes: 128
+            }
+        );
+    }
+
+    #[test]
+    fn exclusive_level_holds_only_victims() {
+        let mut h = sim("L1=64:1:64,L2=128:2:64:excl", false);
+        h.access(0, 8, false, 0); // L1 miss, L2 miss, from memory into L1 only
+        h.access(64, 8, false, 0); // evicts 0 into L2
+        h.access(0, 8, false, 0); // L2 hit: moves up; 64 goes down
+        let l2 = h.stats()[1];
+        assert_eq!((l2.accesses, l2.hits, l2.misses), (3, 1, 2));
+        assert_eq!(h.memory().read_bytes, 128);
+    }
+
+    #[test]
+    fn inclusive_level_back_invalidates() {
+        let mut h = sim("L1=128:2:64,L2=128:2:64:incl", false);
+        h.access(0, 8, true, 0);
+        h.access(64, 8, false, 0);
+        h.access(0, 8, false, 0); // L1 hit; L2's LRU order still has 0 as oldest
+        h.access(128, 8, false, 0); // L2 evicts 0 and removes it from L1 (dirty)
+        assert_eq!(h.stats()[1].back_invalidations, 1);
+        assert_eq!(h.memory().write_bytes, 64);
+        h.access(0, 8, false, 0);
+        assert_eq!(h.stats()[0].misses, 4);
+    }
+
+    #[test]
+    fn straddling_access_touches_two_lines() {
+        let mut h = sim("L1=128:2:64", false);
+        h.access(60, 8, false, 0);
+        assert_eq!(h.stats()[0].accesses, 2);
+    }
+}

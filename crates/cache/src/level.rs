@@ -1,0 +1,244 @@
+//! One set-associative cache level: tags, dirty bits and replacement state, without counters.
+//!
+//! Each set is a slice of `ways` entries. For LRU and FIFO the slice is kept in order (most
+//! recent or newest first, invalid entries last), so a hit is a short rotation and the victim is
+//! the last entry. Tree-PLRU and random keep lines in place and use per-set bits or a generator.
+
+use crate::config::{LevelConfig, Replacement};
+
+const DIRTY: u64 = 1 << 63;
+const INVALID: u64 = u64::MAX;
+const LINE_MASK: u64 = !DIRTY;
+
+/// The storage of one level.
+#[derive(Debug, Clone)]
+pub(crate) struct Level {
+    pub(crate) shift: u32,
+    ways: usize,
+    set_mask: u64,
+    replacement: Replacement,
+    entries: Vec<u64>,
+    plru: Vec<u64>,
+    rng: u64,
+}
+
+impl Level {
+    pub(crate) fn new(cfg: &LevelConfig, seed: u64) -> Level {
+        let sets = cfg.sets() as usize;
+        let ways = cfg.ways as usize;
+        Level {
+            shift: cfg.line_bytes.trailing_zeros(),
+            ways,
+            set_mask: cfg.sets() - 1,
+            replacement: cfg.replacement,
+            entries: vec![INVALID; sets * ways],
+            plru: if cfg.replacement == Replacement::TreePlru {
+                vec![0; sets]
+            } else {
+                Vec::new()
+            },
+            // xorshift must not start at zero.
+            rng: seed | 1,
+        }
+    }
+
+    #[inline]
+    fn set_of(&self, line: u64) -> usize {
+        (line & self.set_mask) as usize
+    }
+
+    #[inline]
+    fn slots(&mut self, set: usize) -> &mut [u64] {
+        let start = set * self.ways;
+        &mut self.entries[start..start + self.ways]
+    }
+
+    /// Looks `line` up; on a hit updates the replacement state, sets the dirty bit when
+    /// `make_dirty`, and returns true.
+    #[inline]
+    pub(crate) fn lookup(&mut self, line: u64, make_dirty: bool) -> bool {
+        let set = self.set_of(line);
+        let replacement = self.replacement;
+        let slots = self.slots(set);
+        let Some(way) = slots.iter().position(|e| e & LINE_MASK == line) else {
+            return false;
+        };
+        let dirty = if make_dirty { DIRTY } else { 0 };
+        match replacement {
+            Replacement::Lru => {
+                slots[..=way].rotate_right(1);
+                slots[0] |= dirty;
+            }
+            Replacement::TreePlru => {
+                slots[way] |= dirty;
+                self.plru_touch(set, way);
+            }
+            Replacement::Fifo | Replacement::Random => slots[way] |= dirty,
+        }
+        true
+    }
+
+    /// Whether `line` is present, without touching the replacement state.
+    pub(crate) fn contains(&self, line: u64) -> bool {
+        let start = self.set_of(line) * self.ways;
+        self.entries[start..start + self.ways]
+            .iter()
+            .any(|e| e & LINE_MASK == line)
+    }
+
+    /// Inserts `line` (which must be absent); returns the evicted line and its dirty bit.
+    #[inline]
+    pub(crate) fn insert(&mut self, line: u64, dirty: bool) -> Option<(u64, bool)> {
+        let set = self.set_of(line);
+        let entry = line | if dirty { DIRTY } else { 0 };
+        let replacement = self.replacement;
+        let victim = match replacement {
+            Replacement::Lru | Replacement::Fifo => {
+                let slots = self.slots(set);
+                let victim = slots[slots.len() - 1];
+                slots.rotate_right(1);
+                slots[0] = entry;
+                victim
+            }
+            Replacement::TreePlru | Replacement::Random => {
+                let way = match self.slots(set).iter().position(|e| *e == INVALID) {
+                    Some(w) => w,
+                    None if replacement == Replacement::Random => self.random_way(),
+                    None => self.plru_victim(set),
+                };
+                let slots = self.slots(set);
+                let victim = slots[way];
+                slots[way] = entry;
+                if replacement == Replacement::TreePlru {
+                    self.plru_touch(set, way);
+                }
+                victim
+            }
+        };
+        (victim != INVALID).then_some((victim & LINE_MASK, victim & DIRTY != 0))
+    }
+
+    /// Removes `line` if present; returns its dirty bit.
+    pub(crate) fn remove(&mut self, line: u64) -> Option<bool> {
+        let set = self.set_of(line);
+        let replacement = self.replacement;
+        let slots = self.slots(set);
+        let way = slots.iter().position(|e| e & LINE_MASK == line)?;
+        let dirty = slots[way] & DIRTY != 0;
+        match replacement {
+            Replacement::Lru | Replacement::Fifo => {
+                slots[way..].rotate_left(1);
+                let last = slots.len() - 1;
+                slots[last] = INVALID;
+            }
+            Replacement::TreePlru | Replacement::Random => slots[way] = INVALID,
+        }
+        Some(dirty)
+    }
+
+    /// Every dirty line, cleaning it (for a final flush).
+    pub(crate) fn take_dirty(&mut self) -> Vec<u64> {
+        let mut out = Vec::new();
+        for e in &mut self.entries {
+            if *e != INVALID && *e & DIRTY != 0 {
+                *e &= LINE_MASK;
+                out.push(*e);
+            }
+        }
+        out
+    }
+
+    fn random_way(&mut self) -> usize {
+        // xorshift64: fast, reproducible from the seed.
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        (self.rng % self.ways as u64) as usize
+    }
+
+    /// Points every tree node on the path to `way` away from it. Node `n` has children `2n`
+    /// and `2n+1`; bit `n` set means "the victim is in the right subtree".
+    fn plru_touch(&mut self, set: usize, way: usize) {
+        let depth = self.ways.trailing_zeros();
+        let mut node = 1usize;
+        let bits = &mut self.plru[set];
+        for level in (0..depth).rev() {
+            let right = (way >> level) & 1;
+            if right == 1 {
+                *bits &= !(1u64 << node);
+            } else {
+                *bits |= 1u64 << node;
+            }
+            node = 2 * node + right;
+        }
+    }
+
+    fn plru_victim(&self, set: usize) -> usize {
+        let depth = self.ways.trailing_zeros();
+        let bits = self.plru[set];
+        let mut node = 1usize;
+        let mut way = 0usize;
+        for _ in 0..depth {
+            let right = ((bits >> node) & 1) as usize;
+            way = (way << 1) | right;
+            node = 2 * node + right;
+        }
+        way
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn level(spec: &str) -> Level {
+        Level::new(&crate::parse_cache_spec(spec).unwrap()[0], 7)
+    }
+
+    #[test]
+    fn lru_evicts_the_least_recently_used() {
+        let mut l = level("L1=128:2:64"); // one set, 2 ways
+        assert_eq!(l.insert(1, false), None);
+        assert_eq!(l.insert(2, true), None);
+        assert!(l.lookup(1, false));
+        assert_eq!(l.insert(3, false), Some((2, true)));
+        assert!(l.contains(1) && l.contains(3) && !l.contains(2));
+        assert_eq!(l.remove(1), Some(false));
+        assert_eq!(l.insert(4, false), None);
+    }
+
+    #[test]
+    fn fifo_ignores_hits() {
+        let mut l = level("L1=128:2:64:fifo");
+        l.insert(1, false);
+        l.insert(2, false);
+        assert!(l.lookup(1, false));
+        assert_eq!(l.insert(3, false), Some((1, false)));
+    }
+
+    #[test]
+    fn tree_plru_follows_the_tree() {
+        let mut l = level("L1=256:4:64:plru"); // one set, 4 ways
+        for line in 0..4 {
+            assert_eq!(l.insert(line, false), None);
+        }
+        // Fill order 0,1,2,3 points the root left, node 2 to way 0: way 0 (line 0) goes first.
+        assert_eq!(l.insert(4, false), Some((0, false)));
+        // Now way 0 was just used; the tree points right, at node 3's choice: way 2 (line 2).
+        assert_eq!(l.insert(5, false), Some((2, false)));
+        assert!(l.lookup(1, false));
+        assert_eq!(l.insert(6, false), Some((3, false)));
+    }
+
+    #[test]
+    fn random_is_reproducible() {
+        let run = || {
+            let mut l = level("L1=512:8:64:random");
+            (0..100)
+                .filter_map(|x| l.insert(x, false))
+                .map(|v| v.0)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(run(), run());
+    }
+}

@@ -1,0 +1,47 @@
+//! The exact cache-hierarchy simulator: the oracle every cache model of loopscope is checked
+//! against.
+//!
+//! This room simulates any number of set-associative levels ([`LevelConfig`]): exact LRU, FIFO,
+//! tree-PLRU or seeded random replacement; write-back with write-allocate by default, or
+//! write-through and no-write-allocate; non-inclusive, inclusive (with back-invalidation) or
+//! exclusive (victim) levels. [`Hierarchy`] counts per level and per reference: accesses, hits,
+//! misses, evictions, write-backs and bytes moved, and optionally the 3C split (compulsory: first
+//! touch of the line at that level; capacity: a fully associative LRU cache of the same size
+//! would miss too; conflict: the rest). [`StackDistance`] and [`MissCurve`] give LRU stack
+//! distances in O(log n) per access, hence the misses of a fully associative LRU cache of every
+//! size in one pass. Addresses come from anywhere: a kernel's access stream or a trace
+//! ([`parse_trace_line`]).
+//!
+//! It must not parse kernels or model misses analytically, print, or exit: bad geometry or trace
+//! input is a [`CacheError`].
+//!
+//! # Example
+//!
+//! ```
+//! use loopscope_cache::{parse_cache_spec, Hierarchy};
+//!
+//! // Spec 000's cache: 256 B, 2 ways, 32-byte lines (4 sets).
+//! let levels = parse_cache_spec("L1=256:2:32").unwrap();
+//! let mut sim = Hierarchy::new(&levels, 1, true, 0);
+//! for addr in (0..512).step_by(8) {
+//!     sim.access(addr, 8, false, 0);
+//! }
+//! let l1 = sim.stats()[0];
+//! assert_eq!((l1.accesses, l1.misses, l1.compulsory), (64, 16, 16));
+//! ```
+#![deny(missing_docs)]
+
+mod config;
+mod error;
+mod hierarchy;
+mod level;
+mod stack;
+mod trace;
+
+pub use config::{
+    Inclusion, LevelConfig, Replacement, check_hierarchy, levels_from_machine, parse_cache_spec,
+};
+pub use error::CacheError;
+pub use hierarchy::{Hierarchy, LevelStats, MemoryStats, RefStats};
+pub use stack::{MissCurve, StackDistance};
+pub use trace::{TraceAccess, parse_trace_line};

@@ -1,0 +1,47 @@
+//! Errors of this crate: one line each, naming the kernel file, the position and what was expected.
+
+/// Why a kernel could not be read, bound to parameters, placed in memory or enumerated.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KernelError {
+    /// The text is not in the kernel subset: a syntax error or an unsupported construct.
+    #[error("{origin}:{line}:{column}: {message}")]
+    Syntax {
+        /// The kernel file (or another name for the text).
+        origin: String,
+        /// 1-based line.
+        line: u32,
+        /// 1-based column (in characters).
+        column: u32,
+        /// What was found and what was expected.
+        message: String,
+    },
+    /// A symbol (loop bound, extent or subscript constant) has no value: it needs `-D NAME=VALUE`.
+    #[error(
+        "{origin}:{line}:{column}: symbol `{name}` has no value (give it with -D {name}=VALUE)"
+    )]
+    UnboundSymbol {
+        /// The kernel file.
+        origin: String,
+        /// 1-based line of the first use.
+        line: u32,
+        /// 1-based column of the first use.
+        column: u32,
+        /// The symbol.
+        name: String,
+    },
+    /// A value given for the kernel (a `-D` value or a base address) is unusable.
+    #[error("{origin}: {message}")]
+    Binding {
+        /// The kernel file.
+        origin: String,
+        /// What is wrong and what was expected.
+        message: String,
+    },
+}
+
+impl KernelError {
+    /// True when the error comes from the user's input; every error of this crate does.
+    pub fn is_bad_input(&self) -> bool {
+        true
+    }
+}

@@ -1,0 +1,726 @@
+//! The hand-written recursive-descent parser of the kernel subset; it builds the IR directly.
+//!
+//! Accepted: declarations of `double`/`float`/`int`/`long` scalars and arrays (extents affine in
+//! parameters), `for` loops with affine bounds and constant steps (`<`, `<=`, `>`, `>=`;
+//! `++`, `--`, `+=`, `-=`, `v = v + c`), blocks, and assignments (`=`, `+=`, `-=`, `*=`, `/=`)
+//! whose subscripts are affine in loop variables and parameters. Everything else is refused with
+//! its position.
+
+use std::collections::HashMap;
+
+use crate::KernelError;
+use crate::affine::{Affine, Sym};
+use crate::ir::{
+    AccessKind, Array, ElemType, Flops, Kernel, Loop, Node, Reference, Side, Statement,
+};
+use crate::lexer::{Pos, Tok, Token, tokenize};
+
+/// Deepest loop nest accepted; also bounds the parser's recursion.
+const MAX_DEPTH: usize = 64;
+/// Deepest expression nesting accepted (parentheses, unary minus), to bound recursion.
+const MAX_EXPR_DEPTH: usize = 200;
+
+/// Parses a kernel file's text; `origin` names it in error messages.
+pub fn parse_kernel(text: &str, origin: &str) -> Result<Kernel, KernelError> {
+    let tokens = tokenize(text, origin)?;
+    let mut p = Parser {
+        tokens,
+        at: 0,
+        origin: origin.to_owned(),
+        kernel: Kernel {
+            origin: origin.to_owned(),
+            params: Vec::new(),
+            param_pos: Vec::new(),
+            arrays: Vec::new(),
+            loops: Vec::new(),
+            statements: Vec::new(),
+            body: Vec::new(),
+        },
+        arrays: HashMap::new(),
+        scalars: HashMap::new(),
+        scope: Vec::new(),
+        expr_depth: 0,
+    };
+    let mut body = Vec::new();
+    while p.peek() != &Tok::End {
+        if let Some(node) = p.item()? {
+            body.push(node);
+        }
+    }
+    p.kernel.body = body;
+    if p.kernel.statements.is_empty() {
+        return Err(p.error_at(
+            p.pos(),
+            "the kernel has no statement: expected an assignment".into(),
+        ));
+    }
+    Ok(p.kernel)
+}
+
+/// An expression as parsed, with names already resolved.
+#[derive(Debug, Clone)]
+enum Expr {
+    Int(i64),
+    Float,
+    Sym(Sym),
+    Scalar(ElemType),
+    Index(usize, Vec<Affine>, Pos),
+    Bin(char, Box<Expr>, Box<Expr>, Pos),
+    Neg(Box<Expr>),
+}
+
+struct Parser {
+    tokens: Vec<Token>,
+    at: usize,
+    origin: String,
+    kernel: Kernel,
+    arrays: HashMap<String, usize>,
+    scalars: HashMap<String, ElemType>,
+    /// Loop variables in scope, innermost last: (name, loop id).
+    scope: Vec<(String, usize)>,
+    expr_depth: usize,
+}
+
+impl Parser {
+    fn peek(&self) -> &Tok {
+        &self.tokens[self.at].tok
+    }
+
+    fn pos(&self) -> Pos {
+        self.tokens[self.at].pos
+    }
+
+    fn next(&mut self) -> Token {
+        let t = self.tokens[self.at].clone();
+        if self.at + 1 < self.tokens.len() {
+            self.at += 1;
+        }
+        t
+    }
+
+    fn error_at(&self, pos: Pos, message: String) -> KernelError {
+        KernelError::Syntax {
+            origin: self.origin.clone(),
+            line: pos.line,
+            column: pos.column,
+            message,
+        }
+    }
+
+    fn unexpected(&self, expected: &str) -> KernelError {
+        self.error_at(
+            self.pos(),
+            format!("expected {expected}, found {}", self.peek().describe()),
+        )
+    }
+
+    fn eat(&mut self, punct: &str) -> bool {
+        if matches!(self.peek(), Tok::Punct(p) if *p == punct) {
+            self.next();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn expect(&mut self, punct: &str) -> Result<(), KernelError> {
+        if self.eat(punct) {
+            Ok(())
+        } else {
+            Err(self.unexpected(&format!("`{punct}`")))
+        }
+    }
+
+    fn ident(&mut self, what: &str) -> Result<(String, Pos), KernelError> {
+        match self.peek().clone() {
+            Tok::Ident(name) if !is_keyword(&name) => {
+                let pos = self.pos();
+                self.next();
+                Ok((name, pos))
+            }
+            _ => Err(self.unexpected(what)),
+        }
+    }
+
+    fn elem_type(&self) -> Option<ElemType> {
+        match self.peek() {
+            Tok::Ident(name) => match name.as_str() {
+                "double" => Some(ElemType::Double),
+                "float" => Some(ElemType::Float),
+                "int" => Some(ElemType::Int),
+                "long" => Some(ElemType::Long),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// One top-level or body item; declarations give no node.
+    fn item(&mut self) -> Result<Option<Node>, KernelError> {
+        if matches!(self.peek(), Tok::Ident(k) if k == "const" || k == "static") {
+            self.next();
+        }
+        if self.elem_type().is_some() {
+            return self.declaration();
+        }
+        match self.peek() {
+            Tok::Ident(k) if k == "for" => self.for_loop().map(Some),
+            Tok::Ident(k) if is_keyword(k) => Err(self.error_at(
+                self.pos(),
+                format!("`{k}` is outside the kernel subset (expected a declaration, `for` or an assignment)"),
+            )),
+            Tok::Ident(_) => self.assignment(None).map(Some),
+            Tok::Punct(";") => {
+                self.next();
+                Ok(None)
+            }
+            _ => Err(self.unexpected("a declaration, `for` or an assignment")),
+        }
+    }
+
+    fn declaration(&mut self) -> Result<Option<Node>, KernelError> {
+        let elem = self.elem_type().unwrap_or(ElemType::Double);
+        self.next();
+        let mut node = None;
+        loop {
+            let (name, pos) = self.ident("a variable name")?;
+            if self.arrays.contains_key(&name) || self.scalars.contains_key(&name) {
+                return Err(self.error_at(pos, format!("`{name}` is declared twice")));
+            }
+            if self.peek() == &Tok::Punct("[") {
+                if !self.scope.is_empty() {
+                    return Err(self.error_at(pos, "arrays must be declared outside loops".into()));
+                }
+                let mut extents = Vec::new();
+                while self.eat("[") {
+                    let at = self.pos();
+                    let e = self.expr()?;
+                    let extent = self.affine(&e, at, false)?;
+                    if extent.as_constant().is_some_and(|c| c <= 0) {
+                        return Err(self.error_at(at, "an array extent must be positive".into()));
+                    }
+                    extents.push(extent);
+                    self.expect("]")?;
+                }
+                self.arrays.insert(name.clone(), self.kernel.arrays.len());
+                self.kernel.arrays.push(Array {
+                    name,
+                    elem,
+                    extents,
+                    pos,
+                });
+            } else {
+                self.scalars.insert(name.clone(), elem);
+                if self.peek() == &Tok::Punct("=") {
+                    // `double t = expr;` inside a loop is a statement on a register value.
+                    self.next();
+                    let rhs = self.expr()?;
+                    if !self.scope.is_empty() {
+                        node = Some(self.finish_statement(None, '=', rhs, pos));
+                    }
+                }
+            }
+            if !self.eat(",") {
+                break;
+            }
+        }
+        self.expect(";")?;
+        Ok(node)
+    }
+
+    fn for_loop(&mut self) -> Result<Node, KernelError> {
+        let pos = self.pos();
+        if self.scope.len() >= MAX_DEPTH {
+            return Err(self.error_at(pos, format!("loops nested deeper than {MAX_DEPTH}")));
+        }
+        self.next();
+        self.expect("(")?;
+        if self.elem_type().is_some() {
+            self.next();
+        }
+        let (var, var_pos) = self.ident("the loop variable")?;
+        if self.arrays.contains_key(&var) || self.scope.iter().any(|(n, _)| *n == var) {
+            return Err(self.error_at(
+                var_pos,
+                format!("`{var}` cannot be a loop variable here (already in use)"),
+            ));
+        }
+        self.expect("=")?;
+        let at = self.pos();
+        let start_expr = self.expr()?;
+        let start = self.affine(&start_expr, at, true)?;
+        self.expect(";")?;
+        let (cond_var, cond_pos) = self.ident("the loop variable in the condition")?;
+        if cond_var != var {
+            return Err(self.error_at(
+                cond_pos,
+                format!("expected the loop variable `{var}` in the condition"),
+            ));
+        }
+        let relation = match self.next().tok {
+            Tok::Punct(p @ ("<" | "<=" | ">" | ">=")) => p,
+            _ => {
+                return Err(self.error_at(
+                    cond_pos,
+                    "expected `<`, `<=`, `>` or `>=` after the loop variable".into(),
+                ));
+            }
+        };
+        let at = self.pos();
+        let bound_expr = self.expr()?;
+        let bound = self.affine(&bound_expr, at, true)?;
+        self.expect(";")?;
+        let step = self.step(&var)?;
+        self.expect(")")?;
+        let upward = matches!(relation, "<" | "<=");
+        if upward != (step > 0) {
+            return Err(self.error_at(
+                pos,
+                format!("the step of `{var}` moves away from its bound `{relation}`"),
+            ));
+        }
+        let end_inclusive = match relation {
+            "<" => bound.checked_add(&Affine::constant(-1)),
+            ">" => bound.checked_add(&Affine::constant(1)),
+            _ => Some(bound),
+        }
+        .ok_or_else(|| self.error_at(at, "loop bound overflows".into()))?;
+        let id = self.kernel.loops.len();
+        self.kernel.loops.push(Loop {
+            var: var.clone(),
+            start,
+            end_inclusive,
+            step,
+            parent: self.scope.last().map(|(_, l)| *l),
+            pos,
+        });
+        self.scope.push((var, id));
+        let body = self.loop_body();
+        self.scope.pop();
+        Ok(Node::Loop { id, body: body? })
+    }
+
+    fn step(&mut self, var: &str) -> Result<i64, KernelError> {
+        let pos = self.pos();
+        let bad = |p: &Parser| {
+            p.error_at(
+                pos,
+                format!(
+                    "expected a constant step of `{var}` (`++{var}`, `{var}++`, `{var} += 2`, ...)"
+                ),
+            )
+        };
+        if self.eat("++") || self.eat("--") {
+            let dir = if self.tokens[self.at - 1].tok == Tok::Punct("++") {
+                1
+            } else {
+                -1
+            };
+            let (v, _) = self.ident("the loop variable")?;
+            return if v == var { Ok(dir) } else { Err(bad(self)) };
+        }
+        let (v, _) = self.ident("the loop variable")?;
+        if v != var {
+            return Err(bad(self));
+        }
+        let tok = self.next().tok;
+        let step = match tok {
+            Tok::Punct("++") => 1,
+            Tok::Punct("--") => -1,
+            Tok::Punct(op @ ("+=" | "-=")) => {
+                let c = self.const_int().ok_or_else(|| bad(self))?;
+                if op == "+=" {
+                    c
+                } else {
+                    c.checked_neg().ok_or_else(|| bad(self))?
+                }
+            }
+            Tok::Punct("=") => {
+                let (v2, _) = self.ident("the loop variable")?;
+                let sign = match self.next().tok {
+                    Tok::Punct("+") => 1,
+                    Tok::Punct("-") => -1,
+                    _ => return Err(bad(self)),
+                };
+                let c = self.const_int().ok_or_else(|| bad(self))?;
+                if v2 != var {
+                    return Err(bad(self));
+                }
+                c * sign
+            }
+            _ => return Err(bad(self)),
+        };
+        if step == 0 {
+            return Err(self.error_at(pos, "a loop step must not be zero".into()));
+        }
+        Ok(step)
+    }
+
+    fn const_int(&mut self) -> Option<i64> {
+        match self.next().tok {
+            Tok::Int(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    fn loop_body(&mut self) -> Result<Vec<Node>, KernelError> {
+        if !self.eat("{") {
+            return Ok(self.item()?.into_iter().collect());
+        }
+        let mut body = Vec::new();
+        while !self.eat("}") {
+            if self.peek() == &Tok::End {
+                return Err(self.unexpected("`}`"));
+            }
+            if let Some(node) = self.item()? {
+                body.push(node);
+            }
+        }
+        Ok(body)
+    }
+
+    fn assignment(&mut self, _: Option<()>) -> Result<Node, KernelError> {
+        let pos = self.pos();
+        let (name, name_pos) = self.ident("an assignment target")?;
+        let target = if let Some(&array) = self.arrays.get(&name) {
+            let subs = self.subscripts(array, &name, name_pos)?;
+            Some((array, subs, name_pos))
+        } else if self.scalars.contains_key(&name) {
+            None
+        } else {
+            return Err(self.error_at(
+                name_pos,
+                format!("cannot assign to `{name}`: expected a declared array or scalar"),
+            ));
+        };
+        if self.scope.is_empty() && target.is_some() {
+            return Err(self.error_at(pos, "array assignments must be inside a loop".into()));
+        }
+        let op = match self.next().tok {
+            Tok::Punct("=") => '=',
+            Tok::Punct("+=") => '+',
+            Tok::Punct("-=") => '-',
+            Tok::Punct("*=") => '*',
+            Tok::Punct("/=") => '/',
+            other => {
+                return Err(self.error_at(
+                    name_pos,
+                    format!(
+                        "expected `=`, `+=`, `-=`, `*=` or `/=` after `{name}`, found {}",
+                        other.describe()
+                    ),
+                ));
+            }
+        };
+        let rhs = self.expr()?;
+        self.expect(";")?;
+        Ok(self.finish_statement(target, op, rhs, pos))
+    }
+
+    /// Records a statement: its references in execution order and its FLOPs.
+    fn finish_statement(
+        &mut self,
+        target: Option<(usize, Vec<Affine>, Pos)>,
+        op: char,
+        rhs: Expr,
+        pos: Pos,
+    ) -> Node {
+        let mut refs = Vec::new();
+        collect_reads(&rhs, &mut refs);
+        for (i, r) in refs.iter_mut().enumerate() {
+            r.ordinal = i as u32 + 1;
+        }
+        let mut flops = Flops::default();
+        let rhs_float = count_flops(&rhs, &self.kernel.arrays, &mut flops);
+        let mut target_float = rhs_float;
+        if let Some((array, subscripts, at)) = target {
+            target_float = self.kernel.arrays[array].elem.is_float();
+            if op != '=' {
+                refs.push(Reference {
+                    array,
+                    subscripts: subscripts.clone(),
+                    kind: AccessKind::Read,
+                    side: Side::Left,
+                    ordinal: 1,
+                    pos: at,
+                });
+            }
+            refs.push(Reference {
+                array,
+                subscripts,
+                kind: AccessKind::Write,
+                side: Side::Left,
+                ordinal: 1,
+                pos: at,
+            });
+        }
+        if op != '=' && (target_float || rhs_float) {
+            add_flop(&mut flops, op);
+        }
+        let id = self.kernel.statements.len();
+        self.kernel.statements.push(Statement {
+            loops: self.scope.iter().map(|(_, l)| *l).collect(),
+            refs,
+            flops,
+            pos,
+        });
+        Node::Statement(id)
+    }
+
+    fn subscripts(
+        &mut self,
+        array: usize,
+        name: &str,
+        pos: Pos,
+    ) -> Result<Vec<Affine>, KernelError> {
+        let mut subs = Vec::new();
+        while self.eat("[") {
+            let at = self.pos();
+            let e = self.expr()?;
+            subs.push(self.affine(&e, at, true)?);
+            self.expect("]")?;
+        }
+        let dims = self.kernel.arrays[array].extents.len();
+        if subs.len() != dims {
+            return Err(self.error_at(
+                pos,
+                format!(
+                    "`{name}` has {dims} dimensions but {} subscripts are given",
+                    subs.len()
+                ),
+            ));
+        }
+        Ok(subs)
+    }
+
+    fn expr(&mut self) -> Result<Expr, KernelError> {
+        let mut left = self.term()?;
+        loop {
+            let pos = self.pos();
+            let op = if self.eat("+") {
+                '+'
+            } else if self.eat("-") {
+                '-'
+            } else {
+                return Ok(left);
+            };
+            let right = self.term()?;
+            left = Expr::Bin(op, Box::new(left), Box::new(right), pos);
+        }
+    }
+
+    fn term(&mut self) -> Result<Expr, KernelError> {
+        let mut left = self.unary()?;
+        loop {
+            let pos = self.pos();
+            let op = if self.eat("*") {
+                '*'
+            } else if self.eat("/") {
+                '/'
+            } else {
+                return Ok(left);
+            };
+            let right = self.unary()?;
+            left = Expr::Bin(op, Box::new(left), Box::new(right), pos);
+        }
+    }
+
+    fn unary(&mut self) -> Result<Expr, KernelError> {
+        self.expr_depth += 1;
+        if self.expr_depth > MAX_EXPR_DEPTH {
+            return Err(self.error_at(self.pos(), "expression nested too deeply".into()));
+        }
+        let result = if self.eat("-") {
+            self.unary().map(|e| Expr::Neg(Box::new(e)))
+        } else if self.eat("+") {
+            self.unary()
+        } else {
+            self.primary()
+        };
+        self.expr_depth -= 1;
+        result
+    }
+
+    fn primary(&mut self) -> Result<Expr, KernelError> {
+        let token = self.next();
+        match token.tok {
+            Tok::Int(v) => Ok(Expr::Int(v)),
+            Tok::Float(_) => Ok(Expr::Float),
+            Tok::Punct("(") => {
+                let e = self.expr()?;
+                self.expect(")")?;
+                Ok(e)
+            }
+            Tok::Ident(name) if !is_keyword(&name) => self.name(name, token.pos),
+            other => Err(self.error_at(
+                token.pos,
+                format!(
+                    "expected a number, a name or `(`, found {}",
+                    other.describe()
+                ),
+            )),
+        }
+    }
+
+    fn name(&mut self, name: String, pos: Pos) -> Result<Expr, KernelError> {
+        if self.peek() == &Tok::Punct("(") {
+            return Err(self.error_at(
+                pos,
+                format!("function call `{name}(...)` is outside the kernel subset"),
+            ));
+        }
+        if let Some(&array) = self.arrays.get(&name) {
+            if self.peek() != &Tok::Punct("[") {
+                return Err(self.error_at(pos, format!("array `{name}` used without subscripts (pointer arithmetic is outside the kernel subset)")));
+            }
+            let subs = self.subscripts(array, &name, pos)?;
+            return Ok(Expr::Index(array, subs, pos));
+        }
+        if self.peek() == &Tok::Punct("[") {
+            return Err(self.error_at(pos, format!("`{name}` is not a declared array")));
+        }
+        if let Some((_, id)) = self.scope.iter().rev().find(|(n, _)| *n == name) {
+            return Ok(Expr::Sym(Sym::Loop(*id)));
+        }
+        if let Some(&t) = self.scalars.get(&name) {
+            return Ok(Expr::Scalar(t));
+        }
+        let index = match self.kernel.params.iter().position(|p| *p == name) {
+            Some(i) => i,
+            None => {
+                self.kernel.params.push(name);
+                self.kernel.param_pos.push(pos);
+                self.kernel.params.len() - 1
+            }
+        };
+        Ok(Expr::Sym(Sym::Param(index)))
+    }
+
+    /// The affine form of `e`; loop variables are allowed only when `loops_ok`.
+    fn affine(&self, e: &Expr, at: Pos, loops_ok: bool) -> Result<Affine, KernelError> {
+        let fail = |m: &str| self.error_at(at, m.to_owned());
+        let overflow = || fail("constant overflows 64 bits");
+        match e {
+            Expr::Int(v) => Ok(Affine::constant(*v)),
+            Expr::Float => Err(fail(
+                "expected an integer expression, found a floating-point constant",
+            )),
+            Expr::Sym(s @ Sym::Loop(_)) if !loops_ok => Err(self.error_at(
+                at,
+                format!(
+                    "loop variable `{}` cannot appear here",
+                    self.kernel.sym_name(*s)
+                ),
+            )),
+            Expr::Sym(s) => Ok(Affine::symbol(*s)),
+            Expr::Scalar(_) => Err(fail(
+                "expected an affine expression of loop variables and parameters, found a scalar variable",
+            )),
+            Expr::Index(..) => Err(fail(
+                "indirect subscripts (an array inside a subscript or bound) are outside the kernel subset",
+            )),
+            Expr::Neg(inner) => self
+                .affine(inner, at, loops_ok)?
+                .checked_scale(-1)
+                .ok_or_else(overflow),
+            Expr::Bin(op, l, r, pos) => {
+                let a = self.affine(l, at, loops_ok)?;
+                let b = self.affine(r, at, loops_ok)?;
+                match op {
+                    '+' => a.checked_add(&b).ok_or_else(overflow),
+                    '-' => a.checked_sub(&b).ok_or_else(overflow),
+                    '*' => match (a.as_constant(), b.as_constant()) {
+                        (Some(c), _) => b.checked_scale(c).ok_or_else(overflow),
+                        (_, Some(c)) => a.checked_scale(c).ok_or_else(overflow),
+                        _ => {
+                            Err(self.error_at(*pos, "product of two symbols is not affine".into()))
+                        }
+                    },
+                    _ => match (a.as_constant(), b.as_constant()) {
+                        (Some(x), Some(y)) if y != 0 && x % y == 0 => Ok(Affine::constant(x / y)),
+                        _ => Err(self.error_at(
+                            *pos,
+                            "division is not affine (only exact division of constants is accepted)"
+                                .into(),
+                        )),
+                    },
+                }
+            }
+        }
+    }
+}
+
+fn is_keyword(name: &str) -> bool {
+    matches!(
+        name,
+        "for"
+            | "while"
+            | "do"
+            | "if"
+            | "else"
+            | "return"
+            | "double"
+            | "float"
+            | "int"
+            | "long"
+            | "const"
+            | "static"
+            | "void"
+            | "char"
+            | "struct"
+            | "switch"
+            | "goto"
+            | "break"
+            | "continue"
+            | "unsigned"
+            | "signed"
+            | "short"
+            | "sizeof"
+    )
+}
+
+/// Array reads of `e`, left to right. Subscript expressions were checked affine when parsed.
+fn collect_reads(e: &Expr, out: &mut Vec<Reference>) {
+    match e {
+        Expr::Index(array, subs, pos) => out.push(Reference {
+            array: *array,
+            subscripts: subs.clone(),
+            kind: AccessKind::Read,
+            side: Side::Right,
+            ordinal: 0,
+            pos: *pos,
+        }),
+        Expr::Bin(_, l, r, _) => {
+            collect_reads(l, out);
+            collect_reads(r, out);
+        }
+        Expr::Neg(inner) => collect_reads(inner, out),
+        _ => {}
+    }
+}
+
+/// Counts the FLOPs of `e` into `flops`; returns whether `e` has a floating-point type.
+fn count_flops(e: &Expr, arrays: &[Array], flops: &mut Flops) -> bool {
+    match e {
+        Expr::Int(_) | Expr::Sym(_) => false,
+        Expr::Float => true,
+        Expr::Scalar(t) => t.is_float(),
+        Expr::Index(a, ..) => arrays[*a].elem.is_float(),
+        Expr::Neg(inner) => count_flops(inner, arrays, flops),
+        Expr::Bin(op, l, r, _) => {
+            let float = count_flops(l, arrays, flops) | count_flops(r, arrays, flops);
+            if float {
+                add_flop(flops, *op);
+            }
+            float
+        }
+    }
+}
+
+fn add_flop(flops: &mut Flops, op: char) {
+    match op {
+        '+' | '-' => flops.add += 1,
+        '*' => flops.mul += 1,
+        _ => flops.div += 1,
+    }
+}

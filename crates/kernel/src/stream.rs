@@ -1,0 +1,376 @@
+//! The access stream: every memory access of a kernel for concrete parameters, in execution
+//! order, produced on the fly (no trace is materialised).
+
+use crate::KernelError;
+use crate::affine::{Affine, Sym};
+use crate::ir::{AccessKind, Kernel, Node};
+use crate::layout::Layout;
+
+/// One memory access.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Access {
+    /// The reference (index into [`Kernel::references`] order).
+    pub reference: u32,
+    /// Byte address.
+    pub addr: u64,
+    /// Bytes accessed.
+    pub size_bytes: u32,
+    /// True for a store.
+    pub write: bool,
+}
+
+/// An affine function of loop variables with parameters already substituted.
+#[derive(Debug, Clone)]
+struct Lin {
+    constant: i64,
+    terms: Vec<(usize, i64)>,
+}
+
+impl Lin {
+    fn from_affine(a: &Affine, params: &[i64]) -> Option<Lin> {
+        let bound = a.bind_params(params)?;
+        Some(Lin {
+            constant: bound.constant,
+            terms: bound
+                .terms
+                .iter()
+                .filter_map(|&(s, c)| match s {
+                    Sym::Loop(l) => Some((l, c)),
+                    Sym::Param(_) => None,
+                })
+                .collect(),
+        })
+    }
+
+    #[inline]
+    fn eval(&self, vars: &[i64]) -> Option<i64> {
+        let mut v = self.constant;
+        for &(l, c) in &self.terms {
+            v = v.checked_add(c.checked_mul(vars[l])?)?;
+        }
+        Some(v)
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    /// Start loop `id`; jump to `exit` when it runs zero times.
+    Enter { id: usize, exit: usize },
+    /// Execute statement `stmt`, whose references are `refs[first..first + count]`.
+    Stmt { first: usize, count: usize },
+    /// Next iteration of loop `id`, jumping back to `body`, or fall through.
+    Back { id: usize, body: usize },
+}
+
+#[derive(Debug, Clone)]
+struct RefCode {
+    /// Byte address as an affine function of the loop variables.
+    addr: Lin,
+    size_bytes: u32,
+    write: bool,
+}
+
+/// A kernel compiled for concrete parameters and a layout: the source of access streams.
+#[derive(Debug, Clone)]
+pub struct Program {
+    origin: String,
+    var_names: Vec<String>,
+    ops: Vec<Op>,
+    refs: Vec<RefCode>,
+    starts: Vec<Lin>,
+    ends: Vec<Lin>,
+    steps: Vec<i64>,
+    /// For each statement: how many times it executes.
+    executions: Vec<u64>,
+}
+
+impl Program {
+    /// Compiles `kernel` for parameter values `params` (in [`Kernel::params`] order) and `layout`.
+    pub fn new(kernel: &Kernel, params: &[i64], layout: &Layout) -> Result<Program, KernelError> {
+        let overflow = || KernelError::Binding {
+            origin: kernel.origin.clone(),
+            message: "an address or loop bound overflows 64 bits with these parameter values"
+                .into(),
+        };
+        let mut refs = Vec::new();
+        for (_, r) in kernel.references() {
+            let array = &kernel.arrays[r.array];
+            let elem = array.elem.bytes() as i64;
+            let mut addr = Affine::constant(0);
+            for (sub, stride) in r.subscripts.iter().zip(&layout.strides[r.array]) {
+                addr = addr
+                    .checked_add(
+                        &sub.checked_scale(stride.checked_mul(elem).ok_or_else(overflow)?)
+                            .ok_or_else(overflow)?,
+                    )
+                    .ok_or_else(overflow)?;
+            }
+            let mut lin = Lin::from_affine(&addr, params).ok_or_else(overflow)?;
+            // Addresses are computed in wrapping arithmetic from here; the base is added last.
+            lin.constant = lin.constant.wrapping_add(layout.base[r.array] as i64);
+            refs.push(RefCode {
+                addr: lin,
+                size_bytes: array.elem.bytes() as u32,
+                write: r.kind == AccessKind::Write,
+            });
+        }
+        let mut program = Program {
+            origin: kernel.origin.clone(),
+            var_names: kernel.loops.iter().map(|l| l.var.clone()).collect(),
+            ops: Vec::new(),
+            refs,
+            starts: Vec::new(),
+            ends: Vec::new(),
+            steps: kernel.loops.iter().map(|l| l.step).collect(),
+            executions: vec![0; kernel.statements.len()],
+        };
+        for l in &kernel.loops {
+            program
+                .starts
+                .push(Lin::from_affine(&l.start, params).ok_or_else(overflow)?);
+            program
+                .ends
+                .push(Lin::from_affine(&l.end_inclusive, params).ok_or_else(overflow)?);
+        }
+        let first_refs: Vec<usize> = kernel
+            .statements
+            .iter()
+            .scan(0, |n, s| {
+                let first = *n;
+                *n += s.refs.len();
+                Some(first)
+            })
+            .collect();
+        program.emit(&kernel.body, kernel, &first_refs);
+        let mut vars = vec![0i64; kernel.loops.len()];
+        let mut executions = vec![0u64; kernel.statements.len()];
+        count(
+            &kernel.body,
+            kernel,
+            &program,
+            1,
+            &mut vars,
+            &mut executions,
+        )
+        .ok_or_else(overflow)?;
+        program.executions = executions;
+        Ok(program)
+    }
+
+    fn emit(&mut self, nodes: &[Node], kernel: &Kernel, first_refs: &[usize]) {
+        for node in nodes {
+            match node {
+                Node::Statement(s) => self.ops.push(Op::Stmt {
+                    first: first_refs[*s],
+                    count: kernel.statements[*s].refs.len(),
+                }),
+                Node::Loop { id, body } => {
+                    let enter = self.ops.len();
+                    self.ops.push(Op::Enter { id: *id, exit: 0 });
+                    self.emit(body, kernel, first_refs);
+                    self.ops.push(Op::Back {
+                        id: *id,
+                        body: enter + 1,
+                    });
+                    let exit = self.ops.len();
+                    self.ops[enter] = Op::Enter { id: *id, exit };
+                }
+            }
+        }
+    }
+
+    /// How many times each statement executes.
+    pub fn executions(&self) -> &[u64] {
+        &self.executions
+    }
+
+    /// The total number of accesses the stream will produce.
+    pub fn total_accesses(&self, kernel: &Kernel) -> u64 {
+        kernel
+            .statements
+            .iter()
+            .zip(&self.executions)
+            .map(|(s, n)| n.saturating_mul(s.refs.len() as u64))
+            .fold(0u64, u64::saturating_add)
+    }
+
+    /// A fresh stream of every access, in execution order.
+    pub fn accesses(&self) -> AccessStream<'_> {
+        AccessStream {
+            program: self,
+            vars: vec![0; self.steps.len()],
+            ends: vec![0; self.steps.len()],
+            pc: 0,
+            next_ref: 0,
+            end_ref: 0,
+            error: None,
+        }
+    }
+}
+
+/// Adds how many times each statement under `nodes` executes, with `times` executions of the
+/// enclosing loops. Loops whose variable no inner bound uses are counted by multiplication.
+fn count(
+    nodes: &[Node],
+    kernel: &Kernel,
+    p: &Program,
+    times: u64,
+    vars: &mut [i64],
+    out: &mut [u64],
+) -> Option<()> {
+    for node in nodes {
+        match node {
+            Node::Statement(s) => out[*s] = out[*s].checked_add(times)?,
+            Node::Loop { id, body } => {
+                let (start, end, step) = (
+                    p.starts[*id].eval(vars)?,
+                    p.ends[*id].eval(vars)?,
+                    p.steps[*id],
+                );
+                let trips = trip_count(start, end, step);
+                if trips == 0 {
+                    continue;
+                }
+                if inner_bounds_use(body, kernel, *id) {
+                    let mut v = start;
+                    for _ in 0..trips {
+                        vars[*id] = v;
+                        count(body, kernel, p, times, vars, out)?;
+                        v = v.wrapping_add(step);
+                    }
+                } else {
+                    vars[*id] = start;
+                    count(body, kernel, p, times.checked_mul(trips)?, vars, out)?;
+                }
+            }
+        }
+    }
+    Some(())
+}
+
+fn trip_count(start: i64, end: i64, step: i64) -> u64 {
+    let span = if step > 0 {
+        i128::from(end) - i128::from(start)
+    } else {
+        i128::from(start) - i128::from(end)
+    };
+    if span < 0 {
+        0
+    } else {
+        (span / i128::from(step).abs() + 1) as u64
+    }
+}
+
+fn inner_bounds_use(body: &[Node], kernel: &Kernel, id: usize) -> bool {
+    body.iter().any(|n| match n {
+        Node::Statement(_) => false,
+        Node::Loop { id: inner, body } => {
+            let l = &kernel.loops[*inner];
+            l.start.mentions(Sym::Loop(id))
+                || l.end_inclusive.mentions(Sym::Loop(id))
+                || inner_bounds_use(body, kernel, id)
+        }
+    })
+}
+
+/// The accesses of a [`Program`], produced one at a time. When an address would leave the
+/// 64-bit address space the stream ends early and [`AccessStream::error`] says why.
+#[derive(Debug, Clone)]
+pub struct AccessStream<'p> {
+    program: &'p Program,
+    vars: Vec<i64>,
+    ends: Vec<i64>,
+    pc: usize,
+    next_ref: usize,
+    end_ref: usize,
+    error: Option<KernelError>,
+}
+
+impl AccessStream<'_> {
+    /// Why the stream stopped early, if it did.
+    pub fn error(&self) -> Option<&KernelError> {
+        self.error.as_ref()
+    }
+
+    fn fail(&mut self) -> Option<Access> {
+        // Variables of loops not entered yet hold stale values; they are still a useful hint.
+        let at: Vec<String> = self
+            .program
+            .var_names
+            .iter()
+            .zip(&self.vars)
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect();
+        self.error = Some(KernelError::Binding {
+            origin: self.program.origin.clone(),
+            message: format!(
+                "an address leaves the 64-bit address space (below 0 or above 2^63) at {}; check the subscripts or place arrays with --base",
+                at.join(", ")
+            ),
+        });
+        self.pc = self.program.ops.len();
+        self.next_ref = self.end_ref;
+        None
+    }
+}
+
+impl Iterator for AccessStream<'_> {
+    type Item = Access;
+
+    #[inline]
+    fn next(&mut self) -> Option<Access> {
+        loop {
+            if self.next_ref < self.end_ref {
+                let r = &self.program.refs[self.next_ref];
+                let reference = self.next_ref as u32;
+                self.next_ref += 1;
+                let Some(addr) = r.addr.eval(&self.vars).filter(|a| *a >= 0) else {
+                    return self.fail();
+                };
+                return Some(Access {
+                    reference,
+                    addr: addr as u64,
+                    size_bytes: r.size_bytes,
+                    write: r.write,
+                });
+            }
+            let op = *self.program.ops.get(self.pc)?;
+            match op {
+                Op::Stmt { first, count } => {
+                    self.next_ref = first;
+                    self.end_ref = first + count;
+                    self.pc += 1;
+                }
+                Op::Enter { id, exit } => {
+                    let p = self.program;
+                    let (Some(start), Some(end)) =
+                        (p.starts[id].eval(&self.vars), p.ends[id].eval(&self.vars))
+                    else {
+                        return self.fail();
+                    };
+                    if (p.steps[id] > 0 && start <= end) || (p.steps[id] < 0 && start >= end) {
+                        self.vars[id] = start;
+                        self.ends[id] = end;
+                        self.pc += 1;
+                    } else {
+                        self.pc = exit;
+                    }
+                }
+                Op::Back { id, body } => {
+                    let step = self.program.steps[id];
+                    let next = self.vars[id].checked_add(step);
+                    match next {
+                        Some(v)
+                            if (step > 0 && v <= self.ends[id])
+                                || (step < 0 && v >= self.ends[id]) =>
+                        {
+                            self.vars[id] = v;
+                            self.pc = body;
+                        }
+                        _ => self.pc += 1,
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,245 @@
+//! The kernel language: example kernels, execution order, FLOPs, refusals with positions, and
+//! a parser that never panics.
+
+use loopscope_kernel::{AccessKind, Kernel, KernelError, Program, Side, parse_kernel};
+use proptest::prelude::*;
+
+fn example(name: &str) -> Kernel {
+    let path = format!(
+        "{}/../../examples/kernels/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    parse_kernel(&text, name).unwrap()
+}
+
+fn refs(kernel: &Kernel) -> Vec<String> {
+    kernel
+        .references()
+        .map(|(_, r)| kernel.render_ref(r))
+        .collect()
+}
+
+fn addresses(
+    kernel: &Kernel,
+    defs: &[(&str, i64)],
+    bases: &[(&str, u64)],
+) -> Vec<(u32, u64, bool)> {
+    let defs: Vec<(String, i64)> = defs.iter().map(|(n, v)| (n.to_string(), *v)).collect();
+    let bases: Vec<(String, u64)> = bases.iter().map(|(n, v)| (n.to_string(), *v)).collect();
+    let params = kernel.param_values(&defs).unwrap();
+    let layout = kernel.layout(&params, &bases).unwrap();
+    let program = Program::new(kernel, &params, &layout).unwrap();
+    let mut stream = program.accesses();
+    let out: Vec<_> = stream
+        .by_ref()
+        .map(|a| (a.reference, a.addr, a.write))
+        .collect();
+    assert!(stream.error().is_none());
+    assert_eq!(out.len() as u64, program.total_accesses(kernel));
+    out
+}
+
+#[test]
+fn jacobi_reads_left_to_right_then_writes() {
+    let k = example("2d-5pt.c");
+    assert_eq!(k.params, ["M", "N"]);
+    assert_eq!(
+        refs(&k),
+        [
+            "a[j][i-1]",
+            "a[j][i+1]",
+            "a[j-1][i]",
+            "a[j+1][i]",
+            "b[j][i]"
+        ]
+    );
+    let st = &k.statements[0];
+    assert_eq!((st.flops.add, st.flops.mul, st.flops.total()), (3, 1, 4));
+    assert_eq!(st.refs[4].kind, AccessKind::Write);
+    assert_eq!(st.refs[4].side, Side::Left);
+    assert_eq!(
+        st.refs.iter().map(|r| r.ordinal).collect::<Vec<_>>(),
+        [1, 2, 3, 4, 1]
+    );
+    assert_eq!(k.render(&k.loops[0].end_inclusive), "M-2");
+    assert_eq!((st.pos.line, st.pos.column), (7, 9));
+}
+
+#[test]
+fn triad_and_matmul() {
+    let t = example("triad.c");
+    assert_eq!(refs(&t), ["b[i]", "c[i]", "d[i]", "a[i]"]);
+    assert_eq!(t.statements[0].flops.total(), 2);
+    let m = example("matmul.c");
+    // A compound assignment reads its target after the right-hand side, then writes it.
+    assert_eq!(refs(&m), ["a[i][k]", "b[k][j]", "c[i][j]", "c[i][j]"]);
+    assert_eq!(m.statements[0].flops.total(), 2);
+    assert_eq!(m.statements[0].loops, [0, 1, 2]);
+}
+
+#[test]
+fn stream_walks_imperfect_nests_in_order() {
+    let k = parse_kernel(
+        "double x[N], y[N][N];\nfor (i = N-1; i >= 0; i -= 2) {\n  x[i] = 0;\n  for (j = 0; j <= i; j++) y[i][j] = x[j] * 2.0;\n}\n",
+        "t.c",
+    )
+    .unwrap();
+    let got = addresses(&k, &[("N", 3)], &[("x", 1000), ("y", 0)]);
+    // i = 2: x[2]; j = 0..2: read x[j], write y[2][j]; i = 0: x[0]; j = 0: x[0], y[0][0].
+    let want = vec![
+        (0, 1016, true),
+        (1, 1000, false),
+        (2, 48, true),
+        (1, 1008, false),
+        (2, 56, true),
+        (1, 1016, false),
+        (2, 64, true),
+        (0, 1000, true),
+        (1, 1000, false),
+        (2, 0, true),
+    ];
+    assert_eq!(got, want);
+}
+
+#[test]
+fn default_layout_is_declaration_order_aligned() {
+    let k = parse_kernel(
+        "float a[3]; double b[2];\nfor (i = 0; i < 1; i++) b[i] = a[i];",
+        "t.c",
+    )
+    .unwrap();
+    let params = k.param_values(&[]).unwrap();
+    let layout = k.layout(&params, &[]).unwrap();
+    assert_eq!(layout.base, [0, 64]);
+    assert_eq!(layout.size_bytes, [12, 16]);
+}
+
+fn error(text: &str) -> String {
+    parse_kernel(text, "k.c").unwrap_err().to_string()
+}
+
+#[test]
+fn refusals_name_line_column_and_expectation() {
+    let cases = [
+        (
+            "double a[N];\nfor (i = 0; i < N; i++)\n  a[i*i] = 1;",
+            "k.c:3:6: product of two symbols is not affine",
+        ),
+        (
+            "double a[N];\nfor (i = 0; i < N; i++) a[i] = sqrt(a[i]);",
+            "k.c:2:32: function call `sqrt(...)` is outside the kernel subset",
+        ),
+        (
+            "double a[N];\nfor (i = 0; i < N; i++) *a = 1;",
+            "k.c:2:25: expected a declaration, `for` or an assignment, found `*`",
+        ),
+        (
+            "double a[N], b[N];\nfor (i = 0; i < N; i++) a[b[i]] = 1;",
+            "k.c:2:27: indirect subscripts (an array inside a subscript or bound) are outside the kernel subset",
+        ),
+        (
+            "double a[N];\nfor (i = 0; i < N; i++) a[i/2] = 1;",
+            "k.c:2:28: division is not affine (only exact division of constants is accepted)",
+        ),
+        (
+            "double a[N];\nfor (i = 0; i < N; i++) a[i] = a[i] + p;\nwhile (1) {}",
+            "k.c:3:1: `while` is outside the kernel subset (expected a declaration, `for` or an assignment)",
+        ),
+        (
+            "double a[N];\nfor (i = 0; i < N; i--) a[i] = 1;",
+            "k.c:2:1: the step of `i` moves away from its bound `<`",
+        ),
+        (
+            "double a[N][N];\nfor (i = 0; i < N; i++) a[i] = 1;",
+            "k.c:2:25: `a` has 2 dimensions but 1 subscripts are given",
+        ),
+        (
+            "double a[N];\nfor (i = 0; i < N; i++) a[i] = 1",
+            "k.c:2:33: expected `;`, found the end of the file",
+        ),
+        (
+            "double a[N];\nfor (i = 0; i < N; i++) { a[i] = a + 1; }",
+            "k.c:2:34: array `a` used without subscripts (pointer arithmetic is outside the kernel subset)",
+        ),
+        (
+            "double s;",
+            "k.c:1:10: the kernel has no statement: expected an assignment",
+        ),
+    ];
+    for (text, want) in cases {
+        assert_eq!(error(text), want, "for {text:?}");
+    }
+}
+
+#[test]
+fn unbound_symbols_and_bad_addresses_are_errors() {
+    let k = example("triad.c");
+    let e = k.param_values(&[]).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "triad.c:1:10: symbol `N` has no value (give it with -D N=VALUE)"
+    );
+    assert!(matches!(e, KernelError::UnboundSymbol { .. }));
+    let params = k.param_values(&[("N".into(), 0)]).unwrap();
+    assert!(k.layout(&params, &[]).is_err(), "zero extent accepted");
+    let params = k.param_values(&[("N".into(), 4)]).unwrap();
+    assert!(k.layout(&params, &[("zz".into(), 0)]).is_err());
+    // An array placed at the top of the address space overflows.
+    let layout = k.layout(&params, &[("b".into(), u64::MAX - 8)]);
+    assert!(layout.is_err());
+    // Reading before address 0 stops the stream with an error instead of wrapping around.
+    let k = parse_kernel(
+        "double a[N];\nfor (i = 0; i < N; i++) a[i] = a[i-1];",
+        "k.c",
+    )
+    .unwrap();
+    let params = k.param_values(&[("N".into(), 4)]).unwrap();
+    let layout = k.layout(&params, &[]).unwrap();
+    let program = Program::new(&k, &params, &layout).unwrap();
+    let mut s = program.accesses();
+    assert_eq!(s.by_ref().count(), 0);
+    let e = s.error().unwrap().to_string();
+    assert!(
+        e.starts_with("k.c: an address leaves the 64-bit address space"),
+        "{e}"
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn parser_never_panics_on_arbitrary_text(text in "\\PC{0,200}") {
+        let _ = parse_kernel(&text, "fuzz.c");
+    }
+
+    #[test]
+    fn parser_never_panics_on_mutated_kernels(
+        cut in 0usize..200,
+        insert in prop::sample::select(vec!["", "[", "]", "(", ")", "{", "}", ";", "+", "*", "/", "=", "i", "N", "0", "1e", "for", "double", "-", "--", "<", "9999999999999999999", "\n"]),
+        repeat in 1usize..80,
+    ) {
+        let base = "double a[M][N], b[M][N];\ndouble s;\nfor(int j=1; j<M-1; ++j)\n  for(int i=1; i<N-1; ++i) {\n    b[j][i] = (a[j][i-1] + a[j][i+1]) * s;\n    s += 0.5 / a[j][i];\n  }\n";
+        let at = cut.min(base.len());
+        let text = format!("{}{}{}", &base[..at], insert.repeat(repeat), &base[at..]);
+        if let Ok(k) = parse_kernel(&text, "fuzz.c") {
+            let defs = vec![("M".to_string(), 5), ("N".to_string(), 6)];
+            if let Ok(params) = k.param_values(&defs) {
+                if let Ok(layout) = k.layout(&params, &[]) {
+                    if let Ok(p) = Program::new(&k, &params, &layout) {
+                        let _ = p.accesses().take(10_000).count();
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_not_overflowed(depth in 60usize..3000) {
+        let text = format!("double a[N];\nfor (i = 0; i < N; i++) a[i] = {}1{};", "(".repeat(depth), ")".repeat(depth));
+        let _ = parse_kernel(&text, "deep.c");
+        let text = format!("double a[N];\n{}a[0] = 1;", "for (i = 0; i < N; i++) ".repeat(depth.min(400)));
+        let _ = parse_kernel(&text, "deep.c");
+    }
+}
