@@ -183,6 +183,13 @@ impl KernelHarness {
             .zip(params)
             .map(|(name, value)| format!("#define {name} {value}L\n"))
             .collect();
+        // Undefined after the loops, so a parameter named like the harness's own names
+        // (`main`, `sink`) does not rewrite them.
+        let undefines: String = kernel
+            .params
+            .iter()
+            .map(|name| format!("\n#undef {name}"))
+            .collect();
         let flops = kernel
             .statements
             .iter()
@@ -193,7 +200,7 @@ impl KernelHarness {
             arrays,
             scalars,
             indices,
-            loop_source: format!("{defines}{body}"),
+            loop_source: format!("{defines}{}{undefines}\n", body.trim_end()),
             flops,
         })
     }

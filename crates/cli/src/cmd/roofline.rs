@@ -52,6 +52,9 @@ pub struct RooflineArgs {
     /// measured GFLOP/s beside the prediction.
     #[arg(long, requires = "kernel", conflicts_with = "measured_gflops")]
     pub measure: bool,
+    /// C compiler for --measure (flags: `-O2`, no `-march=native`).
+    #[arg(long, value_name = "PATH", default_value = "cc", requires = "measure")]
+    pub cc: PathBuf,
     /// Machine file with a `measured` section (from `loopscope probe --out`); without it and
     /// without --profile, this machine is detected (which gives a peak but no bandwidths).
     #[arg(short = 'm', long = "machine", value_name = "FILE")]
@@ -182,7 +185,7 @@ pub fn run(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<()> {
         let run = measure(args, path, ui)?;
         analysis = analysis.with_measured(run.gflops)?;
         input.harness = Some(HarnessReport {
-            compiler: format!("{CC} {}", CC_FLAGS.join(" ")),
+            compiler: format!("{} {}", args.cc.display(), CC_FLAGS.join(" ")),
             seconds_per_run: run.seconds_per_run,
             repetitions: run.repetitions,
         });
@@ -214,9 +217,8 @@ pub fn run(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<()> {
     }
 }
 
-/// The compiler `--measure` uses, and its flags: a plain optimised build, no `-march=native`,
-/// so the measurement reflects what a default build of the kernel does.
-const CC: &str = "cc";
+/// The flags `--measure` compiles with: a plain optimised build, no `-march=native`, so the
+/// measurement reflects what a default build of the kernel does.
 const CC_FLAGS: &[&str] = &["-O2"];
 
 fn render_kernel_input(input: &KernelInput) -> String {
@@ -306,7 +308,7 @@ fn measure(args: &RooflineArgs, path: &Path, ui: &Ui) -> anyhow::Result<HarnessR
     let run = run_harness(
         &harness_source(&harness),
         harness.flops(),
-        Path::new(CC),
+        &args.cc,
         CC_FLAGS,
         dir.path(),
     );
