@@ -415,10 +415,17 @@ fn kernel_file_text_names_the_kernel_and_its_caches() {
 fn kernel_file_bad_input_exits_2_with_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let broken = dir.path().join("broken.c");
-    std::fs::write(&broken, "double a[N];\nfor(int i=0; i<N; ++i)\n  a[i] = ;\n").unwrap();
+    std::fs::write(
+        &broken,
+        "double a[N];\nfor(int i=0; i<N; ++i)\n  a[i] = ;\n",
+    )
+    .unwrap();
     let broken = broken.to_str().unwrap();
     let cases: [(&[&str], &str); 4] = [
-        (&[broken, "-D", "N=10", "--cache", "L1=1K:2:64"], "broken.c:3:"),
+        (
+            &[broken, "-D", "N=10", "--cache", "L1=1K:2:64"],
+            "broken.c:3:",
+        ),
         (&[TRIAD_ARGS[0], "--cache", "L1=1K:2:64"], "N"),
         (
             &[TRIAD_ARGS[0], "-D", "N=10", "--cache", "L1=1K:3:64"],
@@ -480,10 +487,6 @@ fn measure_shows_the_compiler_message() {
     let err = stderr(&output);
     assert_eq!(output.status.code(), Some(2), "{err}");
     assert!(err.contains("error: unknown type name"), "{err}");
-    let missing = loopscope(&[
-        TRIAD_ARGS,
-        &["--measure", "--cc", "/nonexistent/cc"],
-    ]
-    .concat());
+    let missing = loopscope(&[TRIAD_ARGS, &["--measure", "--cc", "/nonexistent/cc"]].concat());
     assert_eq!(missing.status.code(), Some(1), "{}", stderr(&missing));
 }

@@ -313,7 +313,7 @@ fn measure(args: &RooflineArgs, path: &Path, ui: &Ui) -> anyhow::Result<HarnessR
         dir.path(),
     );
     bar.finish_and_clear();
-    Ok(run.with_context(|| format!("{}: --measure", path.display()))?)
+    run.with_context(|| format!("{}: --measure", path.display()))
 }
 
 /// Ppeak, Peff and bandwidths: a paper profile or a machine (file or detected), then flags.
