@@ -70,6 +70,8 @@ pub struct Hierarchy {
     refs: Vec<RefStats>,
     trackers: Vec<StackDistance>,
     memory: MemoryStats,
+    /// The first level is write-back and not exclusive, so a hit there needs nothing else.
+    fast_first_level: bool,
 }
 
 impl Hierarchy {
@@ -100,6 +102,9 @@ impl Hierarchy {
                 Vec::new()
             },
             memory: MemoryStats::default(),
+            fast_first_level: configs
+                .first()
+                .is_some_and(|c| c.write_back && c.inclusion != Inclusion::Exclusive),
         }
     }
 
@@ -134,9 +139,31 @@ impl Hierarchy {
         let first = addr >> shift;
         let last = addr.saturating_add(u64::from(size_bytes.max(1)) - 1) >> shift;
         let reference = (reference as usize).min(self.refs.len() / self.levels.len() - 1);
+        if first == last && self.first_level_hit(first, write, reference) {
+            return;
+        }
         for line in first..=last {
             self.demand(0, line << shift, write, reference);
         }
+    }
+
+    /// The common case without the 3C split: a first-level hit in a write-back level, counted
+    /// here; anything else is left to [`Hierarchy::demand`] (false).
+    #[inline]
+    fn first_level_hit(&mut self, line: u64, write: bool, r: usize) -> bool {
+        if !self.trackers.is_empty() || !self.fast_first_level {
+            return false;
+        }
+        if !self.levels[0].lookup(line, write) {
+            return false;
+        }
+        let n = self.levels.len();
+        self.stats[0].accesses += 1;
+        self.stats[0].hits += 1;
+        let rs = &mut self.refs[r * n];
+        rs.accesses += 1;
+        rs.hits += 1;
+        true
     }
 
     /// Writes every dirty line back to memory, level by level (counted as write-backs).
@@ -219,11 +246,7 @@ impl Hierarchy {
         if write && !write_back {
             self.write_through(k, addr, r);
         }
-        self.install(
-            k,
-            addr,
-            (write && write_back) || (dirty_below && write_back),
-        );
+        self.install(k, addr, write_back && (write || dirty_below));
         if dirty_below && !write_back {
             self.put(k + 1, addr, true, line_bytes);
         }

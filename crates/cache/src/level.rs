@@ -66,8 +66,14 @@ impl Level {
         let dirty = if make_dirty { DIRTY } else { 0 };
         match replacement {
             Replacement::Lru => {
-                slots[..=way].rotate_right(1);
-                slots[0] |= dirty;
+                // A hand-written shift: the ways are few and `rotate_right` is an out-of-line call.
+                let entry = slots[way] | dirty;
+                let mut i = way;
+                while i > 0 {
+                    slots[i] = slots[i - 1];
+                    i -= 1;
+                }
+                slots[0] = entry;
             }
             Replacement::TreePlru => {
                 slots[way] |= dirty;
@@ -95,8 +101,12 @@ impl Level {
         let victim = match replacement {
             Replacement::Lru | Replacement::Fifo => {
                 let slots = self.slots(set);
-                let victim = slots[slots.len() - 1];
-                slots.rotate_right(1);
+                let mut i = slots.len() - 1;
+                let victim = slots[i];
+                while i > 0 {
+                    slots[i] = slots[i - 1];
+                    i -= 1;
+                }
                 slots[0] = entry;
                 victim
             }

@@ -19,6 +19,8 @@ use crate::lexer::{Pos, Tok, Token, tokenize};
 const MAX_DEPTH: usize = 64;
 /// Deepest expression nesting accepted (parentheses, unary minus), to bound recursion.
 const MAX_EXPR_DEPTH: usize = 200;
+/// Most binary operators accepted in one item: left-leaning chains are walked recursively.
+const MAX_OPERATORS: usize = 2000;
 
 /// Parses a kernel file's text; `origin` names it in error messages.
 pub fn parse_kernel(text: &str, origin: &str) -> Result<Kernel, KernelError> {
@@ -40,6 +42,7 @@ pub fn parse_kernel(text: &str, origin: &str) -> Result<Kernel, KernelError> {
         scalars: HashMap::new(),
         scope: Vec::new(),
         expr_depth: 0,
+        operators: 0,
     };
     let mut body = Vec::new();
     while p.peek() != &Tok::End {
@@ -79,6 +82,7 @@ struct Parser {
     /// Loop variables in scope, innermost last: (name, loop id).
     scope: Vec<(String, usize)>,
     expr_depth: usize,
+    operators: usize,
 }
 
 impl Parser {
@@ -157,6 +161,7 @@ impl Parser {
 
     /// One top-level or body item; declarations give no node.
     fn item(&mut self) -> Result<Option<Node>, KernelError> {
+        self.operators = 0;
         if matches!(self.peek(), Tok::Ident(k) if k == "const" || k == "static") {
             self.next();
         }
@@ -169,7 +174,7 @@ impl Parser {
                 self.pos(),
                 format!("`{k}` is outside the kernel subset (expected a declaration, `for` or an assignment)"),
             )),
-            Tok::Ident(_) => self.assignment(None).map(Some),
+            Tok::Ident(_) => self.assignment().map(Some),
             Tok::Punct(";") => {
                 self.next();
                 Ok(None)
@@ -379,7 +384,7 @@ impl Parser {
         Ok(body)
     }
 
-    fn assignment(&mut self, _: Option<()>) -> Result<Node, KernelError> {
+    fn assignment(&mut self) -> Result<Node, KernelError> {
         let pos = self.pos();
         let (name, name_pos) = self.ident("an assignment target")?;
         let target = if let Some(&array) = self.arrays.get(&name) {
@@ -504,6 +509,7 @@ impl Parser {
             } else {
                 return Ok(left);
             };
+            self.count_operator(pos)?;
             let right = self.term()?;
             left = Expr::Bin(op, Box::new(left), Box::new(right), pos);
         }
@@ -520,9 +526,21 @@ impl Parser {
             } else {
                 return Ok(left);
             };
+            self.count_operator(pos)?;
             let right = self.unary()?;
             left = Expr::Bin(op, Box::new(left), Box::new(right), pos);
         }
+    }
+
+    fn count_operator(&mut self, pos: Pos) -> Result<(), KernelError> {
+        self.operators += 1;
+        if self.operators > MAX_OPERATORS {
+            return Err(self.error_at(
+                pos,
+                format!("expression longer than {MAX_OPERATORS} operators"),
+            ));
+        }
+        Ok(())
     }
 
     fn unary(&mut self) -> Result<Expr, KernelError> {

@@ -42,6 +42,27 @@ impl Lin {
         })
     }
 
+    /// The value in wrapping arithmetic: exact when [`Program::safe`] proved it cannot overflow.
+    #[inline]
+    fn eval_wrapping(&self, vars: &[i64]) -> i64 {
+        let mut v = self.constant;
+        for &(l, c) in &self.terms {
+            v = v.wrapping_add(c.wrapping_mul(vars[l]));
+        }
+        v
+    }
+
+    /// The smallest and largest value over boxes of loop-variable `ranges`.
+    fn interval(&self, ranges: &[(i128, i128)]) -> (i128, i128) {
+        let (mut lo, mut hi) = (i128::from(self.constant), i128::from(self.constant));
+        for &(l, c) in &self.terms {
+            let (a, b) = (i128::from(c) * ranges[l].0, i128::from(c) * ranges[l].1);
+            lo += a.min(b);
+            hi += a.max(b);
+        }
+        (lo, hi)
+    }
+
     #[inline]
     fn eval(&self, vars: &[i64]) -> Option<i64> {
         let mut v = self.constant;
@@ -82,6 +103,9 @@ pub struct Program {
     steps: Vec<i64>,
     /// For each statement: how many times it executes.
     executions: Vec<u64>,
+    /// Interval analysis proved every address in `[0, 2^63)` and every loop variable far from
+    /// overflow, so the stream may use unchecked (wrapping) arithmetic.
+    safe: bool,
 }
 
 impl Program {
@@ -123,6 +147,7 @@ impl Program {
             ends: Vec::new(),
             steps: kernel.loops.iter().map(|l| l.step).collect(),
             executions: vec![0; kernel.statements.len()],
+            safe: false,
         };
         for l in &kernel.loops {
             program
@@ -154,7 +179,34 @@ impl Program {
         )
         .ok_or_else(overflow)?;
         program.executions = executions;
+        program.safe = program.proved_safe();
         Ok(program)
+    }
+
+    /// Conservative interval analysis: loop ids are in textual order, so the loops a bound
+    /// refers to (enclosing ones) have their ranges computed first.
+    fn proved_safe(&self) -> bool {
+        const LIMIT: i128 = 1 << 62;
+        let mut ranges = vec![(0i128, 0i128); self.steps.len()];
+        for id in 0..self.steps.len() {
+            let (start, end) = (
+                self.starts[id].interval(&ranges),
+                self.ends[id].interval(&ranges),
+            );
+            ranges[id] = if self.steps[id] > 0 {
+                (start.0, end.1)
+            } else {
+                (end.0, start.1)
+            };
+            let (lo, hi) = ranges[id];
+            if lo < -LIMIT || hi > LIMIT || i128::from(self.steps[id]).abs() > LIMIT {
+                return false;
+            }
+        }
+        self.refs.iter().all(|r| {
+            let (lo, hi) = r.addr.interval(&ranges);
+            lo >= 0 && hi <= i128::from(i64::MAX)
+        })
     }
 
     fn emit(&mut self, nodes: &[Node], kernel: &Kernel, first_refs: &[usize]) {
@@ -324,8 +376,13 @@ impl Iterator for AccessStream<'_> {
                 let r = &self.program.refs[self.next_ref];
                 let reference = self.next_ref as u32;
                 self.next_ref += 1;
-                let Some(addr) = r.addr.eval(&self.vars).filter(|a| *a >= 0) else {
-                    return self.fail();
+                let addr = if self.program.safe {
+                    r.addr.eval_wrapping(&self.vars)
+                } else {
+                    match r.addr.eval(&self.vars).filter(|a| *a >= 0) {
+                        Some(a) => a,
+                        None => return self.fail(),
+                    }
                 };
                 return Some(Access {
                     reference,

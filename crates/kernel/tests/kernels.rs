@@ -206,6 +206,21 @@ fn unbound_symbols_and_bad_addresses_are_errors() {
     );
 }
 
+#[test]
+fn long_expressions_are_refused_not_overflowed() {
+    let text = format!(
+        "double a[N];\nfor (i = 0; i < N; i++) a[i{}] = 1.0;",
+        "+1".repeat(100_000)
+    );
+    let e = parse_kernel(&text, "long.c").unwrap_err().to_string();
+    assert!(e.contains("expression longer than 2000 operators"), "{e}");
+    let text = format!(
+        "double a[N];\nfor (i = 0; i < N; i++) a[i] = 1.0{};",
+        "*2.0".repeat(100_000)
+    );
+    assert!(parse_kernel(&text, "long.c").is_err());
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
@@ -236,10 +251,143 @@ proptest! {
     }
 
     #[test]
-    fn deep_nesting_is_refused_not_overflowed(depth in 60usize..3000) {
+    fn deep_nesting_is_refused_not_overflowed(depth in prop::sample::select(vec![60usize, 199, 201, 400, 3000])) {
         let text = format!("double a[N];\nfor (i = 0; i < N; i++) a[i] = {}1{};", "(".repeat(depth), ")".repeat(depth));
         let _ = parse_kernel(&text, "deep.c");
         let text = format!("double a[N];\n{}a[0] = 1;", "for (i = 0; i < N; i++) ".repeat(depth.min(400)));
         let _ = parse_kernel(&text, "deep.c");
+    }
+}
+
+/// Every access by direct recursive evaluation of the IR: the reference for the stream.
+fn naive(
+    kernel: &Kernel,
+    params: &[i64],
+    layout: &loopscope_kernel::Layout,
+) -> Vec<(u32, u64, bool)> {
+    use loopscope_kernel::{Node, Sym};
+    fn value<'a>(p: &'a [i64], vars: &'a [i64]) -> impl Fn(Sym) -> i64 + 'a {
+        move |s| match s {
+            Sym::Param(i) => p[i],
+            Sym::Loop(i) => vars[i],
+        }
+    }
+    fn walk(
+        nodes: &[Node],
+        k: &Kernel,
+        p: &[i64],
+        l: &loopscope_kernel::Layout,
+        vars: &mut Vec<i64>,
+        first: &[u32],
+        out: &mut Vec<(u32, u64, bool)>,
+    ) {
+        for node in nodes {
+            match node {
+                Node::Statement(s) => {
+                    for (n, r) in k.statements[*s].refs.iter().enumerate() {
+                        let mut offset = 0i128;
+                        for (sub, stride) in r.subscripts.iter().zip(&l.strides[r.array]) {
+                            offset += sub.eval(value(p, vars)).unwrap() * i128::from(*stride);
+                        }
+                        let addr = i128::from(l.base[r.array])
+                            + offset * i128::from(k.arrays[r.array].elem.bytes() as i64);
+                        out.push((
+                            first[*s] + n as u32,
+                            addr as u64,
+                            r.kind == AccessKind::Write,
+                        ));
+                    }
+                }
+                Node::Loop { id, body } => {
+                    let lp = &k.loops[*id];
+                    let start = lp.start.eval(value(p, vars)).unwrap() as i64;
+                    let end = lp.end_inclusive.eval(value(p, vars)).unwrap() as i64;
+                    let mut v = start;
+                    while (lp.step > 0 && v <= end) || (lp.step < 0 && v >= end) {
+                        vars[*id] = v;
+                        walk(body, k, p, l, vars, first, out);
+                        v += lp.step;
+                    }
+                }
+            }
+        }
+    }
+    let mut first = Vec::new();
+    let mut n = 0;
+    for s in &kernel.statements {
+        first.push(n);
+        n += s.refs.len() as u32;
+    }
+    let mut out = Vec::new();
+    walk(
+        &kernel.body,
+        kernel,
+        params,
+        layout,
+        &mut vec![0; kernel.loops.len()],
+        &first,
+        &mut out,
+    );
+    out
+}
+
+/// A random imperfect nest over `x[N]` and `y[N][N]`, as kernel text.
+fn random_nest() -> impl Strategy<Value = String> {
+    let stmt = prop::sample::select(vec![
+        "x[{v}] = y[{v}][{o}] + 1.0;",
+        "y[{o}][{v}] += x[{o}] * x[{v}];",
+        "x[{o}] = x[{v}];",
+    ]);
+    let level = (
+        0i64..3,
+        prop::sample::select(vec!["N-1", "N-2", "{o}"]),
+        prop::sample::select(vec![1i64, 2, -1]),
+        stmt.clone(),
+        prop::option::of(stmt),
+    );
+    prop::collection::vec(level, 1..4).prop_map(|levels| {
+        let vars = ["i", "j", "k"];
+        let mut text = String::from("double x[N], y[N][N];\n");
+        let mut close = String::new();
+        for (d, (lo, hi, step, before, after)) in levels.iter().enumerate() {
+            let v = vars[d];
+            let o = if d == 0 {
+                "0".to_string()
+            } else {
+                vars[d - 1].to_string()
+            };
+            let hi = hi.replace("{o}", &o);
+            let head = if *step > 0 {
+                format!("for ({v} = {lo}; {v} <= {hi}; {v} += {step}) {{\n")
+            } else {
+                format!("for ({v} = {hi}; {v} >= {lo}; {v}--) {{\n")
+            };
+            text.push_str(&head);
+            text.push_str(&before.replace("{v}", v).replace("{o}", &o));
+            text.push('\n');
+            if let Some(a) = after {
+                close = format!("{}\n}}\n{close}", a.replace("{v}", v).replace("{o}", &o));
+            } else {
+                close = format!("}}\n{close}");
+            }
+        }
+        text + &close
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    #[test]
+    fn stream_equals_direct_evaluation(text in random_nest(), n in 1i64..7) {
+        let kernel = parse_kernel(&text, "random.c").unwrap();
+        let params = kernel.param_values(&[("N".to_string(), n)]).unwrap();
+        let layout = kernel.layout(&params, &[("y".to_string(), 4096), ("x".to_string(), 8192)]).unwrap();
+        let program = Program::new(&kernel, &params, &layout).unwrap();
+        let mut stream = program.accesses();
+        let got: Vec<(u32, u64, bool)> = stream.by_ref().map(|a| (a.reference, a.addr, a.write)).collect();
+        prop_assert!(stream.error().is_none());
+        prop_assert_eq!(got.len() as u64, program.total_accesses(&kernel));
+        prop_assert_eq!(got, naive(&kernel, &params, &layout));
     }
 }

@@ -150,13 +150,8 @@ struct MemoryReport {
 #[derive(Debug, Clone, Serialize)]
 struct RefReport {
     id: usize,
-    array: Option<String>,
-    subscripts: Vec<String>,
-    text: String,
-    kind: &'static str,
-    statement: Option<usize>,
-    line: Option<u32>,
-    column: Option<u32>,
+    #[serde(flatten)]
+    label: RefLabel,
     level: String,
     accesses: u64,
     hits: u64,
@@ -173,6 +168,7 @@ struct CurvePoint {
 }
 
 /// What produced the accesses, for labelling references.
+#[derive(Debug, Clone, Serialize)]
 struct RefLabel {
     array: Option<String>,
     subscripts: Vec<String>,
@@ -419,13 +415,7 @@ fn build_report(
             let s: RefStats = sim.ref_stats(id, k);
             references.push(RefReport {
                 id,
-                array: label.array.clone(),
-                subscripts: label.subscripts.clone(),
-                text: label.text.clone(),
-                kind: label.kind,
-                statement: label.statement,
-                line: label.line,
-                column: label.column,
+                label: label.clone(),
                 level: c.name.clone(),
                 accesses: s.accesses,
                 hits: s.hits,
@@ -589,13 +579,13 @@ fn render_refs(r: &Simulation, args: &SimulateArgs) -> String {
     }
     let mut table = right_aligned(&header, 4);
     for x in &r.references {
-        let place = match (x.line, x.column) {
+        let place = match (x.label.line, x.label.column) {
             (Some(l), Some(c)) => format!("{l}:{c}"),
             _ => String::new(),
         };
         let mut row = vec![
-            x.text.clone(),
-            x.kind.to_owned(),
+            x.label.text.clone(),
+            x.label.kind.to_owned(),
             place,
             x.level.clone(),
             x.accesses.to_string(),
