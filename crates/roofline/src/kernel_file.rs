@@ -43,19 +43,23 @@ pub fn simulated_traffic(
             traffic_levels.push(level_traffic(outer, bytes));
         }
     }
-    let flops = kernel
-        .statements
-        .iter()
-        .zip(program.executions())
-        .map(|(s, n)| s.flops.total().saturating_mul(*n))
-        .fold(0u64, u64::saturating_add);
     Ok(Traffic {
         levels: traffic_levels,
-        flops,
+        flops: executed_flops(kernel, &program),
         iterations: innermost_iterations(kernel, program.executions()).max(1),
         l1: None,
         word_bytes: kernel.arrays.first().map_or(8, |a| a.elem.bytes()).max(1),
     })
+}
+
+/// Floating-point operations of one execution of the whole kernel.
+fn executed_flops(kernel: &Kernel, program: &Program) -> u64 {
+    kernel
+        .statements
+        .iter()
+        .zip(program.executions())
+        .map(|(s, n)| s.flops.total().saturating_mul(*n))
+        .fold(0u64, u64::saturating_add)
 }
 
 fn level_traffic(level: Level, bytes: u64) -> LevelTraffic {
@@ -190,12 +194,7 @@ impl KernelHarness {
             .iter()
             .map(|name| format!("\n#undef {name}"))
             .collect();
-        let flops = kernel
-            .statements
-            .iter()
-            .zip(program.executions())
-            .map(|(s, n)| s.flops.total().saturating_mul(*n))
-            .fold(0u64, u64::saturating_add);
+        let flops = executed_flops(kernel, &program);
         Ok(KernelHarness {
             arrays,
             scalars,
