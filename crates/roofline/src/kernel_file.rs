@@ -388,6 +388,15 @@ mod tests {
         assert!(source.contains("double (*restrict b)[20]"), "{source}");
     }
 
+    proptest::proptest! {
+        #[test]
+        fn declaration_scanning_never_panics(text in "\\PC{0,200}", line in 0u32..8, column in 0u32..40) {
+            let _ = scalar_declarations(&text);
+            let offset = byte_offset(&text, line, column);
+            proptest::prop_assert!(text.is_char_boundary(offset));
+        }
+    }
+
     #[test]
     fn byte_offsets_count_characters() {
         assert_eq!(byte_offset("ab\ncd", 2, 2), 4);
