@@ -15,19 +15,22 @@ use crate::{HarnessArray, HarnessKernel, Level, LevelTraffic, RooflineError, Tra
 /// Steady-state traffic of `kernel` through the simulated `levels` (innermost first). A level
 /// is listed when bytes cross it or `timed(level)` says it has a bandwidth; L1 (bytes between
 /// the registers and L1: every access) only when `timed(L1)`, as the paper does not time L1.
+/// `progress` hears how many accesses have been simulated, now and then, out of
+/// [`simulated_accesses`].
 pub fn simulated_traffic(
     kernel: &Kernel,
     params: &[i64],
     layout: &Layout,
     levels: &[LevelConfig],
     timed: impl Fn(Level) -> bool,
+    progress: &mut dyn FnMut(u64),
 ) -> Result<Traffic, RooflineError> {
     let program = Program::new(kernel, params, layout).map_err(kernel_error)?;
     let references = kernel.references().count();
     let mut sim = Hierarchy::new(levels, references, false, 0);
-    run_once(&program, &mut sim)?;
+    run_once(&program, &mut sim, progress)?;
     let warm: Vec<LevelStats> = sim.stats().to_vec();
-    let access_bytes = run_once(&program, &mut sim)?;
+    let access_bytes = run_once(&program, &mut sim, progress)?;
     let mut traffic_levels = Vec::new();
     if timed(Level::Cache(1)) {
         traffic_levels.push(level_traffic(Level::Cache(1), access_bytes));
@@ -78,14 +81,36 @@ fn level_of(config: &LevelConfig, index: usize) -> Level {
         .unwrap_or(Level::Cache(u8::try_from(index + 1).unwrap_or(u8::MAX)))
 }
 
+/// How many accesses [`simulated_traffic`] simulates: the kernel's, twice (warm-up, counted).
+pub fn simulated_accesses(
+    kernel: &Kernel,
+    params: &[i64],
+    layout: &Layout,
+) -> Result<u64, RooflineError> {
+    let program = Program::new(kernel, params, layout).map_err(kernel_error)?;
+    Ok(program.total_accesses(kernel).saturating_mul(2))
+}
+
 /// Feeds one execution of the kernel to the simulator; returns the bytes accessed.
-fn run_once(program: &Program, sim: &mut Hierarchy) -> Result<u64, RooflineError> {
+fn run_once(
+    program: &Program,
+    sim: &mut Hierarchy,
+    progress: &mut dyn FnMut(u64),
+) -> Result<u64, RooflineError> {
+    const CHUNK: u64 = 1 << 20;
     let mut stream = program.accesses();
     let mut bytes = 0u64;
+    let mut count = 0u64;
     for a in stream.by_ref() {
         sim.access(a.addr, a.size_bytes, a.write, a.reference);
         bytes += u64::from(a.size_bytes);
+        count += 1;
+        if count == CHUNK {
+            progress(count);
+            count = 0;
+        }
     }
+    progress(count);
     match stream.error() {
         Some(e) => Err(kernel_error(e.clone())),
         None => Ok(bytes),
@@ -311,7 +336,7 @@ mod tests {
         let params = kernel.param_values(&[("N".into(), n)]).unwrap();
         let layout = kernel.layout(&params, &[]).unwrap();
         let levels = parse_cache_spec(cache).unwrap();
-        simulated_traffic(&kernel, &params, &layout, &levels, |_| false).unwrap()
+        simulated_traffic(&kernel, &params, &layout, &levels, |_| false, &mut |_| {}).unwrap()
     }
 
     #[test]
@@ -344,8 +369,17 @@ mod tests {
         let params = kernel.param_values(&[("N".into(), 64)]).unwrap();
         let layout = kernel.layout(&params, &[]).unwrap();
         let levels = parse_cache_spec("L1=32K:8:64").unwrap();
-        let t = simulated_traffic(&kernel, &params, &layout, &levels, |l| l == Level::Cache(1))
-            .unwrap();
+        let mut seen = 0;
+        let t = simulated_traffic(
+            &kernel,
+            &params,
+            &layout,
+            &levels,
+            |l| l == Level::Cache(1),
+            &mut |n| seen += n,
+        )
+        .unwrap();
+        assert_eq!(seen, simulated_accesses(&kernel, &params, &layout).unwrap());
         assert_eq!(t.levels.len(), 1);
         assert_eq!(t.levels[0].bytes, 64 * 4 * 8);
     }

@@ -50,7 +50,7 @@ pub use ceilings::{
 };
 pub use error::RooflineError;
 pub use harness::{HarnessArray, HarnessKernel, HarnessRun, harness_source, run_harness};
-pub use kernel_file::{KernelHarness, simulated_traffic};
+pub use kernel_file::{KernelHarness, simulated_accesses, simulated_traffic};
 pub use level::Level;
 pub use model::{Classic, LevelTime, Limit, Prediction, classic, predict};
 pub use procedure::{

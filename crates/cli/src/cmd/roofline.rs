@@ -14,7 +14,7 @@ use loopscope_report::{RooflineAxis, render_roofline, render_roofline_svg};
 use loopscope_roofline::{
     Analysis, Ceilings, Counts, HarnessKernel, HarnessRun, KernelHarness, Options, PAPER_PROFILES,
     Traffic, analyse, harness_source, paper_profile, parse_bandwidths, parse_counts, parse_volumes,
-    run_harness, simulated_traffic, theoretical_peak_gflops,
+    run_harness, simulated_accesses, simulated_traffic, theoretical_peak_gflops,
 };
 use serde::Serialize;
 
@@ -283,9 +283,16 @@ fn kernel_traffic(
         }
     };
     let layout = kernel.layout(&params, &[])?;
-    let traffic = simulated_traffic(&kernel, &params, &layout, &levels, |level| {
-        ceilings.level(level).is_some()
-    })?;
+    let bar = ui.progress_bar(simulated_accesses(&kernel, &params, &layout)?, "simulating");
+    let traffic = simulated_traffic(
+        &kernel,
+        &params,
+        &layout,
+        &levels,
+        |level| ceilings.level(level).is_some(),
+        &mut |n| bar.inc(n),
+    )?;
+    bar.finish_and_clear();
     let input = KernelInput {
         file: path.display().to_string(),
         params: kernel.params.iter().cloned().zip(params).collect(),
