@@ -60,6 +60,24 @@ pub enum Command {
         --base A=0,B=800,C=1600 --per-ref --3c\n  \
         loopscope simulate --trace accesses.txt -m machine.toml --json")]
     Simulate(cmd::simulate::SimulateArgs),
+    /// Measure caches (instruction and data), latencies, bandwidths and the peak FLOP rate.
+    #[command(after_help = "Examples:\n  \
+        loopscope probe --quick\n  \
+        loopscope probe --out machine.toml --plot plots/\n  \
+        loopscope probe --json > probe.json\n  \
+        loopscope probe --baseline recompile")]
+    Probe(cmd::probe::ProbeArgs),
+    /// Recover the loop nests of a binary from its machine code, with source lines.
+    #[command(after_help = "Examples:\n  \
+        loopscope loops ./a.out\n  \
+        loopscope loops ./a.out --function main --json\n  \
+        loopscope loops /usr/lib/x86_64-linux-gnu/libm.so.6 --split after-branch")]
+    Loops(cmd::loops::LoopsArgs),
+    /// List the blocks of one function with their instruction classes and loops.
+    #[command(after_help = "Examples:\n  \
+        loopscope blocks ./a.out --function main\n  \
+        loopscope blocks ./a.out --function 0x401126 --classes my-classes.toml --json")]
+    Blocks(cmd::blocks::BlocksArgs),
     /// Print a shell completion script.
     #[command(after_help = "Example:\n  \
         loopscope completions bash > /etc/bash_completion.d/loopscope")]

@@ -4,6 +4,9 @@
 //! exit code to return (0 success, 1 analysis failure, 2 usage or bad input). Everything else
 //! lives in the library crates.
 
+// Results go through `cmd::print_text`, which survives a closed pipe; `print!` would panic.
+#![deny(clippy::print_stdout)]
+
 mod args;
 mod cmd;
 mod failure;

@@ -58,7 +58,6 @@ impl Ui {
     }
 
     /// A progress bar of `total` steps, hidden unless progress is shown.
-    #[allow(dead_code)] // used by the measuring and simulating commands
     pub fn progress_bar(&self, total: u64, message: &str) -> ProgressBar {
         if !self.progress {
             return ProgressBar::hidden();

@@ -178,6 +178,7 @@ mod tests {
             duration_s: 9.5,
             partial: false,
             notes: vec!["quick".into()],
+            ..Measured::default()
         });
         m
     }

@@ -267,6 +267,12 @@ pub struct Measured {
     /// How and when it was measured (tool version, timer, pinning, huge pages, ...).
     #[serde(default)]
     pub notes: Vec<String>,
+    /// Core clock measured while probing, in Hz (latencies in cycles use it).
+    #[serde(default)]
+    pub core_hz: Option<f64>,
+    /// Load-to-use latency of main memory (beyond the last cache level), in nanoseconds.
+    #[serde(default)]
+    pub memory_latency_ns: Option<f64>,
 }
 
 /// One cache level as measured.

@@ -18,14 +18,28 @@
 //! ```
 #![deny(missing_docs)]
 
+mod loops;
 mod machine;
+mod probe;
 mod roofline;
 mod roofline_text;
 mod table;
 mod units;
 
+pub use loops::{innermost_loop, render_blocks, render_loops};
 pub use machine::render_machine;
-pub use roofline::{PlotError, RooflineAxis, render_roofline_svg};
+pub use probe::{probe_plots, render_baseline, render_probe};
+pub use roofline::{RooflineAxis, render_roofline_svg};
 pub use roofline_text::{format_seconds, render_roofline};
+
+/// A plot could not be drawn (a plotting-library failure, not bad input).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot draw {plot}: {message}")]
+pub struct PlotError {
+    /// File name of the plot.
+    pub plot: String,
+    /// What plotters said.
+    pub message: String,
+}
 pub use table::{Align, Table};
 pub use units::{format_bytes, format_hz};

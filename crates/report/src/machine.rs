@@ -85,7 +85,7 @@ fn cache_table(machine: &Machine) -> Table {
 }
 
 /// Renders the measured section: cache sizes and latencies, bandwidths, peak.
-fn render_measured(measured: &Measured) -> String {
+pub(crate) fn render_measured(measured: &Measured) -> String {
     let mut out = String::new();
     let mut facts = Vec::new();
     if measured.duration_s > 0.0 {

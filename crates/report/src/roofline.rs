@@ -5,6 +5,7 @@ use loopscope_roofline::{Analysis, Level, Limit};
 use plotters::coord::ranged1d::{Ranged, ValueFormatter};
 use plotters::prelude::*;
 
+use crate::PlotError;
 use crate::roofline_text::number;
 
 /// Which quantity the horizontal axis shows.
@@ -15,11 +16,6 @@ pub enum RooflineAxis {
     /// Required bytes per FLOP, b/f (the paper's figures).
     BytesPerFlop,
 }
-
-/// The plot could not be drawn (a plotting-library failure, not bad input).
-#[derive(Debug, thiserror::Error)]
-#[error("cannot draw the roofline plot: {0}")]
-pub struct PlotError(String);
 
 const COLORS: [RGBColor; 6] = [
     RGBColor(31, 119, 180),
@@ -248,7 +244,10 @@ where
 }
 
 fn fail(error: impl std::fmt::Display) -> PlotError {
-    PlotError(error.to_string())
+    PlotError {
+        plot: "roofline.svg".to_owned(),
+        message: error.to_string(),
+    }
 }
 
 #[cfg(test)]

@@ -16,11 +16,7 @@ pub struct CompletionsArgs {
 /// Writes the completion script to stdout.
 pub fn run(args: &CompletionsArgs) -> anyhow::Result<()> {
     let mut command = Cli::command();
-    clap_complete::generate(
-        args.shell,
-        &mut command,
-        "loopscope",
-        &mut std::io::stdout(),
-    );
-    Ok(())
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut command, "loopscope", &mut script);
+    crate::cmd::print_text(&String::from_utf8_lossy(&script))
 }

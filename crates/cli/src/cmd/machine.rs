@@ -40,8 +40,7 @@ pub fn run(args: &MachineArgs, ui: &Ui) -> anyhow::Result<()> {
     if args.json {
         crate::cmd::print_json(&machine)
     } else {
-        print!("{}", loopscope_report::render_machine(&machine));
-        Ok(())
+        crate::cmd::print_text(&loopscope_report::render_machine(&machine))
     }
 }
 

@@ -209,11 +209,12 @@ pub fn run(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<()> {
             kernel: kernel.as_ref(),
         })
     } else {
+        let mut text = String::new();
         if let Some(input) = &kernel {
-            print!("{}", render_kernel_input(input));
+            text.push_str(&render_kernel_input(input));
         }
-        print!("{}", render_roofline(&analysis, counts.as_ref()));
-        Ok(())
+        text.push_str(&render_roofline(&analysis, counts.as_ref()));
+        crate::cmd::print_text(&text)
     }
 }
 

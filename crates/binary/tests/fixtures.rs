@@ -1,0 +1,257 @@
+//! Loop forests of fixture C programs compiled at test time with `cc -g` at -O0 and -O2.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use loopscope_binary::{Function, Image, LoopKind, Options, Program, SplitMode};
+
+const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/loops.c");
+
+/// Compiles the fixture; `None` (after saying so) when there is no C compiler.
+fn compile(dir: &Path, opt: &str) -> Option<PathBuf> {
+    let out = dir.join(format!("loops{opt}"));
+    let status = Command::new("cc")
+        .args([opt, "-g", "-o"])
+        .arg(&out)
+        .arg(SOURCE)
+        .status();
+    match status {
+        Ok(s) if s.success() => Some(out),
+        _ => {
+            eprintln!("skipped: no working `cc` to build the fixture");
+            None
+        }
+    }
+}
+
+fn analyse(path: &Path, split: SplitMode) -> Program {
+    let image = Image::open(path).unwrap();
+    let options = Options {
+        split,
+        lines: true,
+        ..Options::default()
+    };
+    Program::analyze(&image, &options)
+}
+
+/// The line of the `LOOP name` marker in the fixture.
+fn marker(name: &str) -> u32 {
+    let text = std::fs::read_to_string(SOURCE).unwrap();
+    let tag = format!("LOOP {name} ");
+    let index = text.lines().position(|l| l.contains(&tag)).unwrap();
+    index as u32 + 1
+}
+
+fn function<'p>(program: &'p Program, name: &str) -> &'p Function {
+    program
+        .function(name)
+        .unwrap_or_else(|| panic!("no function {name}"))
+}
+
+fn depths(f: &Function) -> Vec<u32> {
+    f.loops.iter().map(|l| l.depth).collect()
+}
+
+/// Some loop of `f` spans the marker's line (or the next one, for `do {`).
+fn covers(f: &Function, name: &str) -> bool {
+    let line = marker(name);
+    f.loops.iter().any(|l| match (l.line_min, l.line_max) {
+        (Some(a), Some(b)) => (a..=b).contains(&line) || (a..=b).contains(&(line + 1)),
+        _ => false,
+    })
+}
+
+#[test]
+fn loop_forest_at_o0() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(path) = compile(dir.path(), "-O0") else {
+        return;
+    };
+    let p = analyse(&path, SplitMode::Leaders);
+    let perfect = function(&p, "perfect_nest");
+    assert_eq!(depths(perfect), vec![3, 2, 1]); // ordered by header address: innermost first
+    let by_depth = |f: &Function, d: u32| f.loops.iter().find(|l| l.depth == d).unwrap().clone();
+    assert_eq!(by_depth(perfect, 1).line, Some(marker("perfect_i")));
+    assert_eq!(by_depth(perfect, 2).line, Some(marker("perfect_j")));
+    assert_eq!(by_depth(perfect, 3).line, Some(marker("perfect_k")));
+    assert_eq!(by_depth(perfect, 3).parent, Some(by_depth(perfect, 2).id));
+
+    let imperfect = function(&p, "imperfect_nest");
+    assert_eq!(imperfect.loops.len(), 3);
+    let outer = by_depth(imperfect, 1);
+    assert_eq!(outer.line, Some(marker("imperfect_i")));
+    let inner: Vec<Option<u32>> = imperfect
+        .loops
+        .iter()
+        .filter(|l| l.depth == 2)
+        .map(|l| l.line)
+        .collect();
+    assert_eq!(
+        inner,
+        vec![Some(marker("imperfect_j1")), Some(marker("imperfect_j2"))]
+    );
+    assert!(
+        imperfect
+            .loops
+            .iter()
+            .filter(|l| l.depth == 2)
+            .all(|l| l.parent == Some(outer.id))
+    );
+
+    for (f, m) in [
+        ("while_loop", "while"),
+        ("break_continue", "break_continue"),
+        ("switch_loop", "switch"),
+        ("inlined_sum", "inlined"),
+        ("main", "main"),
+    ] {
+        let f = function(&p, f);
+        assert_eq!(f.loops.len(), 1, "{}", f.name);
+        assert_eq!(f.loops[0].line, Some(marker(m)), "{}", f.name);
+    }
+    let do_while = function(&p, "do_while_loop");
+    assert_eq!(do_while.loops.len(), 1);
+    assert!(covers(do_while, "do_while"));
+
+    let irreducible = function(&p, "irreducible");
+    assert_eq!(irreducible.loops.len(), 1);
+    assert_eq!(irreducible.loops[0].kind, LoopKind::Irreducible);
+    assert_eq!(irreducible.loops[0].entry_edges.len(), 2);
+    assert!(covers(irreducible, "irreducible"));
+
+    let switch = function(&p, "switch_loop");
+    assert_eq!(switch.jump_tables, 1);
+    assert_eq!(switch.unknown_jumps, 0);
+    assert!(switch.loops[0].blocks >= 9, "cases are inside the loop");
+
+    assert!(function(&p, "recursion").loops.is_empty());
+    let fail_if = function(&p, "fail_if");
+    assert!(fail_if.loops.is_empty());
+    assert!(
+        fail_if
+            .blocks
+            .iter()
+            .any(|b| b.exit == loopscope_binary::Exit::NoReturnCall),
+        "exit() does not return"
+    );
+}
+
+#[test]
+fn loop_forest_at_o2() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(path) = compile(dir.path(), "-O2") else {
+        return;
+    };
+    let p = analyse(&path, SplitMode::Leaders);
+    let perfect = function(&p, "perfect_nest");
+    assert_eq!(perfect.loops.iter().map(|l| l.depth).max(), Some(3));
+    for m in ["perfect_i", "perfect_j", "perfect_k"] {
+        assert!(covers(perfect, m), "{m}");
+    }
+    let imperfect = function(&p, "imperfect_nest");
+    let outer = imperfect.loops.iter().find(|l| l.depth == 1).unwrap();
+    let children = imperfect
+        .loops
+        .iter()
+        .filter(|l| l.parent == Some(outer.id))
+        .count();
+    assert!(children >= 2, "two inner loops, found {children}");
+    for (f, m) in [
+        ("while_loop", "while"),
+        ("do_while_loop", "do_while"),
+        ("break_continue", "break_continue"),
+        ("switch_loop", "switch"),
+        ("irreducible", "irreducible"),
+        ("main", "main"),
+    ] {
+        let f = function(&p, f);
+        assert!(!f.loops.is_empty(), "{}", f.name);
+        assert!(covers(f, m), "{} {:?}", f.name, f.loops);
+    }
+    let switch = function(&p, "switch_loop");
+    assert_eq!((switch.jump_tables, switch.unknown_jumps), (1, 0));
+
+    // The inlined loop is reported in its caller, with the inlined frames.
+    let caller = function(&p, "calls_inlined");
+    assert_eq!(caller.loops.len(), 1);
+    let l = &caller.loops[0];
+    assert!(covers(caller, "inlined"));
+    assert_eq!(
+        l.inlined.first().and_then(|f| f.function.as_deref()),
+        Some("inlined_sum")
+    );
+    assert_eq!(
+        l.inlined.get(1).and_then(|f| f.function.as_deref()),
+        Some("calls_inlined")
+    );
+}
+
+#[test]
+fn ids_are_deterministic_and_ordered() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(path) = compile(dir.path(), "-O2") else {
+        return;
+    };
+    let first = analyse(&path, SplitMode::Leaders);
+    let second = analyse(&path, SplitMode::Leaders);
+    assert_eq!(first, second);
+    let keys: Vec<(u64, u64, u32)> = first
+        .functions
+        .iter()
+        .flat_map(|f| f.loops.iter().map(move |l| (f.address, l.header, l.id)))
+        .collect();
+    let mut sorted = keys.clone();
+    sorted.sort();
+    assert_eq!(keys, sorted);
+    assert!(keys.iter().enumerate().all(|(i, k)| k.2 == i as u32));
+}
+
+#[test]
+fn after_branch_split_ignores_branch_targets() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(path) = compile(dir.path(), "-O0") else {
+        return;
+    };
+    let leaders = analyse(&path, SplitMode::Leaders);
+    let literal = analyse(&path, SplitMode::AfterBranch);
+    for (a, b) in leaders.functions.iter().zip(&literal.functions) {
+        assert_eq!(a.instructions, b.instructions);
+        assert!(b.blocks.len() <= a.blocks.len());
+        // Every literal block ends after a control transfer or where decoding stops.
+        for pair in b.blocks.windows(2) {
+            let contiguous = pair[0].end == pair[1].start;
+            assert!(!contiguous || pair[0].exit != loopscope_binary::Exit::FallThrough);
+        }
+    }
+    let main = |p: &Program| function(p, "perfect_nest").blocks.len();
+    assert!(main(&literal) < main(&leaders));
+}
+
+#[test]
+fn stripped_binary_has_the_same_loops() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(path) = compile(dir.path(), "-O2") else {
+        return;
+    };
+    let stripped = dir.path().join("stripped");
+    let ok = Command::new("strip")
+        .arg("-o")
+        .arg(&stripped)
+        .arg(&path)
+        .status();
+    if !ok.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: no working `strip`");
+        return;
+    }
+    let full = analyse(&path, SplitMode::Leaders);
+    let bare = analyse(&stripped, SplitMode::Leaders);
+    assert!(bare.stripped && !full.stripped);
+    assert_eq!(bare.loop_count(), full.loop_count());
+    let headers = |p: &Program| -> Vec<u64> {
+        p.functions
+            .iter()
+            .flat_map(|f| f.loops.iter().map(|l| l.header))
+            .collect()
+    };
+    assert_eq!(headers(&bare), headers(&full));
+}

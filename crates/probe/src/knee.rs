@@ -1,0 +1,582 @@
+//! Knee detection: where a timing curve over a geometric size axis steps up, which is where
+//! a cache level runs out, found without a person reading the plot.
+//!
+//! The curve `ln(value)` over `log2(size)` is cut into piecewise-constant segments by optimal
+//! partitioning (dynamic programming, a penalty per segment scaled by the noise). Segments that
+//! are wide (at least `min_plateau_octaves`) and flat are plateaus; consecutive plateaus whose
+//! levels differ by at least `min_rise_ratio` frame a knee. The knee's size is the start of
+//! the rise: the last point still at the lower level. Adaptive sampling then spends extra
+//! points between that point and the next one, where the true capacity lies.
+
+use serde::Serialize;
+
+/// One point of a timing curve.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Point {
+    /// Footprint (code or data) in bytes.
+    pub size_bytes: u64,
+    /// Time per unit (per load, per line, per byte) in nanoseconds: the minimum of repeats.
+    pub value: f64,
+    /// Median of the repeats, to show the noise.
+    pub median: f64,
+}
+
+/// A step up in a timing curve.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Knee {
+    /// The capacity estimate: the cache-like size (`2^k` or `3 * 2^k`) nearest the midpoint
+    /// of the rise, within the rise, when there is one; else the start of the rise.
+    pub size_bytes: u64,
+    /// Start of the rise: the largest size still at the lower level.
+    pub rise_start_bytes: u64,
+    /// The largest size below the midpoint (in log) of the two levels.
+    pub rise_mid_bytes: u64,
+    /// First size at the upper level.
+    pub end_bytes: u64,
+    /// Level below the knee (same unit as the curve).
+    pub before: f64,
+    /// Level above the knee.
+    pub after: f64,
+    /// `after / before`.
+    pub ratio: f64,
+    /// From 0 to 1: how far the step stands out of the noise, and how sharp it is.
+    pub confidence: f64,
+}
+
+/// Tuning of [`find_knees`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KneeOptions {
+    /// Smallest level ratio counted as a knee.
+    pub min_rise_ratio: f64,
+    /// Narrowest plateau, in octaves of size.
+    pub min_plateau_octaves: f64,
+    /// Largest rise inside a plateau (as a ratio) before it counts as part of a ramp.
+    pub max_plateau_drift: f64,
+}
+
+impl Default for KneeOptions {
+    fn default() -> KneeOptions {
+        KneeOptions {
+            min_rise_ratio: 1.25,
+            min_plateau_octaves: 0.5,
+            max_plateau_drift: 1.3,
+        }
+    }
+}
+
+/// A piecewise-constant segment: points `first..=last`, at level `exp(mean ln value)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Segment {
+    /// Index of the first point.
+    pub first: usize,
+    /// Index of the last point.
+    pub last: usize,
+    /// Mean of `ln(value)` over the segment.
+    pub log_level: f64,
+}
+
+/// Robust noise of `ln(value)`: the median absolute first difference, scaled to a standard
+/// deviation, with a floor so a perfectly clean curve is not over-fitted.
+pub fn log_noise(points: &[Point]) -> f64 {
+    let mut diffs: Vec<f64> = points
+        .windows(2)
+        .map(|w| (w[1].value.ln() - w[0].value.ln()).abs())
+        .filter(|d| d.is_finite())
+        .collect();
+    if diffs.is_empty() {
+        return 0.02;
+    }
+    diffs.sort_by(f64::total_cmp);
+    let mad = diffs[diffs.len() / 2];
+    (mad / 0.6745 / std::f64::consts::SQRT_2).max(0.01)
+}
+
+/// Optimal partition of `ln(value)` into constant segments of at least two points.
+pub fn segment(points: &[Point]) -> Vec<Segment> {
+    let n = points.len();
+    if n < 4 {
+        return whole(points);
+    }
+    let y: Vec<f64> = points
+        .iter()
+        .map(|p| p.value.max(f64::MIN_POSITIVE).ln())
+        .collect();
+    let mut sum = vec![0.0; n + 1];
+    let mut sq = vec![0.0; n + 1];
+    for i in 0..n {
+        sum[i + 1] = sum[i] + y[i];
+        sq[i + 1] = sq[i] + y[i] * y[i];
+    }
+    let cost = |i: usize, j: usize| {
+        // SSE of y[i..j] about its mean.
+        let k = (j - i) as f64;
+        let s = sum[j] - sum[i];
+        (sq[j] - sq[i] - s * s / k).max(0.0)
+    };
+    let sigma = log_noise(points);
+    let penalty = 4.0 * sigma * sigma * (n as f64).ln();
+    const MIN_LEN: usize = 2;
+    let mut best = vec![f64::INFINITY; n + 1];
+    let mut from = vec![0usize; n + 1];
+    best[0] = -penalty;
+    for j in MIN_LEN..=n {
+        for i in 0..=j - MIN_LEN {
+            if best[i].is_finite() {
+                let c = best[i] + cost(i, j) + penalty;
+                if c < best[j] {
+                    best[j] = c;
+                    from[j] = i;
+                }
+            }
+        }
+    }
+    let mut cuts = Vec::new();
+    let mut j = n;
+    while j > 0 {
+        cuts.push((from[j], j));
+        j = from[j];
+    }
+    cuts.reverse();
+    cuts.into_iter()
+        .map(|(i, j)| Segment {
+            first: i,
+            last: j - 1,
+            log_level: (sum[j] - sum[i]) / (j - i) as f64,
+        })
+        .collect()
+}
+
+/// Two segments as one, its level the point-weighted mean.
+fn join(a: &Segment, b: &Segment) -> Segment {
+    let (na, nb) = ((a.last - a.first + 1) as f64, (b.last - b.first + 1) as f64);
+    Segment {
+        first: a.first,
+        last: b.last,
+        log_level: (a.log_level * na + b.log_level * nb) / (na + nb),
+    }
+}
+
+fn whole(points: &[Point]) -> Vec<Segment> {
+    if points.is_empty() {
+        return Vec::new();
+    }
+    let mean = points.iter().map(|p| p.value.ln()).sum::<f64>() / points.len() as f64;
+    vec![Segment {
+        first: 0,
+        last: points.len() - 1,
+        log_level: mean,
+    }]
+}
+
+fn octaves(points: &[Point], first: usize, last: usize) -> f64 {
+    (points[last].size_bytes as f64 / points[first].size_bytes.max(1) as f64).log2()
+}
+
+/// Rise of `ln(value)` across a segment, from a least-squares line over `log2(size)`.
+fn drift(points: &[Point], seg: &Segment) -> f64 {
+    let xs: Vec<f64> = (seg.first..=seg.last)
+        .map(|i| (points[i].size_bytes.max(1) as f64).log2())
+        .collect();
+    let ys: Vec<f64> = (seg.first..=seg.last)
+        .map(|i| points[i].value.ln())
+        .collect();
+    let n = xs.len() as f64;
+    let (mx, my) = (xs.iter().sum::<f64>() / n, ys.iter().sum::<f64>() / n);
+    let sxx: f64 = xs.iter().map(|x| (x - mx) * (x - mx)).sum();
+    if sxx == 0.0 {
+        return 0.0;
+    }
+    let sxy: f64 = xs.iter().zip(&ys).map(|(x, y)| (x - mx) * (y - my)).sum();
+    sxy / sxx * (xs[xs.len() - 1] - xs[0])
+}
+
+/// The plateaus of a curve: wide, flat segments, with adjacent ones of nearly equal level
+/// merged.
+pub fn plateaus(points: &[Point], options: &KneeOptions) -> Vec<Segment> {
+    // Wiggles the segmentation split off are not steps: merge neighbours within 12 %.
+    let mut merged: Vec<Segment> = Vec::new();
+    for seg in segment(points) {
+        match merged.last_mut() {
+            Some(prev)
+                if (seg.log_level - prev.log_level).abs() < 1.12f64.ln()
+                    && drift(points, &join(prev, &seg)).abs() <= options.max_plateau_drift.ln() =>
+            {
+                *prev = join(prev, &seg);
+            }
+            _ => merged.push(seg),
+        }
+    }
+    let mut out: Vec<Segment> = Vec::new();
+    for seg in merged {
+        let wide = octaves(points, seg.first, seg.last) >= options.min_plateau_octaves;
+        let flat = drift(points, &seg).abs() <= options.max_plateau_drift.ln();
+        if !(wide && flat) {
+            continue;
+        }
+        match out.last_mut() {
+            Some(prev) if (seg.log_level - prev.log_level).abs() < options.min_rise_ratio.ln() => {
+                *prev = join(prev, &seg);
+            }
+            _ => out.push(seg),
+        }
+    }
+    out
+}
+
+/// The knees of a curve sorted by size (points must be sorted by size).
+pub fn find_knees(points: &[Point], options: &KneeOptions) -> Vec<Knee> {
+    let clean = |v: f64| if v.is_finite() && v > 1e-12 { v } else { 1e-12 };
+    let points: Vec<Point> = points
+        .iter()
+        .map(|p| Point {
+            value: clean(p.value),
+            ..*p
+        })
+        .collect();
+    let points = &points[..];
+    let sigma = log_noise(points);
+    let plateaus = plateaus(points, options);
+    plateaus
+        .windows(2)
+        .filter(|w| w[1].log_level - w[0].log_level >= options.min_rise_ratio.ln())
+        .map(|w| knee_between(points, &w[0], &w[1], sigma))
+        .collect()
+}
+
+fn knee_between(points: &[Point], low: &Segment, high: &Segment, sigma: f64) -> Knee {
+    let rise = high.log_level - low.log_level;
+    let threshold = (0.15 * rise).max(3.0 * sigma).min(0.5 * rise);
+    let start = last_below(points, low, high, low.log_level + threshold);
+    let mid = last_below(points, low, high, low.log_level + 0.5 * rise).max(start);
+    let end = (mid + 1..=high.first.max(mid + 1))
+        .find(|&i| i < points.len() && points[i].value.ln() >= high.log_level - threshold)
+        .unwrap_or(high.first)
+        .min(points.len() - 1);
+    let (start_bytes, mid_bytes) = (points[start].size_bytes, points[mid].size_bytes);
+    let z = rise / sigma;
+    let width = octaves(points, start, end.max(start));
+    let step = octaves(points, start, (start + 1).min(points.len() - 1));
+    let sharpness = 1.0 / (1.0 + (width - step).max(0.0));
+    let confidence = ((1.0 - (-z / 5.0).exp()) * sharpness).clamp(0.0, 1.0);
+    Knee {
+        size_bytes: plausible_size(start_bytes, mid_bytes, 0.125).unwrap_or(start_bytes),
+        rise_start_bytes: start_bytes,
+        rise_mid_bytes: mid_bytes,
+        end_bytes: points[end].size_bytes,
+        before: low.log_level.exp(),
+        after: high.log_level.exp(),
+        ratio: rise.exp(),
+        confidence,
+    }
+}
+
+/// Index of the last point, from the lower plateau on, before the curve leaves `level` for
+/// good (the point after the crossing stays above too).
+fn last_below(points: &[Point], low: &Segment, high: &Segment, level: f64) -> usize {
+    let above = |i: usize| points[i].value.ln() > level;
+    let mut last = low.first;
+    for i in low.first..high.first.max(low.first + 1).min(points.len()) {
+        if above(i) && (i + 1 >= points.len() || above(i + 1)) {
+            break;
+        }
+        last = i;
+    }
+    last
+}
+
+/// The cache-like size (`2^k` or `3 * 2^k` bytes) closest to `hi` (in log) between `lo`
+/// less `slack_octaves` and `hi` plus twice that (the capacity lies at or past the last point
+/// below the midpoint), if there is one. Capacities are such sizes;
+/// the rise of a cache that thrashes (LRU under a cyclic walk) completes just past its
+/// capacity, while interference (another hardware thread, way prediction, page colouring)
+/// can start it earlier, so the midpoint of the rise (`hi`) is the better anchor.
+pub fn plausible_size(lo: u64, hi: u64, slack_octaves: f64) -> Option<u64> {
+    let anchor = (hi.max(1) as f64).log2();
+    let (floor, ceiling) = (
+        lo as f64 / slack_octaves.exp2(),
+        hi as f64 * slack_octaves.exp2(),
+    );
+    (6..48u32)
+        .flat_map(|k| [1u64 << k, 3u64 << (k - 1)])
+        .filter(|&s| s as f64 >= floor && s as f64 <= ceiling)
+        .min_by(|a, b| {
+            let d = |s: u64| ((s as f64).log2() - anchor).abs();
+            d(*a).total_cmp(&d(*b))
+        })
+}
+
+/// Sizes from `lo` to `hi` (inclusive) spaced `per_octave` to the octave, rounded to multiples
+/// of `granule`, without duplicates.
+pub fn geometric_sizes(lo: u64, hi: u64, per_octave: u32, granule: u64) -> Vec<u64> {
+    let granule = granule.max(1);
+    let lo = lo.max(granule);
+    let mut sizes = Vec::new();
+    let factor = 2f64.powf(1.0 / f64::from(per_octave.max(1)));
+    let mut s = lo as f64;
+    while s <= hi as f64 * 1.000_001 {
+        let rounded = ((s / granule as f64).round() as u64).max(1) * granule;
+        if sizes.last() != Some(&rounded) {
+            sizes.push(rounded);
+        }
+        s *= factor;
+    }
+    sizes
+}
+
+/// New sizes worth measuring: inside each knee's rise (from its start to the first point at
+/// the upper level), at `per_octave` density, that are not measured yet.
+pub fn refinement_sizes(
+    points: &[Point],
+    knees: &[Knee],
+    per_octave: u32,
+    granule: u64,
+) -> Vec<u64> {
+    let mut out = Vec::new();
+    for knee in knees {
+        let (start, end) = (
+            knee.rise_start_bytes,
+            knee.end_bytes.max(knee.rise_start_bytes),
+        );
+        for s in geometric_sizes(start, end, per_octave, granule) {
+            if s > start && s < end && !points.iter().any(|p| p.size_bytes == s) {
+                out.push(s);
+            }
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Measures a curve adaptively: a coarse geometric grid, then `rounds` of refinement around
+/// the knees found so far. `measure` returns `None` to stop early (interrupt); what was
+/// measured is kept.
+pub fn adaptive_sweep(
+    grid: &[u64],
+    fine_per_octave: u32,
+    granule: u64,
+    rounds: u32,
+    options: &KneeOptions,
+    measure: &mut dyn FnMut(u64) -> Option<Point>,
+) -> (Vec<Point>, Vec<Knee>, bool) {
+    let mut points: Vec<Point> = Vec::new();
+    let mut complete = true;
+    for &s in grid {
+        match measure(s) {
+            Some(p) => points.push(p),
+            None => {
+                complete = false;
+                break;
+            }
+        }
+    }
+    let mut knees = find_knees(&points, options);
+    for _ in 0..rounds {
+        if !complete {
+            break;
+        }
+        let extra = refinement_sizes(&points, &knees, fine_per_octave, granule);
+        if extra.is_empty() {
+            break;
+        }
+        // Points already in a rise are measured again and the lower kept: a knee's position
+        // should not hang on one disturbed sample.
+        let again: Vec<usize> = (0..points.len())
+            .filter(|&i| {
+                let s = points[i].size_bytes;
+                knees
+                    .iter()
+                    .any(|k| s >= k.rise_start_bytes && s <= k.end_bytes)
+            })
+            .collect();
+        for i in again {
+            match measure(points[i].size_bytes) {
+                Some(p) if p.value < points[i].value => points[i] = p,
+                Some(_) => {}
+                None => {
+                    complete = false;
+                    break;
+                }
+            }
+        }
+        for s in extra {
+            if !complete {
+                break;
+            }
+            match measure(s) {
+                Some(p) => points.push(p),
+                None => {
+                    complete = false;
+                    break;
+                }
+            }
+        }
+        points.sort_by_key(|p| p.size_bytes);
+        knees = find_knees(&points, options);
+    }
+    (points, knees, complete)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    const KIB: u64 = 1024;
+
+    /// A cache hierarchy's latency: `levels[i]` up to `caps[i]`, then the next level.
+    fn step_latency(size: u64, caps: &[u64], levels: &[f64]) -> f64 {
+        let i = caps.iter().position(|&c| size <= c).unwrap_or(caps.len());
+        levels[i]
+    }
+
+    fn noisy(value: f64, rng: &mut rand::rngs::StdRng, noise: f64) -> f64 {
+        value * (1.0 + noise * (rng.random::<f64>() * 2.0 - 1.0))
+    }
+
+    fn point(size: u64, value: f64) -> Point {
+        Point {
+            size_bytes: size,
+            value,
+            median: value,
+        }
+    }
+
+    fn within_steps(found: u64, truth: u64, per_octave: u32, steps: f64) -> bool {
+        ((found as f64 / truth as f64).log2() * f64::from(per_octave)).abs() <= steps + 1e-9
+    }
+
+    #[test]
+    fn noisy_step_curves_give_their_sizes_within_one_fine_step() {
+        let caps = [32 * KIB, 512 * KIB, 8192 * KIB];
+        let levels = [1.6, 5.0, 19.0, 90.0];
+        for seed in 0..20 {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            let grid = geometric_sizes(KIB, 128 * 1024 * KIB, 4, 64);
+            let mut measure = |s: u64| {
+                let v = noisy(step_latency(s, &caps, &levels), &mut rng, 0.04);
+                Some(point(s, v))
+            };
+            let (points, knees, complete) =
+                adaptive_sweep(&grid, 16, 64, 2, &KneeOptions::default(), &mut measure);
+            assert!(complete);
+            assert_eq!(knees.len(), 3, "seed {seed}: {knees:?}");
+            for (knee, &cap) in knees.iter().zip(&caps) {
+                assert!(
+                    within_steps(knee.size_bytes, cap, 16, 1.0),
+                    "seed {seed}: {knee:?}"
+                );
+                assert!(knee.confidence > 0.5, "{knee:?}");
+            }
+            // Refinement spent points near the knees, not everywhere.
+            assert!(points.len() < grid.len() + 3 * 6, "{}", points.len());
+            assert!((knees[1].before - 5.0).abs() < 0.5, "{:?}", knees[1]);
+        }
+    }
+
+    #[test]
+    fn a_gradual_rise_gives_its_capacity_first() {
+        // Capacity misses grow like 1 - C/s above the capacity C.
+        let cap = 256 * KIB;
+        let (a, b) = (4.0, 40.0);
+        let grid = geometric_sizes(KIB, 64 * 1024 * KIB, 4, 64);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let mut measure = |s: u64| {
+            let miss = if s <= cap {
+                0.0
+            } else {
+                1.0 - cap as f64 / s as f64
+            };
+            Some(point(s, noisy(a + (b - a) * miss, &mut rng, 0.02)))
+        };
+        let (_, knees, _) = adaptive_sweep(&grid, 16, 64, 2, &KneeOptions::default(), &mut measure);
+        // The slow approach to the upper level may add a small later knee; the first is the
+        // capacity.
+        assert!(!knees.is_empty() && knees[0].ratio > 4.0, "{knees:?}");
+        assert!(
+            within_steps(knees[0].rise_start_bytes, cap, 16, 3.0),
+            "{knees:?}"
+        );
+        assert_eq!(
+            knees[0].size_bytes, cap,
+            "snapped to the cache-like size in the rise"
+        );
+    }
+
+    #[test]
+    fn plausible_sizes_are_powers_of_two_or_three_times_them() {
+        assert_eq!(plausible_size(24 * KIB, 30 * KIB, 0.125), Some(32 * KIB));
+        assert_eq!(plausible_size(40 * KIB, 50 * KIB, 0.0), Some(48 * KIB));
+        assert_eq!(plausible_size(33 * KIB, 47 * KIB, 0.0), None);
+        assert_eq!(plausible_size(33 * KIB, 33 * KIB, 0.125), Some(32 * KIB));
+        assert_eq!(plausible_size(200 * KIB, 600 * KIB, 0.0), Some(512 * KIB));
+        assert_eq!(plausible_size(32 * KIB, 32 * KIB, 0.0), Some(32 * KIB));
+        assert_eq!(plausible_size(0, 0, 0.0), None);
+    }
+
+    #[test]
+    fn wiggles_inside_a_plateau_are_not_steps() {
+        // +-8 % systematic wiggle on the lower plateau, one real 3x step at 64 KiB.
+        let points: Vec<Point> = geometric_sizes(KIB, 8 * 1024 * KIB, 8, 64)
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let base = if s <= 64 * KIB { 1.0 } else { 3.0 };
+                point(s, base * (1.0 + 0.08 * ((i % 4) as f64 - 1.5) / 1.5))
+            })
+            .collect();
+        let knees = find_knees(&points, &KneeOptions::default());
+        assert_eq!(knees.len(), 1, "{knees:?}");
+        assert_eq!(knees[0].size_bytes, 64 * KIB);
+    }
+
+    #[test]
+    fn flat_and_tiny_curves_have_no_knee() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+        let flat: Vec<Point> = geometric_sizes(KIB, 1 << 30, 4, 64)
+            .into_iter()
+            .map(|s| point(s, noisy(3.0, &mut rng, 0.05)))
+            .collect();
+        assert!(find_knees(&flat, &KneeOptions::default()).is_empty());
+        assert!(find_knees(&[], &KneeOptions::default()).is_empty());
+        assert!(find_knees(&flat[..3], &KneeOptions::default()).is_empty());
+    }
+
+    #[test]
+    fn interrupted_sweeps_keep_their_points() {
+        let grid = geometric_sizes(KIB, 1024 * KIB, 4, 64);
+        let mut left = 5;
+        let mut measure = |s: u64| {
+            left -= 1;
+            (left >= 0).then(|| point(s, 1.0))
+        };
+        let (points, _, complete) =
+            adaptive_sweep(&grid, 16, 64, 2, &KneeOptions::default(), &mut measure);
+        assert!(!complete);
+        assert_eq!(points.len(), 5);
+    }
+
+    #[test]
+    fn geometric_sizes_are_rounded_increasing_and_bounded() {
+        let s = geometric_sizes(1000, 64_000, 4, 64);
+        assert_eq!(s[0], 1024);
+        assert!(s.windows(2).all(|w| w[0] < w[1]));
+        assert!(*s.last().unwrap() <= 64_000);
+        assert!(s.iter().all(|x| x % 64 == 0));
+        assert_eq!(geometric_sizes(0, 0, 0, 0), Vec::<u64>::new());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_curves_never_panic(values in proptest::collection::vec(0.0f64..1e6, 0..60)) {
+            let points: Vec<Point> = values
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| point(1024 << (i / 4), v))
+                .collect();
+            for k in find_knees(&points, &KneeOptions::default()) {
+                proptest::prop_assert!(k.confidence >= 0.0 && k.confidence <= 1.0);
+            }
+        }
+    }
+}

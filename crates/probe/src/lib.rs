@@ -1,0 +1,73 @@
+//! Micro-benchmarks that measure what a machine can really do: cache sizes (instruction and
+//! data) and latencies, per-level bandwidths and the peak floating-point rate.
+//!
+//! The instruction-cache probe follows spec 003 (Nagamatsu & Hoshino): one executable mapping
+//! whose code is rewritten in place for every size point (no recompilation), timed with a
+//! calibrated TSC. Two code kinds are generated: the paper's NOP body and a jump chain that
+//! fetches one new cache line per instruction (a NOP sled hides the L1i step on modern cores).
+//! The `recompile` baseline rebuilds a C program per point with the system `cc`, so the
+//! speed-up of in-place rewriting is measured, not quoted. Data caches are found by pointer
+//! chasing over a random cyclic permutation; knees are detected automatically.
+//!
+//! This room measures and returns values. It never prints, exits or reads the environment for
+//! policy; interruption is a flag the caller sets. It is one of the two crates allowed `unsafe`
+//! (generated code, `rdtscp`, `mmap`), and every block says why it is sound.
+//!
+//! # Example
+//!
+//! ```
+//! use loopscope_probe::{find_knees, geometric_sizes, KneeOptions, Point};
+//!
+//! // A curve that steps from 1.5 ns to 5 ns above 32 KiB.
+//! let points: Vec<Point> = geometric_sizes(1024, 1 << 20, 8, 64)
+//!     .into_iter()
+//!     .map(|s| {
+//!         let v = if s <= 32 * 1024 { 1.5 } else { 5.0 };
+//!         Point { size_bytes: s, value: v, median: v }
+//!     })
+//!     .collect();
+//! let knees = find_knees(&points, &KneeOptions::default());
+//! assert_eq!(knees.len(), 1);
+//! assert_eq!(knees[0].size_bytes, 32 * 1024);
+//! ```
+#![deny(missing_docs)]
+
+mod bandwidth;
+mod chase;
+mod code;
+mod error;
+mod flops;
+mod icache;
+mod knee;
+mod levels;
+mod mem;
+mod recompile;
+mod run;
+mod simd;
+mod threads;
+mod timer;
+
+pub use bandwidth::{BandwidthSample, Kernel, measure_bandwidth};
+pub use chase::{CHASE_STRIDE_BYTES, ChaseBuffer, point_from_samples};
+pub use flops::{ACCUMULATORS, FlopsSample, Precision, flops_per_call, measure_flops};
+pub use icache::{CALLS_PER_SAMPLE, CodeProbe, CodeSample, generate};
+pub use levels::{LevelKnee, Levels, assign_levels, cache_knees, level_caches, match_knees};
+pub use recompile::{
+    BaselineReport, SweepPhases, c_source, dynamic_sweep, paper_sizes, recompile_sweep,
+    run_baseline, speedup_size_change, speedup_total,
+};
+pub use run::{Curve, ProbeOptions, ProbeReport, ProgressFn, run_probe};
+pub use simd::Simd;
+pub use threads::on_each_cpu;
+
+pub use code::{
+    CodeKind, CodeRegion, EPILOGUE, Generated, LINE_BYTES, NOP4, PROLOGUE, RewriteTimes,
+    jump_chain, nop_function,
+};
+pub use error::ProbeError;
+pub use knee::{
+    Knee, KneeOptions, Point, Segment, adaptive_sweep, find_knees, geometric_sizes, log_noise,
+    plateaus, plausible_size, refinement_sizes, segment,
+};
+pub use mem::{HUGE_PAGE_BYTES, Mapping, anon_huge_kib};
+pub use timer::{Timer, TimerSource, allowed_cpus, core_hz, monotonic_raw_ns, pin_current_thread};

@@ -1,0 +1,588 @@
+//! The whole probe: every measurement in order, with a time budget, progress reports and an
+//! interrupt flag, assembled into the `measured` section of a machine description.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use loopscope_machine::{Bandwidth, CacheKind, Machine, Measured, PeakGflops};
+use serde::Serialize;
+
+use crate::ProbeError;
+use crate::bandwidth::{Kernel, measure_bandwidth};
+use crate::chase::ChaseBuffer;
+use crate::code::CodeKind;
+use crate::flops::{FlopsSample, Precision, measure_flops};
+use crate::icache::CodeProbe;
+use crate::knee::{Knee, KneeOptions, Point, adaptive_sweep, geometric_sizes};
+use crate::levels::{assign_levels, level_caches};
+use crate::simd::Simd;
+use crate::timer::{Timer, allowed_cpus, core_hz, pin_current_thread};
+
+const KIB: u64 = 1024;
+const MIB: u64 = 1024 * KIB;
+
+/// How long and how finely to measure.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ProbeOptions {
+    /// About 10 s instead of about 60 s: coarser grids, fewer repeats, shorter kernels.
+    pub quick: bool,
+    /// Seed of the random permutations (chase cycles, random jump chains).
+    pub seed: u64,
+}
+
+/// One measured curve with its knees.
+#[derive(Debug, Clone, Serialize)]
+pub struct Curve {
+    /// `jump_chain`, `nop_body` or `pointer_chase`.
+    pub name: String,
+    /// What `value` measures, for example `ns per load`.
+    pub unit: String,
+    /// Points sorted by size.
+    pub points: Vec<Point>,
+    /// Knees found on the curve.
+    pub knees: Vec<Knee>,
+}
+
+/// Everything one probe run found; `measured` goes into the machine file.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProbeReport {
+    /// The machine-file section (caches, bandwidth, peak, duration, partial, notes).
+    #[serde(flatten)]
+    pub measured: Measured,
+    /// The clock used.
+    pub timer: Timer,
+    /// The logical CPU the serial measurements ran on, when pinning worked.
+    pub pinned_cpu: Option<usize>,
+    /// Vector extension of the kernels.
+    pub simd: Simd,
+    /// Raw curves, for plots and for checking the knees by eye.
+    pub curves: Vec<Curve>,
+    /// Every FLOP-rate measurement (one thread and all threads).
+    pub flops: Vec<FlopsSample>,
+}
+
+/// Settings that follow from `quick`.
+struct Budget {
+    coarse_per_octave: u32,
+    fine_per_octave: u32,
+    rounds: u32,
+    code_repeats: u32,
+    chase_repeats: u32,
+    chase_min_loads: usize,
+    chase_max_loads: usize,
+    /// Loads per sample far beyond the caches, where every load misses and each costs ~100 ns.
+    chase_far_loads: usize,
+    kernel_time: Duration,
+    kernel_trials: u32,
+    flops_time: Duration,
+    calibration: Duration,
+}
+
+impl Budget {
+    fn new(quick: bool) -> Budget {
+        if quick {
+            Budget {
+                coarse_per_octave: 4,
+                fine_per_octave: 16,
+                rounds: 1,
+                code_repeats: 15,
+                chase_repeats: 11,
+                chase_min_loads: 200_000,
+                chase_max_loads: 300_000,
+                chase_far_loads: 40_000,
+                kernel_time: Duration::from_millis(15),
+                kernel_trials: 1,
+                flops_time: Duration::from_millis(60),
+                calibration: Duration::from_millis(30),
+            }
+        } else {
+            Budget {
+                coarse_per_octave: 6,
+                fine_per_octave: 24,
+                rounds: 2,
+                code_repeats: 21,
+                chase_repeats: 21,
+                chase_min_loads: 400_000,
+                chase_max_loads: 1_000_000,
+                chase_far_loads: 150_000,
+                kernel_time: Duration::from_millis(120),
+                kernel_trials: 3,
+                flops_time: Duration::from_millis(300),
+                calibration: Duration::from_millis(100),
+            }
+        }
+    }
+}
+
+/// Reports progress: the phase's name and the fraction of the whole run done.
+pub type ProgressFn<'a> = dyn FnMut(&str, f64) + Send + 'a;
+
+/// Runs every measurement. `machine` supplies the advertised caches (to size the sweeps and
+/// name the knees); `stop` interrupts between points and the result is then marked partial.
+pub fn run_probe(
+    machine: &Machine,
+    options: &ProbeOptions,
+    stop: &AtomicBool,
+    progress: &mut ProgressFn<'_>,
+) -> Result<ProbeReport, ProbeError> {
+    let started = Instant::now();
+    let budget = Budget::new(options.quick);
+    let cpus = allowed_cpus();
+    let serial = std::thread::scope(|scope| {
+        scope
+            .spawn(|| serial_part(machine, options, &budget, cpus[0], stop, progress))
+            .join()
+            .unwrap_or_else(|_| Err(ProbeError::Invalid("a measuring thread panicked".into())))
+    })?;
+    let Serial {
+        timer,
+        core_hz,
+        pinned,
+        curves,
+        mut notes,
+        caches,
+        memory_latency_ns,
+    } = serial;
+    let simd = Simd::detect();
+    notes.push(format!(
+        "kernels: {}{}",
+        simd.name(),
+        if simd.has_fma() { " + FMA" } else { "" }
+    ));
+    let mut bandwidth = Vec::new();
+    let kernels_started = Instant::now();
+    if !stop.load(Ordering::Relaxed) {
+        progress("bandwidth", 0.8);
+        bandwidth = bandwidths(machine, &caches, &cpus, simd, &budget, stop)?;
+        notes.push(format!(
+            "phase times: bandwidth {:.1} s",
+            kernels_started.elapsed().as_secs_f64()
+        ));
+    }
+    let mut flops = Vec::new();
+    if !stop.load(Ordering::Relaxed) {
+        progress("peak FLOPs", 0.95);
+        let mut sets = vec![vec![cpus[0]]];
+        if cpus.len() > 1 {
+            sets.push(cpus.clone());
+        }
+        for set in &sets {
+            for precision in [Precision::Dp, Precision::Sp] {
+                flops.push(measure_flops(simd, precision, set, budget.flops_time));
+            }
+        }
+    }
+    let peak_gflops = peak(&flops, machine, core_hz, &mut notes);
+    progress("done", 1.0);
+    let partial = stop.load(Ordering::Relaxed);
+    let mut caches = caches;
+    caches.sort_by_key(|c| (c.level, c.kind));
+    Ok(ProbeReport {
+        measured: Measured {
+            caches,
+            bandwidth,
+            peak_gflops,
+            duration_s: started.elapsed().as_secs_f64(),
+            partial,
+            notes,
+            core_hz: Some(core_hz),
+            memory_latency_ns,
+        },
+        timer,
+        pinned_cpu: pinned.then_some(cpus[0]),
+        simd,
+        curves,
+        flops,
+    })
+}
+
+struct Serial {
+    timer: Timer,
+    core_hz: f64,
+    pinned: bool,
+    curves: Vec<Curve>,
+    notes: Vec<String>,
+    caches: Vec<loopscope_machine::MeasuredCache>,
+    memory_latency_ns: Option<f64>,
+}
+
+fn serial_part(
+    machine: &Machine,
+    options: &ProbeOptions,
+    budget: &Budget,
+    cpu: usize,
+    stop: &AtomicBool,
+    progress: &mut ProgressFn<'_>,
+) -> Result<Serial, ProbeError> {
+    let started = Instant::now();
+    let mut notes = Vec::new();
+    progress("timer", 0.0);
+    let pinned = match pin_current_thread(cpu) {
+        Ok(()) => true,
+        Err(e) => {
+            notes.push(format!("not pinned ({e}): timings may move between cores"));
+            false
+        }
+    };
+    let timer = Timer::calibrate(budget.calibration);
+    notes.push(format!("timer: {}", timer.describe()));
+    let core_hz = core_hz(&timer, 30);
+    notes.push(format!(
+        "core clock {:.3} GHz (dependent-add chain)",
+        core_hz / 1e9
+    ));
+    let advertised = |level: u8, kind: CacheKind| {
+        machine
+            .caches
+            .iter()
+            .find(|c| {
+                c.level == level
+                    && (c.kind == kind
+                        || kind == CacheKind::Unified && c.kind != CacheKind::Instruction)
+            })
+            .map(|c| c.size_bytes)
+    };
+    let l2 = advertised(2, CacheKind::Unified).unwrap_or(MIB);
+    let llc = machine
+        .data_caches()
+        .map(|c| c.size_bytes)
+        .max()
+        .unwrap_or(32 * MIB);
+
+    let mut curves = Vec::new();
+    let mut code = CodeProbe::new((4 * l2).max(4 * MIB) as usize, options.seed)?;
+    // Below 2 KiB the call itself dominates the time per unit (spec 003, section 9.6).
+    let sweeps = [
+        (
+            CodeKind::RandomJumpChain,
+            "random_jump_chain",
+            "ns per line",
+            2 * KIB,
+            (4 * l2).min(4 * MIB),
+            64,
+            0.0,
+        ),
+        (
+            CodeKind::JumpChain,
+            "jump_chain",
+            "ns per line",
+            2 * KIB,
+            (4 * l2).min(4 * MIB),
+            64,
+            0.1,
+        ),
+        (
+            CodeKind::NopBody,
+            "nop_body",
+            "ns per byte",
+            4 * KIB,
+            (4 * l2).max(4 * MIB),
+            4,
+            0.2,
+        ),
+    ];
+    for (kind, name, unit, lo, hi, granule, at) in sweeps {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        if options.quick && kind == CodeKind::JumpChain {
+            continue;
+        }
+        let grid = geometric_sizes(lo, hi, budget.coarse_per_octave, granule);
+        let mut tick = |f: f64| progress(&format!("code {name}"), at + 0.1 * f);
+        let mut measure_one = |size: u64| {
+            code.measure(&timer, kind, size as usize, budget.code_repeats)
+                .map(|sample| sample.point)
+        };
+        let (points, knees) = sweep(&grid, granule, budget, stop, &mut tick, &mut measure_one)?;
+        curves.push(Curve {
+            name: name.into(),
+            unit: unit.into(),
+            points,
+            knees,
+        });
+    }
+    notes.push(huge_note(
+        "code",
+        code.region().huge_page_kib(),
+        code.region().capacity(),
+    ));
+    let code_s = started.elapsed().as_secs_f64();
+
+    let mut chase = ChaseBuffer::new((4 * llc) as usize, options.seed)?;
+    if !stop.load(Ordering::Relaxed) {
+        let grid = geometric_sizes(KIB, 4 * llc, budget.coarse_per_octave, 64);
+        let mut tick = |f: f64| progress("pointer chase", 0.3 + 0.5 * f);
+        let mut measure_one = |size: u64| {
+            let loads = if size > llc / 8 {
+                budget.chase_far_loads
+            } else {
+                ((size / 64) as usize).clamp(budget.chase_min_loads, budget.chase_max_loads)
+            };
+            chase.measure(&timer, size as usize, loads, budget.chase_repeats)
+        };
+        let (points, knees) = sweep(&grid, 64, budget, stop, &mut tick, &mut measure_one)?;
+        notes.push(huge_note("data", chase.huge_page_kib(), chase.capacity()));
+        curves.push(Curve {
+            name: "pointer_chase".into(),
+            unit: "ns per load".into(),
+            points,
+            knees,
+        });
+    }
+    notes.push(format!(
+        "phase times: timer and code {code_s:.1} s, pointer chase {:.1} s",
+        started.elapsed().as_secs_f64() - code_s
+    ));
+    let levels = assign_levels(machine, &curves);
+    let caches = level_caches(&levels.knees, core_hz);
+    let memory_latency_ns = levels.memory_latency_ns;
+    for c in &caches {
+        if let Some(adv) = c.advertised_size_bytes {
+            let ratio = c.size_bytes as f64 / adv as f64;
+            if !(0.875..=1.125).contains(&ratio) {
+                notes.push(format!(
+                    "L{}{}: effective size {} B is {:.2}x the advertised {} B",
+                    c.level,
+                    c.kind.suffix(),
+                    c.size_bytes,
+                    ratio,
+                    adv
+                ));
+            }
+        }
+    }
+    Ok(Serial {
+        timer,
+        core_hz,
+        pinned,
+        curves,
+        notes,
+        caches,
+        memory_latency_ns,
+    })
+}
+
+/// An adaptive sweep of `measure_one` over `grid` that stops, keeping its points, when
+/// `stop` is set, and fails on the first measurement error; `tick` gets the fraction done.
+fn sweep(
+    grid: &[u64],
+    granule: u64,
+    budget: &Budget,
+    stop: &AtomicBool,
+    tick: &mut dyn FnMut(f64),
+    measure_one: &mut dyn FnMut(u64) -> Result<Point, ProbeError>,
+) -> Result<(Vec<Point>, Vec<Knee>), ProbeError> {
+    let total = grid.len() as f64 * 1.3;
+    let mut done = 0.0;
+    let mut failure = None;
+    let mut measure = |size: u64| {
+        if stop.load(Ordering::Relaxed) || failure.is_some() {
+            return None;
+        }
+        done += 1.0;
+        tick((done / total).min(1.0));
+        measure_one(size).map_err(|e| failure = Some(e)).ok()
+    };
+    let (points, knees, _) = adaptive_sweep(
+        grid,
+        budget.fine_per_octave,
+        granule,
+        budget.rounds,
+        &KneeOptions::default(),
+        &mut measure,
+    );
+    match failure {
+        Some(e) => Err(e),
+        None => Ok((points, knees)),
+    }
+}
+
+fn huge_note(what: &str, kib: Option<u64>, capacity: usize) -> String {
+    match kib {
+        Some(k) if k > 0 => format!(
+            "huge pages: {k} KiB of the {} KiB {what} mapping",
+            capacity / 1024
+        ),
+        Some(_) => {
+            format!("huge pages: none obtained for the {what} mapping (THP off or fragmented)")
+        }
+        None => format!("huge pages: unknown for the {what} mapping (/proc/self/smaps unreadable)"),
+    }
+}
+
+/// Bandwidth of every kernel at a working set inside each level, on one and on all CPUs.
+fn bandwidths(
+    machine: &Machine,
+    caches: &[loopscope_machine::MeasuredCache],
+    cpus: &[usize],
+    simd: Simd,
+    budget: &Budget,
+    stop: &AtomicBool,
+) -> Result<Vec<Bandwidth>, ProbeError> {
+    let size_of = |level: u8| {
+        caches
+            .iter()
+            .find(|c| c.level == level && c.kind != CacheKind::Instruction)
+            .map(|c| c.size_bytes)
+            .or_else(|| machine.data_cache(level).map(|c| c.size_bytes))
+    };
+    let shared = |level: u8| machine.data_cache(level).is_some_and(|c| c.shared_by > 1);
+    // (name, working set of all threads, shared between threads, smallest per-thread set)
+    let mut levels: Vec<(String, u64, bool, u64)> = Vec::new();
+    let mut below = 0;
+    for level in 1..=3u8 {
+        if let Some(size) = size_of(level) {
+            let floor = (2 * below).max(4 * KIB);
+            levels.push((
+                format!("L{level}"),
+                (size / 2).max(floor),
+                shared(level),
+                floor,
+            ));
+            below = size;
+        }
+    }
+    let llc = machine
+        .data_caches()
+        .map(|c| c.size_bytes)
+        .max()
+        .unwrap_or(32 * MIB)
+        .max(below);
+    levels.push(("MEM".into(), (4 * llc).max(64 * MIB), true, 4 * below));
+    let mut out = Vec::new();
+    let mut sets = vec![vec![cpus[0]]];
+    if cpus.len() > 1 {
+        sets.push(cpus.to_vec());
+    }
+    for (level, size, is_shared, floor) in &levels {
+        for set in &sets {
+            let per_thread = if *is_shared {
+                (size / set.len() as u64).max(*floor)
+            } else {
+                *size
+            };
+            for kernel in Kernel::ALL {
+                if stop.load(Ordering::Relaxed) {
+                    return Ok(out);
+                }
+                let s = measure_bandwidth(
+                    kernel,
+                    simd,
+                    set,
+                    per_thread,
+                    budget.kernel_time,
+                    budget.kernel_trials,
+                )?;
+                out.push(Bandwidth {
+                    level: level.clone(),
+                    kernel: kernel.name().into(),
+                    threads: s.threads,
+                    working_set_bytes: s.working_set_bytes,
+                    gb_per_s: s.gb_per_s,
+                    gb_per_s_with_write_allocate: (s.gb_per_s_with_write_allocate != s.gb_per_s)
+                        .then_some(s.gb_per_s_with_write_allocate),
+                    method: format!(
+                        "{} {}, {} per thread",
+                        simd.name(),
+                        kernel.name(),
+                        per_thread
+                    ),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The all-core FLOP rate, with a note comparing it with the theoretical peak.
+fn peak(
+    flops: &[FlopsSample],
+    machine: &Machine,
+    core_hz: f64,
+    notes: &mut Vec<String>,
+) -> Option<PeakGflops> {
+    let threads = flops.iter().map(|f| f.threads).max()?;
+    let get = |p: Precision| {
+        flops
+            .iter()
+            .find(|f| f.threads == threads && f.precision == p)
+            .map_or(0.0, |f| f.gflops)
+    };
+    let (dp, sp) = (get(Precision::Dp), get(Precision::Sp));
+    let theory = machine.peak_flops_per_cycle;
+    if theory.dp > 0 {
+        let dp_peak = f64::from(theory.dp) * core_hz * f64::from(threads) / 1e9;
+        notes.push(format!(
+            "peak DP {dp:.1} GFLOP/s of a theoretical {dp_peak:.1} ({:.0} %) at the measured clock",
+            100.0 * dp / dp_peak
+        ));
+    }
+    let simd = flops.first().map(|f| f.simd.name()).unwrap_or("scalar");
+    Some(PeakGflops {
+        dp,
+        sp,
+        threads,
+        method: format!(
+            "{simd} FMA chains, {} accumulators per thread",
+            crate::flops::ACCUMULATORS
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loopscope_machine::{MeasuredCache, from_toml, to_toml};
+
+    #[test]
+    fn the_measured_section_round_trips_through_a_machine_file() {
+        let mut machine = Machine::unknown();
+        machine.measured = Some(Measured {
+            caches: vec![MeasuredCache {
+                level: 1,
+                kind: CacheKind::Instruction,
+                size_bytes: 32768,
+                latency_cycles: 2.1,
+                latency_ns: 0.65,
+                advertised_size_bytes: Some(32768),
+                confidence: 0.75,
+                method: "random jump chain".into(),
+            }],
+            bandwidth: vec![Bandwidth {
+                level: "MEM".into(),
+                kernel: "store".into(),
+                threads: 2,
+                working_set_bytes: 128 << 20,
+                gb_per_s: 9.72,
+                gb_per_s_with_write_allocate: Some(19.43),
+                method: "AVX2 store".into(),
+            }],
+            peak_gflops: Some(PeakGflops {
+                dp: 103.66,
+                sp: 207.35,
+                threads: 2,
+                method: "AVX2 FMA chains".into(),
+            }),
+            duration_s: 53.7,
+            partial: true,
+            notes: vec!["interrupted".into()],
+            core_hz: Some(3.244e9),
+            memory_latency_ns: Some(128.2),
+        });
+        let text = to_toml(&machine).unwrap();
+        assert!(
+            text.contains("[measured]") && text.contains("partial = true"),
+            "{text}"
+        );
+        assert_eq!(from_toml(&text, "m.toml".as_ref()).unwrap(), machine);
+    }
+
+    #[test]
+    fn quick_budgets_are_smaller_than_full_ones() {
+        let (quick, full) = (Budget::new(true), Budget::new(false));
+        assert!(quick.coarse_per_octave < full.coarse_per_octave);
+        assert!(quick.chase_repeats < full.chase_repeats);
+        assert!(quick.kernel_time < full.kernel_time);
+    }
+}

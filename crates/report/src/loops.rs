@@ -1,0 +1,153 @@
+//! Text views of a binary's loop forest (`loopscope loops`) and of one function's blocks
+//! (`loopscope blocks`).
+
+use loopscope_binary::{Block, ClassCounts, Function, Loop, Program};
+
+use crate::table::{Align, Table};
+
+/// The loop forest of the given functions, one table per function with loops.
+pub fn render_loops(program: &Program, functions: &[&Function]) -> String {
+    let loops: usize = functions.iter().map(|f| f.loops.len()).sum();
+    let mut out = format!(
+        "{}: {}{}, {} functions, {} loops\n",
+        program.binary,
+        kind_name(program),
+        if program.stripped { ", stripped" } else { "" },
+        functions.len(),
+        loops
+    );
+    for f in functions
+        .iter()
+        .filter(|f| !f.loops.is_empty() || functions.len() == 1)
+    {
+        out.push_str(&format!("\n{} @ {:#x}\n", f.name, f.address));
+        if f.loops.is_empty() {
+            out.push_str("  no loops\n");
+            continue;
+        }
+        out.push_str(&loop_table(f).render());
+    }
+    out
+}
+
+fn kind_name(program: &Program) -> &'static str {
+    match program.kind {
+        loopscope_binary::BinaryKind::Executable => "executable",
+        loopscope_binary::BinaryKind::Pie => "PIE executable",
+        loopscope_binary::BinaryKind::SharedLibrary => "shared library",
+        loopscope_binary::BinaryKind::Other => "ELF object",
+    }
+}
+
+fn loop_table(f: &Function) -> Table {
+    let header = [
+        "loop", "parent", "kind", "header", "source", "lines", "blocks", "instrs", "fp", "ls",
+        "br", "int",
+    ];
+    let mut table = Table::new(header);
+    for column in 6..header.len() {
+        table = table.align(column, Align::Right);
+    }
+    for l in &f.loops {
+        let indent = "  ".repeat(l.depth.saturating_sub(1) as usize);
+        let mut row = vec![
+            format!("{indent}{}", l.id),
+            l.parent.map_or("-".into(), |p| p.to_string()),
+            format!("{:?}", l.kind).to_lowercase(),
+            format!("{:#x}", l.header),
+            source(l),
+            lines(l),
+            l.blocks.to_string(),
+            l.instructions.to_string(),
+        ];
+        row.extend(class_cells(&l.classes));
+        table.row(row);
+    }
+    table
+}
+
+fn source(l: &Loop) -> String {
+    let base = match (&l.file, l.line) {
+        (Some(file), Some(line)) => format!("{}:{line}", short(file)),
+        _ => "?".into(),
+    };
+    match l.inlined.get(1).and_then(|f| f.function.as_deref()) {
+        Some(caller) => format!("{base} (inlined in {caller})"),
+        None => base,
+    }
+}
+
+fn lines(l: &Loop) -> String {
+    match (l.line_min, l.line_max) {
+        (Some(a), Some(b)) if a == b => a.to_string(),
+        (Some(a), Some(b)) => format!("{a}-{b}"),
+        _ => "-".into(),
+    }
+}
+
+fn short(file: &str) -> &str {
+    file.rsplit('/').next().unwrap_or(file)
+}
+
+fn class_cells(c: &ClassCounts) -> [String; 4] {
+    [c.fp, c.ls, c.br, c.int].map(|n| n.to_string())
+}
+
+/// The blocks of one function with their classes, exits, successors and innermost loop.
+pub fn render_blocks(function: &Function) -> String {
+    let header = [
+        "block", "start", "end", "instrs", "fp", "ls", "br", "int", "simd", "exit", "succs", "loop",
+    ];
+    let mut table = Table::new(header);
+    for column in 3..9 {
+        table = table.align(column, Align::Right);
+    }
+    for (i, b) in function.blocks.iter().enumerate() {
+        let mut row = vec![
+            format!(
+                "{}{i}",
+                if i as u32 == function.entry_block {
+                    ">"
+                } else {
+                    ""
+                }
+            ),
+            format!("{:#x}", b.start),
+            format!("{:#x}", b.end),
+            b.instructions.to_string(),
+        ];
+        row.extend(class_cells(&b.classes));
+        row.push((b.tags.simd128 + b.tags.simd256 + b.tags.simd512).to_string());
+        row.push(format!("{:?}", b.exit).to_lowercase());
+        row.push(succs(b));
+        row.push(innermost_loop(function, i as u32).map_or("-".into(), |id| id.to_string()));
+        table.row(row);
+    }
+    format!(
+        "{} @ {:#x}: {} blocks, {} instructions (> marks the entry)\n{}",
+        function.name,
+        function.address,
+        function.blocks.len(),
+        function.instructions,
+        table.render()
+    )
+}
+
+fn succs(b: &Block) -> String {
+    let list: Vec<String> = b.succs.iter().map(|s| s.block.to_string()).collect();
+    if list.is_empty() {
+        "-".into()
+    } else {
+        list.join(",")
+    }
+}
+
+/// The deepest loop containing a block.
+pub fn innermost_loop(function: &Function, block: u32) -> Option<u32> {
+    function
+        .loops
+        .iter()
+        .filter(|l| l.block_ids.binary_search(&block).is_ok())
+        .max_by_key(|l| l.depth)
+        .map(|l| l.id)
+}
