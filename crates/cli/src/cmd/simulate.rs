@@ -203,8 +203,7 @@ pub fn run(args: &SimulateArgs, ui: &Ui) -> anyhow::Result<()> {
     if args.json {
         crate::cmd::print_json(&report)
     } else {
-        print!("{}", render(&report, args));
-        Ok(())
+        crate::cmd::print_text(&render(&report, args))
     }
 }
 
