@@ -134,6 +134,9 @@ struct KernelInput {
     caches: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     harness: Option<HarnessReport>,
+    /// The kernel as the harness compiles it, with --measure.
+    #[serde(skip)]
+    to_measure: Option<KernelHarness>,
 }
 
 /// The timed run of `--measure`.
@@ -181,8 +184,10 @@ pub fn run(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<()> {
     if let Some(gflops) = args.measured_gflops {
         analysis = analysis.with_measured(gflops)?;
     }
-    if let (true, Some(path), Some(input)) = (args.measure, &args.kernel, kernel.as_mut()) {
-        let run = measure(args, path, ui)?;
+    if let Some(input) = kernel.as_mut()
+        && let Some(harness) = input.to_measure.take()
+    {
+        let run = measure(args, &input.file, &harness, ui)?;
         analysis = analysis.with_measured(run.gflops)?;
         input.harness = Some(HarnessReport {
             compiler: format!("{} {}", args.cc.display(), CC_FLAGS.join(" ")),
@@ -272,7 +277,12 @@ fn kernel_traffic(
             "--traffic model: the analytic cache model is not available yet; use --traffic sim",
         ));
     }
-    let (_, kernel, params) = read_kernel(args, path, ui)?;
+    let (text, kernel, params) = read_kernel(args, path, ui)?;
+    // Built before simulating, so a kernel the harness cannot take fails fast.
+    let to_measure = args
+        .measure
+        .then(|| KernelHarness::new(&kernel, &params, &text))
+        .transpose()?;
     let levels = match &args.cache {
         Some(spec) => parse_cache_spec(spec)?,
         None => {
@@ -303,25 +313,29 @@ fn kernel_traffic(
             .map(|l| format!("{} {}", l.name, format_bytes(l.size_bytes)))
             .collect(),
         harness: None,
+        to_measure,
     };
     Ok((traffic, input))
 }
 
 /// Compiles and times the kernel file in the generated harness.
-fn measure(args: &RooflineArgs, path: &Path, ui: &Ui) -> anyhow::Result<HarnessRun> {
-    let (text, kernel, params) = read_kernel(args, path, ui)?;
-    let harness = KernelHarness::new(&kernel, &params, &text)?;
+fn measure(
+    args: &RooflineArgs,
+    file: &str,
+    harness: &KernelHarness,
+    ui: &Ui,
+) -> anyhow::Result<HarnessRun> {
     let dir = tempfile::tempdir().context("cannot create a directory for the harness")?;
     let bar = ui.progress_bar(0, "measuring");
     let run = run_harness(
-        &harness_source(&harness),
+        &harness_source(harness),
         harness.flops(),
         &args.cc,
         CC_FLAGS,
         dir.path(),
     );
     bar.finish_and_clear();
-    run.with_context(|| format!("{}: --measure", path.display()))
+    run.with_context(|| format!("{file}: --measure"))
 }
 
 /// Ppeak, Peff and bandwidths: a paper profile or a machine (file or detected), then flags.
