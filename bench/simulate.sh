@@ -8,7 +8,8 @@
 # in order, then the store), so both simulators see the identical stream; their miss counts are
 # printed as a cross-check. pycachesim is timed on its C-backed `loadstore` over a prebuilt list.
 # Rates use CPU time (user + system), not wall time: the machine is shared with compilers, and
-# CPU time is what each simulator itself spends; wall-clock rates are printed too.
+# CPU time is what each simulator itself spends (loopscope's includes its process start-up and
+# parsing); wall-clock rates are printed too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPEATS=${REPEATS:-3}
@@ -81,10 +82,10 @@ def spec_of(cache):
     return out
 
 cases = [
-    ("L1-resident triad (N=256, R=8000)", ["bench/triad-repeat.c", "-D", "N=256", "-D", "R=8000"],
-     "L1=32K:8:64", lambda: triad(256, 8000)),
-    ("miss-heavy 2d-5pt, 3 levels (M=500, N=1000)", ["examples/kernels/2d-5pt.c", "-D", "M=500", "-D", "N=1000"],
-     "L1=32K:8:64,L2=512K:8:64,L3=4M:16:64", lambda: jacobi(500, 1000)),
+    ("L1-resident triad (N=256, R=20000)", ["bench/triad-repeat.c", "-D", "N=256", "-D", "R=20000"],
+     "L1=32K:8:64", lambda: triad(256, 20000)),
+    ("miss-heavy 2d-5pt, 3 levels (M=1000, N=1000)", ["examples/kernels/2d-5pt.c", "-D", "M=1000", "-D", "N=1000"],
+     "L1=32K:8:64,L2=512K:8:64,L3=4M:16:64", lambda: jacobi(1000, 1000)),
 ]
 print(f"median of {repeats} runs each; the machine is shared, so figures are noisy")
 for title, args, cache, make in cases:

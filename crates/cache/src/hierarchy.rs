@@ -72,6 +72,8 @@ pub struct Hierarchy {
     memory: MemoryStats,
     /// The first level is write-back and not exclusive, so a hit there needs nothing else.
     fast_first_level: bool,
+    /// The highest reference id counted separately (later ids share its counters).
+    last_reference: usize,
 }
 
 impl Hierarchy {
@@ -102,6 +104,7 @@ impl Hierarchy {
                 Vec::new()
             },
             memory: MemoryStats::default(),
+            last_reference: references.max(1) - 1,
             fast_first_level: configs
                 .first()
                 .is_some_and(|c| c.write_back && c.inclusion != Inclusion::Exclusive),
@@ -138,7 +141,7 @@ impl Hierarchy {
         let shift = self.levels[0].shift;
         let first = addr >> shift;
         let last = addr.saturating_add(u64::from(size_bytes.max(1)) - 1) >> shift;
-        let reference = (reference as usize).min(self.refs.len() / self.levels.len() - 1);
+        let reference = (reference as usize).min(self.last_reference);
         if first == last && self.first_level_hit(first, write, reference) {
             return;
         }
