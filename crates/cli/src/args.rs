@@ -53,6 +53,13 @@ pub enum Command {
         loopscope roofline --counts mem=5,l2=21,l1s=12,l1l=6,flops=43 --profile k-computer --paper-rounding\n  \
         loopscope roofline --counts mem=3,l2=8,flops=8 --bandwidth L2=146,MEM=46 --peak-gflops 128 --plot r.svg")]
     Roofline(cmd::roofline::RooflineArgs),
+    /// Simulate a kernel's (or a trace's) accesses through a cache hierarchy, exactly.
+    #[command(after_help = "Examples:\n  \
+        loopscope simulate examples/kernels/2d-5pt.c -D M=1000 -D N=1000 --cache L1=32K:8:64,L2=1M:16:64\n  \
+        loopscope simulate examples/kernels/spec000.c -D X=10 -D Y=10 -D Z=10 --cache L1=256:2:32 \\\n      \
+        --base A=0,B=800,C=1600 --per-ref --3c\n  \
+        loopscope simulate --trace accesses.txt -m machine.toml --json")]
+    Simulate(cmd::simulate::SimulateArgs),
     /// Measure caches (instruction and data), latencies, bandwidths and the peak FLOP rate.
     #[command(after_help = "Examples:\n  \
         loopscope probe --quick\n  \
@@ -71,13 +78,6 @@ pub enum Command {
         loopscope blocks ./a.out --function main\n  \
         loopscope blocks ./a.out --function 0x401126 --classes my-classes.toml --json")]
     Blocks(cmd::blocks::BlocksArgs),
-    /// Simulate a kernel's (or a trace's) accesses through a cache hierarchy, exactly.
-    #[command(after_help = "Examples:\n  \
-        loopscope simulate examples/kernels/2d-5pt.c -D M=1000 -D N=1000 --cache L1=32K:8:64,L2=1M:16:64\n  \
-        loopscope simulate examples/kernels/spec000.c -D X=10 -D Y=10 -D Z=10 --cache L1=256:2:32 \\\n      \
-        --base A=0,B=800,C=1600 --per-ref --3c\n  \
-        loopscope simulate --trace accesses.txt -m machine.toml --json")]
-    Simulate(cmd::simulate::SimulateArgs),
     /// Print a shell completion script.
     #[command(after_help = "Example:\n  \
         loopscope completions bash > /etc/bash_completion.d/loopscope")]

@@ -48,16 +48,16 @@ fn is_bad_input(cause: &(dyn std::error::Error + 'static)) -> bool {
     if let Some(e) = cause.downcast_ref::<loopscope_roofline::RooflineError>() {
         return e.is_bad_input();
     }
-    if let Some(e) = cause.downcast_ref::<loopscope_probe::ProbeError>() {
-        return e.is_bad_input();
-    }
-    if let Some(e) = cause.downcast_ref::<loopscope_binary::BinaryError>() {
-        return e.is_bad_input();
-    }
     if let Some(e) = cause.downcast_ref::<loopscope_kernel::KernelError>() {
         return e.is_bad_input();
     }
     if let Some(e) = cause.downcast_ref::<loopscope_cache::CacheError>() {
+        return e.is_bad_input();
+    }
+    if let Some(e) = cause.downcast_ref::<loopscope_probe::ProbeError>() {
+        return e.is_bad_input();
+    }
+    if let Some(e) = cause.downcast_ref::<loopscope_binary::BinaryError>() {
         return e.is_bad_input();
     }
     false

@@ -355,3 +355,138 @@ fn l1_conditions_warn_on_stderr_and_keep_the_prediction() {
     let quiet = loopscope(&[&args[..], &["-q"]].concat());
     assert!(stderr(&quiet).is_empty(), "{}", stderr(&quiet));
 }
+
+/// The triad of examples/kernels, 1000 elements per array, through caches smaller than its
+/// 32 KB working set, with explicit bandwidths and peak: independent of this machine.
+const TRIAD_ARGS: &[&str] = &[
+    "../../examples/kernels/triad.c",
+    "-D",
+    "N=1000",
+    "--cache",
+    "L1=8K:8:64,L2=16K:8:64",
+    "--bandwidth",
+    "L2=60,MEM=15",
+    "--peak-gflops",
+    "10",
+];
+
+#[test]
+fn kernel_file_traffic_comes_from_the_simulator() {
+    let v = json(TRIAD_ARGS);
+    // Per iteration: b, c, d loaded and a allocated (4 words), a written back (1 word), from
+    // memory through L2.
+    let levels: Vec<(String, u64)> = v["traffic"]["levels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["level"].as_str().unwrap().to_owned(),
+                l["bytes"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        levels,
+        [("L2".to_owned(), 40_000), ("MEM".to_owned(), 40_000)]
+    );
+    assert_eq!(v["traffic"]["flops"], 2000);
+    assert_eq!(v["traffic"]["iterations"], 1000);
+    assert_eq!(v["prediction"]["limit"], "MEM");
+    // 2 FLOPs per 40 bytes at 15 GB/s.
+    assert!((v["prediction"]["gflops"].as_f64().unwrap() - 0.75).abs() < 1e-9);
+    assert_eq!(v["kernel"]["params"]["N"], 1000);
+    assert_eq!(v["kernel"]["traffic_source"], "exact cache simulator");
+    assert!(v["kernel"]["file"].as_str().unwrap().ends_with("triad.c"));
+    assert!(v.get("counts").is_none());
+}
+
+#[test]
+fn kernel_file_text_names_the_kernel_and_its_caches() {
+    let output = loopscope(TRIAD_ARGS);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(text.starts_with("kernel       ../../examples/kernels/triad.c (N=1000)"));
+    assert!(text.contains("L1 8 KiB, L2 16 KiB"), "{text}");
+    assert!(text.contains("limited by MEM"), "{text}");
+}
+
+#[test]
+fn kernel_file_bad_input_exits_2_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let broken = dir.path().join("broken.c");
+    std::fs::write(
+        &broken,
+        "double a[N];\nfor(int i=0; i<N; ++i)\n  a[i] = ;\n",
+    )
+    .unwrap();
+    let broken = broken.to_str().unwrap();
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &[broken, "-D", "N=10", "--cache", "L1=1K:2:64"],
+            "broken.c:3:",
+        ),
+        (&[TRIAD_ARGS[0], "--cache", "L1=1K:2:64"], "N"),
+        (
+            &[TRIAD_ARGS[0], "-D", "N=10", "--cache", "L1=1K:3:64"],
+            "L1",
+        ),
+        (
+            &[TRIAD_ARGS[0], "-D", "N=10", "--traffic", "model"],
+            "--traffic model",
+        ),
+    ];
+    for (args, expected) in cases {
+        let output = loopscope(args);
+        let err = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(expected), "{args:?}: {err}");
+    }
+}
+
+fn have_cc() -> bool {
+    let found = Command::new("cc").arg("--version").output().is_ok();
+    if !found {
+        eprintln!("skipped: no `cc` on this machine");
+    }
+    found
+}
+
+#[test]
+fn measure_prints_the_measured_rate_beside_the_prediction() {
+    if !have_cc() {
+        return;
+    }
+    let mut args = TRIAD_ARGS.to_vec();
+    args.push("--measure");
+    let v = json(&args);
+    let measured = v["measured"]["gflops"].as_f64().unwrap();
+    assert!(measured > 0.0, "{v}");
+    let ratio = v["measured"]["ratio"].as_f64().unwrap();
+    assert!((ratio - measured / 0.75).abs() < 1e-9);
+    assert_eq!(v["kernel"]["harness"]["compiler"], "cc -O2");
+    assert!(v["kernel"]["harness"]["repetitions"].as_u64().unwrap() >= 1);
+}
+
+#[test]
+fn measure_shows_the_compiler_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let compiler = dir.path().join("failing-cc");
+    std::fs::write(
+        &compiler,
+        "#!/bin/sh\necho 'harness.c:3:1: error: unknown type name' >&2\nexit 1\n",
+    )
+    .unwrap();
+    let mut permissions = std::fs::metadata(&compiler).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+    std::fs::set_permissions(&compiler, permissions).unwrap();
+    let mut args = TRIAD_ARGS.to_vec();
+    args.extend(["--measure", "--cc", compiler.to_str().unwrap()]);
+    let output = loopscope(&args);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{err}");
+    assert!(err.contains("error: unknown type name"), "{err}");
+    let missing = loopscope(&[TRIAD_ARGS, &["--measure", "--cc", "/nonexistent/cc"]].concat());
+    assert_eq!(missing.status.code(), Some(1), "{}", stderr(&missing));
+}

@@ -39,6 +39,14 @@ pub enum RooflineError {
     /// The inputs are well-formed but do not describe a kernel the model can evaluate.
     #[error("{0}")]
     Invalid(String),
+    /// The kernel file cannot be bound or streamed (its own error, one line).
+    #[error("{message}")]
+    Kernel {
+        /// Whether the kernel crate blames the input.
+        bad_input: bool,
+        /// The kernel crate's message.
+        message: String,
+    },
     /// The C compiler rejected the generated harness (its first error line is included).
     #[error("{0}")]
     Compile(String),
@@ -52,6 +60,10 @@ impl RooflineError {
     /// the models are closed-form and cannot fail on valid numbers, and a kernel the compiler
     /// rejects is the user's).
     pub fn is_bad_input(&self) -> bool {
-        !matches!(self, RooflineError::Harness(_))
+        match self {
+            RooflineError::Harness(_) => false,
+            RooflineError::Kernel { bad_input, .. } => *bad_input,
+            _ => true,
+        }
     }
 }

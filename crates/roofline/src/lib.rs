@@ -10,8 +10,8 @@
 //! ([`paper_profile`]).
 //!
 //! The kernel enters as a [`Traffic`]: bytes through each level and FLOPs over some iterations.
-//! It comes from the paper's per-iteration counts ([`parse_counts`]) or from a cache model of
-//! a kernel file. This room must not measure the machine, print, or read files: the command
+//! It comes from the paper's per-iteration counts ([`parse_counts`]) or from a kernel file
+//! run through the exact cache simulator ([`simulated_traffic`]). This room must not measure the machine, print, or read files: the command
 //! line gathers bandwidths (from a machine file's `measured` section, [`best_bandwidths`]) and
 //! renders. The one thing it runs is a kernel's generated timing harness ([`harness_source`],
 //! [`run_harness`]), for a measured rate beside the prediction.
@@ -36,6 +36,7 @@
 mod ceilings;
 mod error;
 mod harness;
+mod kernel_file;
 mod level;
 mod model;
 mod pairs;
@@ -49,6 +50,7 @@ pub use ceilings::{
 };
 pub use error::RooflineError;
 pub use harness::{HarnessArray, HarnessKernel, HarnessRun, harness_source, run_harness};
+pub use kernel_file::{KernelHarness, simulated_accesses, simulated_traffic};
 pub use level::Level;
 pub use model::{Classic, LevelTime, Limit, Prediction, classic, predict};
 pub use procedure::{

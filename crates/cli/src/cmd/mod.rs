@@ -18,9 +18,9 @@ pub fn run(command: Command, ui: &Ui) -> anyhow::Result<()> {
         Command::Probe(args) => probe::run(&args, ui),
         Command::Completions(args) => completions::run(&args),
         Command::Roofline(args) => roofline::run(&args, ui),
+        Command::Simulate(args) => simulate::run(&args, ui),
         Command::Loops(args) => loops::run(&args, ui),
         Command::Blocks(args) => blocks::run(&args, ui),
-        Command::Simulate(args) => simulate::run(&args, ui),
     }
 }
 

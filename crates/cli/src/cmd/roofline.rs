@@ -1,15 +1,20 @@
 //! `loopscope roofline`: the cache-aware roofline prediction of a kernel, with the classic
 //! roofline beside it.
 
-use std::path::PathBuf;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
+use loopscope_cache::{levels_from_machine, parse_cache_spec};
+use loopscope_kernel::Kernel;
 use loopscope_machine::{Machine, read_machine_file, write_atomically};
+use loopscope_report::format_bytes;
 use loopscope_report::{RooflineAxis, render_roofline, render_roofline_svg};
 use loopscope_roofline::{
-    Analysis, Ceilings, Counts, Options, PAPER_PROFILES, analyse, paper_profile, parse_bandwidths,
-    parse_counts, parse_volumes, theoretical_peak_gflops,
+    Analysis, Ceilings, Counts, HarnessKernel, HarnessRun, KernelHarness, Options, PAPER_PROFILES,
+    Traffic, analyse, harness_source, paper_profile, parse_bandwidths, parse_counts, parse_volumes,
+    run_harness, simulated_accesses, simulated_traffic, theoretical_peak_gflops,
 };
 use serde::Serialize;
 
@@ -22,8 +27,34 @@ pub struct RooflineArgs {
     /// Per-iteration references served from each level, in 8-byte words (a store counts 2), and
     /// FLOPs: `mem=3,l2=6,flops=78`. Also `l1s=`, `l1l=` (L1 references with short and long
     /// spacing, for the L1 conditions), `l3=`, `l1=` (a timed L1), `word=`, `iterations=`.
-    #[arg(long, value_name = "KEY=N,...")]
-    pub counts: String,
+    #[arg(
+        long,
+        value_name = "KEY=N,...",
+        required_unless_present = "kernel",
+        conflicts_with = "kernel"
+    )]
+    pub counts: Option<String>,
+    /// Kernel file in the kerncraft C subset: its per-level traffic comes from --traffic.
+    #[arg(value_name = "KERNEL.c")]
+    pub kernel: Option<PathBuf>,
+    /// Value of a kernel symbol, e.g. `-D N=1000` (repeatable).
+    #[arg(short = 'D', value_name = "NAME=VALUE", value_parser = crate::cmd::simulate::parse_define, requires = "kernel")]
+    pub define: Vec<(String, i64)>,
+    /// Cache levels to simulate for a kernel file, innermost first:
+    /// `NAME=SIZE:WAYS:LINE[:OPTION...]` (default: the machine's data caches).
+    #[arg(long, value_name = "SPEC", requires = "kernel")]
+    pub cache: Option<String>,
+    /// Where a kernel file's per-level traffic comes from: `sim` (the exact cache simulator,
+    /// steady state of repeated runs) or `model` (the analytic cache model).
+    #[arg(long, value_enum, default_value_t = TrafficSource::Sim, requires = "kernel")]
+    pub traffic: TrafficSource,
+    /// Compile the kernel file into a timing harness with `cc -O2`, run it, and print the
+    /// measured GFLOP/s beside the prediction.
+    #[arg(long, requires = "kernel", conflicts_with = "measured_gflops")]
+    pub measure: bool,
+    /// C compiler for --measure (flags: `-O2`, no `-march=native`).
+    #[arg(long, value_name = "PATH", default_value = "cc", requires = "measure")]
+    pub cc: PathBuf,
     /// Machine file with a `measured` section (from `loopscope probe --out`); without it and
     /// without --profile, this machine is detected (which gives a peak but no bandwidths).
     #[arg(short = 'm', long = "machine", value_name = "FILE")]
@@ -65,6 +96,15 @@ pub struct RooflineArgs {
     pub json: bool,
 }
 
+/// Source of a kernel file's per-level traffic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TrafficSource {
+    /// The exact cache simulator.
+    Sim,
+    /// The analytic cache model.
+    Model,
+}
+
 /// Horizontal axis of the plot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Axis {
@@ -74,24 +114,58 @@ pub enum Axis {
     BytesPerFlop,
 }
 
-/// The JSON document: the analysis plus the counts it came from.
+/// The JSON document: the analysis plus the counts or kernel it came from.
 #[derive(Serialize)]
 struct Output<'a> {
     #[serde(flatten)]
     analysis: &'a Analysis,
-    counts: &'a Counts,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    counts: Option<&'a Counts>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kernel: Option<&'a KernelInput>,
+}
+
+/// Where a kernel file's traffic came from, for the JSON document.
+#[derive(Serialize)]
+struct KernelInput {
+    file: String,
+    params: BTreeMap<String, i64>,
+    traffic_source: &'static str,
+    caches: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    harness: Option<HarnessReport>,
+    /// The kernel as the harness compiles it, with --measure.
+    #[serde(skip)]
+    to_measure: Option<KernelHarness>,
+}
+
+/// The timed run of `--measure`.
+#[derive(Serialize)]
+struct HarnessReport {
+    compiler: String,
+    seconds_per_run: f64,
+    repetitions: u64,
 }
 
 /// Runs `roofline`.
 pub fn run(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<()> {
-    let mut counts = parse_counts(&args.counts)?;
-    counts.simd_loads = !args.scalar_loads;
     let ceilings = ceilings(args, ui)?;
     let options = Options {
         paper_rounding: args.paper_rounding,
         ..Options::default()
     };
-    let mut traffic = counts.traffic();
+    let (mut traffic, counts, mut kernel) = match (&args.counts, &args.kernel) {
+        (Some(text), _) => {
+            let mut counts = parse_counts(text)?;
+            counts.simd_loads = !args.scalar_loads;
+            (counts.traffic(), Some(counts), None)
+        }
+        (None, Some(path)) => {
+            let (traffic, input) = kernel_traffic(args, path, &ceilings, ui)?;
+            (traffic, None, Some(input))
+        }
+        (None, None) => return Err(bad_input("give --counts or a kernel file")),
+    };
     if let Some(text) = &args.volume {
         for (level, bytes) in parse_volumes(text)? {
             let slot = traffic
@@ -100,7 +174,7 @@ pub fn run(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<()> {
                 .find(|l| l.level == level)
                 .ok_or_else(|| {
                     bad_input(format!(
-                        "--volume: {level} is not among the levels of --counts"
+                        "--volume: {level} is not among the levels the kernel moves data through"
                     ))
                 })?;
             slot.volume_bytes = Some(bytes);
@@ -109,6 +183,17 @@ pub fn run(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<()> {
     let mut analysis = analyse(&traffic, &ceilings, options)?;
     if let Some(gflops) = args.measured_gflops {
         analysis = analysis.with_measured(gflops)?;
+    }
+    if let Some(input) = kernel.as_mut()
+        && let Some(harness) = input.to_measure.take()
+    {
+        let run = measure(args, &input.file, &harness, ui)?;
+        analysis = analysis.with_measured(run.gflops)?;
+        input.harness = Some(HarnessReport {
+            compiler: format!("{} {}", args.cc.display(), CC_FLAGS.join(" ")),
+            seconds_per_run: run.seconds_per_run,
+            repetitions: run.repetitions,
+        });
     }
     for warning in &analysis.warnings {
         ui.warn(warning);
@@ -125,11 +210,132 @@ pub fn run(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<()> {
     if args.json {
         crate::cmd::print_json(&Output {
             analysis: &analysis,
-            counts: &counts,
+            counts: counts.as_ref(),
+            kernel: kernel.as_ref(),
         })
     } else {
-        crate::cmd::print_text(&render_roofline(&analysis, Some(&counts)))
+        let mut text = String::new();
+        if let Some(input) = &kernel {
+            text.push_str(&render_kernel_input(input));
+        }
+        text.push_str(&render_roofline(&analysis, counts.as_ref()));
+        crate::cmd::print_text(&text)
     }
+}
+
+/// The flags `--measure` compiles with: a plain optimised build, no `-march=native`, so the
+/// measurement reflects what a default build of the kernel does.
+const CC_FLAGS: &[&str] = &["-O2"];
+
+fn render_kernel_input(input: &KernelInput) -> String {
+    let params: Vec<String> = input
+        .params
+        .iter()
+        .map(|(name, value)| format!("{name}={value}"))
+        .collect();
+    let mut out = format!(
+        "kernel       {} ({}), traffic from the {} of {} (steady state of repeated runs)\n",
+        input.file,
+        params.join(", "),
+        input.traffic_source,
+        input.caches.join(", ")
+    );
+    if let Some(h) = &input.harness {
+        out.push_str(&format!(
+            "measured     {}: {:.3e} s per run, median of 5 samples of {} runs\n",
+            h.compiler, h.seconds_per_run, h.repetitions
+        ));
+    }
+    out.push('\n');
+    out
+}
+
+fn read_kernel(
+    args: &RooflineArgs,
+    path: &Path,
+    ui: &Ui,
+) -> anyhow::Result<(String, Kernel, Vec<i64>)> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| bad_input(format!("{}: cannot read: {e}", path.display())))?;
+    let kernel = loopscope_kernel::parse_kernel(&text, &path.display().to_string())?;
+    for unused in kernel.unused_definitions(&args.define) {
+        ui.warn(format!("-D {unused}: the kernel does not use `{unused}`"));
+    }
+    let params = kernel.param_values(&args.define)?;
+    Ok((text, kernel, params))
+}
+
+/// Per-level traffic of a kernel file, from the simulator of the given or the machine's caches.
+fn kernel_traffic(
+    args: &RooflineArgs,
+    path: &Path,
+    ceilings: &Ceilings,
+    ui: &Ui,
+) -> anyhow::Result<(Traffic, KernelInput)> {
+    if args.traffic == TrafficSource::Model {
+        return Err(bad_input(
+            "--traffic model: the analytic cache model is not available yet; use --traffic sim",
+        ));
+    }
+    let (text, kernel, params) = read_kernel(args, path, ui)?;
+    // Built before simulating, so a kernel the harness cannot take fails fast.
+    let to_measure = args
+        .measure
+        .then(|| KernelHarness::new(&kernel, &params, &text))
+        .transpose()?;
+    let levels = match &args.cache {
+        Some(spec) => parse_cache_spec(spec)?,
+        None => {
+            let machine = crate::cmd::machine::load_machine(args.machine.as_deref(), ui)?;
+            levels_from_machine(&machine).with_context(|| match &args.machine {
+                Some(p) => format!("{}: cannot simulate its caches (give --cache)", p.display()),
+                None => "cannot simulate this machine's caches (give --cache)".to_owned(),
+            })?
+        }
+    };
+    let layout = kernel.layout(&params, &[])?;
+    let bar = ui.progress_bar(simulated_accesses(&kernel, &params, &layout)?, "simulating");
+    let traffic = simulated_traffic(
+        &kernel,
+        &params,
+        &layout,
+        &levels,
+        |level| ceilings.level(level).is_some(),
+        &mut |n| bar.inc(n),
+    )?;
+    bar.finish_and_clear();
+    let input = KernelInput {
+        file: path.display().to_string(),
+        params: kernel.params.iter().cloned().zip(params).collect(),
+        traffic_source: "exact cache simulator",
+        caches: levels
+            .iter()
+            .map(|l| format!("{} {}", l.name, format_bytes(l.size_bytes)))
+            .collect(),
+        harness: None,
+        to_measure,
+    };
+    Ok((traffic, input))
+}
+
+/// Compiles and times the kernel file in the generated harness.
+fn measure(
+    args: &RooflineArgs,
+    file: &str,
+    harness: &KernelHarness,
+    ui: &Ui,
+) -> anyhow::Result<HarnessRun> {
+    let dir = tempfile::tempdir().context("cannot create a directory for the harness")?;
+    let bar = ui.progress_bar(0, "measuring");
+    let run = run_harness(
+        &harness_source(harness),
+        harness.flops(),
+        &args.cc,
+        CC_FLAGS,
+        dir.path(),
+    );
+    bar.finish_and_clear();
+    run.with_context(|| format!("{file}: --measure"))
 }
 
 /// Ppeak, Peff and bandwidths: a paper profile or a machine (file or detected), then flags.

@@ -68,7 +68,7 @@ pub struct SimulateArgs {
     pub json: bool,
 }
 
-fn parse_define(text: &str) -> Result<(String, i64), String> {
+pub(crate) fn parse_define(text: &str) -> Result<(String, i64), String> {
     let (name, value) = text
         .split_once('=')
         .ok_or_else(|| format!("expected NAME=VALUE, found `{text}`"))?;
