@@ -18,7 +18,10 @@ use crate::rational::{Rat, Res, add, floor_div, lcm, mul};
 const MAX_RESIDUES: u128 = 1 << 20;
 
 fn isl_err(op: &'static str) -> impl FnOnce(isl::LibISLError) -> PolyError {
-    move |e| PolyError::Isl { op, message: e.to_string() }
+    move |e| PolyError::Isl {
+        op,
+        message: e.to_string(),
+    }
 }
 
 /// One explicit division `⌊(dims·x + divs·q + constant) / denominator⌋`.
@@ -43,14 +46,18 @@ pub(crate) fn count_isl_set(set: &isl::Set, values: &[(&str, i64)]) -> Result<i1
     let params = param_values(&raw, values)?;
     let fixed = fix_all(raw, &params)?;
     if !bounded && !fixed.is_bounded().map_err(isl_err("is_bounded"))? {
-        return Err(PolyError::Unbounded { set: fixed.to_str().unwrap_or("?").to_string() });
+        return Err(PolyError::Unbounded {
+            set: fixed.to_str().unwrap_or("?").to_string(),
+        });
     }
     let disjoint = fixed
         .compute_divs()
         .map_err(isl_err("compute_divs"))?
         .make_disjoint()
         .map_err(isl_err("make_disjoint"))?;
-    let list = disjoint.get_basic_set_list().map_err(isl_err("basic sets"))?;
+    let list = disjoint
+        .get_basic_set_list()
+        .map_err(isl_err("basic sets"))?;
     let mut total = 0i128;
     for i in 0..list.size().map_err(isl_err("basic sets"))? {
         let bset = list.get_at(i).map_err(isl_err("basic sets"))?;
@@ -64,12 +71,16 @@ fn param_values(set: &isl::Set, values: &[(&str, i64)]) -> Res<Vec<i128>> {
     let n = set.dim(isl::DimType::Param).map_err(isl_err("dim"))?;
     (0..n)
         .map(|p| {
-            let name = set.get_dim_name(isl::DimType::Param, p as u32).map_err(isl_err("dim name"))?;
+            let name = set
+                .get_dim_name(isl::DimType::Param, p as u32)
+                .map_err(isl_err("dim name"))?;
             values
                 .iter()
                 .find(|(k, _)| *k == name)
                 .map(|(_, v)| *v as i128)
-                .ok_or_else(|| PolyError::MissingParameter { name: name.to_string() })
+                .ok_or_else(|| PolyError::MissingParameter {
+                    name: name.to_string(),
+                })
         })
         .collect()
 }
@@ -77,14 +88,19 @@ fn param_values(set: &isl::Set, values: &[(&str, i64)]) -> Res<Vec<i128>> {
 fn fix_all(mut set: isl::Set, params: &[i128]) -> Res<isl::Set> {
     for (p, &v) in params.iter().enumerate() {
         let val = isl::Val::int_from_si(&set.get_ctx(), v as i64).map_err(isl_err("value"))?;
-        set = set.fix_val(isl::DimType::Param, p as u32, val).map_err(isl_err("fix_val"))?;
+        set = set
+            .fix_val(isl::DimType::Param, p as u32, val)
+            .map_err(isl_err("fix_val"))?;
     }
     Ok(set)
 }
 
 fn int_val(v: isl::Val, op: &'static str) -> Res<i128> {
     if !v.is_int().map_err(isl_err(op))? {
-        return Err(PolyError::Isl { op, message: format!("expected an integer, got {}", v.to_str().unwrap_or("?")) });
+        return Err(PolyError::Isl {
+            op,
+            message: format!("expected an integer, got {}", v.to_str().unwrap_or("?")),
+        });
     }
     Ok(v.get_num_si().map_err(isl_err(op))? as i128)
 }
@@ -99,7 +115,9 @@ fn coefficients(
         .map(|i| {
             let v = get(i).map_err(isl_err("coefficient"))?;
             let v = match scale {
-                Some(s) => v.mul(s.copy().map_err(isl_err("copy"))?).map_err(isl_err("coefficient"))?,
+                Some(s) => v
+                    .mul(s.copy().map_err(isl_err("copy"))?)
+                    .map_err(isl_err("coefficient"))?,
                 None => v,
             };
             int_val(v, "coefficient")
@@ -108,7 +126,9 @@ fn coefficients(
 }
 
 fn dot(a: &[i128], b: &[i128]) -> Res<i128> {
-    a.iter().zip(b).try_fold(0i128, |s, (x, y)| add(s, mul(*x, *y, "substitution")?, "substitution"))
+    a.iter().zip(b).try_fold(0i128, |s, (x, y)| {
+        add(s, mul(*x, *y, "substitution")?, "substitution")
+    })
 }
 
 fn extract(bset: &isl::BasicSet, params: &[i128]) -> Res<QuasiBasicSet> {
@@ -120,14 +140,25 @@ fn extract(bset: &isl::BasicSet, params: &[i128]) -> Res<QuasiBasicSet> {
     for j in 0..ndiv {
         let aff = bset.get_div(j).map_err(isl_err("div"))?;
         if aff.is_nan().map_err(isl_err("div"))? || aff.dim(D).map_err(isl_err("div"))? != ndiv {
-            return Err(PolyError::Isl { op: "div", message: "a division without explicit form".into() });
+            return Err(PolyError::Isl {
+                op: "div",
+                message: "a division without explicit form".into(),
+            });
         }
         let den = aff.get_denominator_val().map_err(isl_err("div"))?;
         let c_dims = coefficients(dims, |i| aff.get_coefficient_val(In, i), Some(&den))?;
         let c_divs = coefficients(ndiv, |i| aff.get_coefficient_val(D, i), Some(&den))?;
-        let c_par = coefficients(params.len() as i32, |i| aff.get_coefficient_val(Param, i), Some(&den))?;
+        let c_par = coefficients(
+            params.len() as i32,
+            |i| aff.get_coefficient_val(Param, i),
+            Some(&den),
+        )?;
         let cst = aff.get_constant_val().map_err(isl_err("div"))?;
-        let cst = int_val(cst.mul(den.copy().map_err(isl_err("copy"))?).map_err(isl_err("div"))?, "div")?;
+        let cst = int_val(
+            cst.mul(den.copy().map_err(isl_err("copy"))?)
+                .map_err(isl_err("div"))?,
+            "div",
+        )?;
         divs.push(Div {
             dims: c_dims,
             divs: c_divs,
@@ -141,12 +172,23 @@ fn extract(bset: &isl::BasicSet, params: &[i128]) -> Res<QuasiBasicSet> {
         let c = list.get_at(i).map_err(isl_err("constraints"))?;
         let x = coefficients(dims, |k| c.get_coefficient_val(Set, k), None)?;
         let q = coefficients(ndiv, |k| c.get_coefficient_val(D, k), None)?;
-        let p = coefficients(params.len() as i32, |k| c.get_coefficient_val(Param, k), None)?;
-        let cst = int_val(c.get_constant_val().map_err(isl_err("constraints"))?, "constraints")?;
+        let p = coefficients(
+            params.len() as i32,
+            |k| c.get_coefficient_val(Param, k),
+            None,
+        )?;
+        let cst = int_val(
+            c.get_constant_val().map_err(isl_err("constraints"))?,
+            "constraints",
+        )?;
         let eq = c.is_equality().map_err(isl_err("constraints"))?;
         rows.push((x, q, add(cst, dot(&p, params)?, "constraints")?, eq));
     }
-    Ok(QuasiBasicSet { dims: dims as usize, divs, rows })
+    Ok(QuasiBasicSet {
+        dims: dims as usize,
+        divs,
+        rows,
+    })
 }
 
 impl QuasiBasicSet {
@@ -179,31 +221,57 @@ impl QuasiBasicSet {
                 period[i] = lcm(period[i], r.den)?;
             }
         }
-        let residues = period.iter().try_fold(1u128, |a, &p| a.checked_mul(p as u128));
-        let residues = residues.ok_or(PolyError::Overflow { context: "residues" })?;
+        let residues = period
+            .iter()
+            .try_fold(1u128, |a, &p| a.checked_mul(p as u128));
+        let residues = residues.ok_or(PolyError::Overflow {
+            context: "residues",
+        })?;
         if residues > MAX_RESIDUES {
-            return Err(PolyError::TooComplex { what: "residue classes", needed: residues, limit: MAX_RESIDUES });
+            return Err(PolyError::TooComplex {
+                what: "residue classes",
+                needed: residues,
+                limit: MAX_RESIDUES,
+            });
         }
         // Slope of each division in t: P∘σ, integral by construction of P.
         let t_slopes: Vec<Vec<i128>> = slopes
             .iter()
-            .map(|s| s.iter().zip(&period).map(|(r, p)| r.num * (p / r.den)).collect())
+            .map(|s| {
+                s.iter()
+                    .zip(&period)
+                    .map(|(r, p)| r.num * (p / r.den))
+                    .collect()
+            })
             .collect();
         let mut total = 0i128;
         let mut r = vec![0i128; self.dims];
         loop {
-            total = add(total, self.residue_polytope(&r, &period, &t_slopes)?.count()?, "count")?;
+            total = add(
+                total,
+                self.residue_polytope(&r, &period, &t_slopes)?.count()?,
+                "count",
+            )?;
             if !next_residue(&mut r, &period) {
                 return Ok(total);
             }
         }
     }
 
-    fn residue_polytope(&self, r: &[i128], period: &[i128], t_slopes: &[Vec<i128>]) -> Res<IntPolytope> {
+    fn residue_polytope(
+        &self,
+        r: &[i128],
+        period: &[i128],
+        t_slopes: &[Vec<i128>],
+    ) -> Res<IntPolytope> {
         // Division values at the residue (their part that does not grow with t).
         let mut at_r: Vec<i128> = Vec::with_capacity(self.divs.len());
         for d in &self.divs {
-            let num = add(add(dot(&d.dims, r)?, dot(&d.divs[..at_r.len()], &at_r)?, "div")?, d.constant, "div")?;
+            let num = add(
+                add(dot(&d.dims, r)?, dot(&d.divs[..at_r.len()], &at_r)?, "div")?,
+                d.constant,
+                "div",
+            )?;
             at_r.push(floor_div(num, d.denominator));
         }
         let mut poly = IntPolytope::new(self.dims);
@@ -214,7 +282,11 @@ impl QuasiBasicSet {
                     *c = add(*c, mul(*qj, *sj, "substitution")?, "substitution")?;
                 }
             }
-            let constant = add(add(dot(x, r)?, dot(q, &at_r)?, "substitution")?, *cst, "substitution")?;
+            let constant = add(
+                add(dot(x, r)?, dot(q, &at_r)?, "substitution")?,
+                *cst,
+                "substitution",
+            )?;
             if *eq {
                 poly.add_equality(coeffs, constant);
             } else {

@@ -56,7 +56,9 @@ impl PolyError {
     pub fn is_bad_input(&self) -> bool {
         matches!(
             self,
-            PolyError::Parse { .. } | PolyError::MissingParameter { .. } | PolyError::Unbounded { .. }
+            PolyError::Parse { .. }
+                | PolyError::MissingParameter { .. }
+                | PolyError::Unbounded { .. }
         )
     }
 }

@@ -28,7 +28,10 @@ pub(crate) struct IntPolytope {
 impl IntPolytope {
     /// A polytope of `dims` dimensions with no constraint yet (unbounded until constrained).
     pub(crate) fn new(dims: usize) -> IntPolytope {
-        IntPolytope { dims, rows: Vec::new() }
+        IntPolytope {
+            dims,
+            rows: Vec::new(),
+        }
     }
 
     /// Adds `coeffs·t + constant ≥ 0`.
@@ -69,7 +72,10 @@ impl IntPolytope {
                 rows.push(row);
             }
         }
-        Some(IntPolytope { dims: self.dims, rows })
+        Some(IntPolytope {
+            dims: self.dims,
+            rows,
+        })
     }
 
     fn count_normalized(&self) -> Res<i128> {
@@ -93,7 +99,9 @@ impl IntPolytope {
         }
         match (lo, hi) {
             (Some(l), Some(h)) => Ok((h - l + 1).max(0)),
-            _ => Err(PolyError::Unbounded { set: "a one-dimensional slice".into() }),
+            _ => Err(PolyError::Unbounded {
+                set: "a one-dimensional slice".into(),
+            }),
         }
     }
 
@@ -103,7 +111,11 @@ impl IntPolytope {
         for (c, b) in &self.rows {
             rows.push((c[1..].to_vec(), add(*b, mul(c[0], v, "slice")?, "slice")?));
         }
-        Ok(IntPolytope { dims: self.dims - 1, rows }.normalized())
+        Ok(IntPolytope {
+            dims: self.dims - 1,
+            rows,
+        }
+        .normalized())
     }
 
     fn slice_count(&self, v: i128) -> Res<i128> {
@@ -269,7 +281,10 @@ mod tests {
         let mut t = vec![lo; n];
         let mut count = 0;
         loop {
-            if p.rows.iter().all(|(c, b)| c.iter().zip(&t).map(|(a, x)| a * x).sum::<i128>() + b >= 0) {
+            if p.rows
+                .iter()
+                .all(|(c, b)| c.iter().zip(&t).map(|(a, x)| a * x).sum::<i128>() + b >= 0)
+            {
                 count += 1;
             }
             let mut i = 0;
@@ -306,7 +321,9 @@ mod tests {
         p.add_inequality(vec![-1, 0], 999);
         p.add_inequality(vec![1, -2], 0);
         p.add_inequality(vec![-1, 2], 2);
-        let expected = (0..1000).map(|i: i128| (-2..=i).filter(|j| 2 * j <= i && i < 2 * j + 3).count() as i128).sum();
+        let expected = (0..1000)
+            .map(|i: i128| (-2..=i).filter(|j| 2 * j <= i && i < 2 * j + 3).count() as i128)
+            .sum();
         assert_eq!(p.count().unwrap(), expected);
     }
 

@@ -28,7 +28,11 @@ pub(crate) fn lcm(a: i128, b: i128) -> Res<i128> {
 
 pub(crate) fn floor_div(a: i128, b: i128) -> i128 {
     let q = a / b;
-    if (a % b != 0) && ((a < 0) != (b < 0)) { q - 1 } else { q }
+    if (a % b != 0) && ((a < 0) != (b < 0)) {
+        q - 1
+    } else {
+        q
+    }
 }
 
 pub(crate) fn ceil_div(a: i128, b: i128) -> i128 {
@@ -61,7 +65,10 @@ impl Rat {
         }
         let g = gcd(num, den).max(1);
         let s = if den < 0 { -1 } else { 1 };
-        Ok(Rat { num: s * num / g, den: s * den / g })
+        Ok(Rat {
+            num: s * num / g,
+            den: s * den / g,
+        })
     }
 
     pub fn is_zero(self) -> bool {
@@ -69,20 +76,33 @@ impl Rat {
     }
 
     pub fn add(self, o: Rat) -> Res<Rat> {
-        let n = add(mul(self.num, o.den, "rational")?, mul(o.num, self.den, "rational")?, "rational")?;
+        let n = add(
+            mul(self.num, o.den, "rational")?,
+            mul(o.num, self.den, "rational")?,
+            "rational",
+        )?;
         Rat::new(n, mul(self.den, o.den, "rational")?)
     }
 
     pub fn sub(self, o: Rat) -> Res<Rat> {
-        self.add(Rat { num: -o.num, den: o.den })
+        self.add(Rat {
+            num: -o.num,
+            den: o.den,
+        })
     }
 
     pub fn mul(self, o: Rat) -> Res<Rat> {
-        Rat::new(mul(self.num, o.num, "rational")?, mul(self.den, o.den, "rational")?)
+        Rat::new(
+            mul(self.num, o.num, "rational")?,
+            mul(self.den, o.den, "rational")?,
+        )
     }
 
     pub fn div(self, o: Rat) -> Res<Rat> {
-        Rat::new(mul(self.num, o.den, "rational")?, mul(self.den, o.num, "rational")?)
+        Rat::new(
+            mul(self.num, o.den, "rational")?,
+            mul(self.den, o.num, "rational")?,
+        )
     }
 
     pub fn floor(self) -> i128 {
@@ -110,7 +130,12 @@ pub(crate) fn solve(m: &[Vec<i128>], rhs: &[i128]) -> Res<Option<Vec<Rat>>> {
     let mut a: Vec<Vec<Rat>> = m
         .iter()
         .zip(rhs)
-        .map(|(row, &r)| row.iter().map(|&v| Rat::int(v)).chain([Rat::int(r)]).collect())
+        .map(|(row, &r)| {
+            row.iter()
+                .map(|&v| Rat::int(v))
+                .chain([Rat::int(r)])
+                .collect()
+        })
         .collect();
     for col in 0..n {
         let Some(p) = (col..n).find(|&r| !a[r][col].is_zero()) else {
@@ -127,7 +152,10 @@ pub(crate) fn solve(m: &[Vec<i128>], rhs: &[i128]) -> Res<Option<Vec<Rat>>> {
             }
         }
     }
-    (0..n).map(|i| a[i][n].div(a[i][i])).collect::<Res<Vec<_>>>().map(Some)
+    (0..n)
+        .map(|i| a[i][n].div(a[i][i]))
+        .collect::<Res<Vec<_>>>()
+        .map(Some)
 }
 
 /// The determinant of a square integer matrix (fraction-free Bareiss elimination).

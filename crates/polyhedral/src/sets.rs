@@ -15,7 +15,10 @@ use crate::count::count_isl_set;
 const ISL_ON_ERROR_CONTINUE: i32 = 1;
 
 fn isl_err(op: &'static str) -> impl FnOnce(isl::LibISLError) -> PolyError {
-    move |e| PolyError::Isl { op, message: e.to_string() }
+    move |e| PolyError::Isl {
+        op,
+        message: e.to_string(),
+    }
 }
 
 /// An isl context. Sets and maps borrow it, so it outlives them.
@@ -41,15 +44,27 @@ impl Ctx {
     /// Reads a set in isl notation, e.g. `[N] -> { [i] : 0 <= i < N }`.
     pub fn set(&self, text: &str) -> Result<Set<'_>, PolyError> {
         isl::Set::read_from_str(&self.raw, text)
-            .map(|raw| Set { raw, ctx: PhantomData })
-            .map_err(|e| PolyError::Parse { text: text.to_string(), message: e.to_string() })
+            .map(|raw| Set {
+                raw,
+                ctx: PhantomData,
+            })
+            .map_err(|e| PolyError::Parse {
+                text: text.to_string(),
+                message: e.to_string(),
+            })
     }
 
     /// Reads a map in isl notation, e.g. `[N] -> { [i] -> [j] : 0 <= j < i < N }`.
     pub fn map(&self, text: &str) -> Result<Map<'_>, PolyError> {
         isl::Map::read_from_str(&self.raw, text)
-            .map(|raw| Map { raw, ctx: PhantomData })
-            .map_err(|e| PolyError::Parse { text: text.to_string(), message: e.to_string() })
+            .map(|raw| Map {
+                raw,
+                ctx: PhantomData,
+            })
+            .map_err(|e| PolyError::Parse {
+                text: text.to_string(),
+                message: e.to_string(),
+            })
     }
 }
 
@@ -74,7 +89,15 @@ macro_rules! copy_of {
 
 impl<'c> Set<'c> {
     fn wrap(raw: isl::Set) -> Set<'c> {
-        Set { raw, ctx: PhantomData }
+        Set {
+            raw,
+            ctx: PhantomData,
+        }
+    }
+
+    /// Another handle on the same points.
+    pub fn copy(&self) -> Result<Set<'c>, PolyError> {
+        Ok(Set::wrap(copy_of!(self, "copy")))
     }
 
     /// Points in both sets.
@@ -115,10 +138,14 @@ impl<'c> Set<'c> {
     pub fn fix_params(&self, values: &[(&str, i64)]) -> Result<Set<'c>, PolyError> {
         let mut raw = copy_of!(self, "copy");
         for (name, value) in values {
-            let pos = raw.find_dim_by_name(isl::DimType::Param, name).map_err(isl_err("find_dim"))?;
+            let pos = raw
+                .find_dim_by_name(isl::DimType::Param, name)
+                .map_err(isl_err("find_dim"))?;
             if pos >= 0 {
                 let v = isl::Val::int_from_si(&raw.get_ctx(), *value).map_err(isl_err("value"))?;
-                raw = raw.fix_val(isl::DimType::Param, pos as u32, v).map_err(isl_err("fix_val"))?;
+                raw = raw
+                    .fix_val(isl::DimType::Param, pos as u32, v)
+                    .map_err(isl_err("fix_val"))?;
             }
         }
         Ok(Set::wrap(raw))
@@ -156,7 +183,15 @@ impl fmt::Debug for Map<'_> {
 
 impl<'c> Map<'c> {
     fn wrap(raw: isl::Map) -> Map<'c> {
-        Map { raw, ctx: PhantomData }
+        Map {
+            raw,
+            ctx: PhantomData,
+        }
+    }
+
+    /// Another handle on the same pairs.
+    pub fn copy(&self) -> Result<Map<'c>, PolyError> {
+        Ok(Map::wrap(copy_of!(self, "copy")))
     }
 
     /// Pairs in both maps.
@@ -209,20 +244,27 @@ impl<'c> Map<'c> {
 
     /// The inputs that have at least one output.
     pub fn domain(&self) -> Result<Set<'c>, PolyError> {
-        copy_of!(self, "copy").domain().map(Set::wrap).map_err(isl_err("domain"))
+        copy_of!(self, "copy")
+            .domain()
+            .map(Set::wrap)
+            .map_err(isl_err("domain"))
     }
 
     /// The parametric lexicographic maximum of the outputs for each input (isl's PIP), as the
     /// list of its pieces: each piece maps the inputs of its domain to one quasi-affine output.
     pub fn lexmax_pieces(&self) -> Result<Vec<Map<'c>>, PolyError> {
-        let pma = copy_of!(self, "copy").lexmax_pw_multi_aff().map_err(isl_err("lexmax"))?;
+        let pma = copy_of!(self, "copy")
+            .lexmax_pw_multi_aff()
+            .map_err(isl_err("lexmax"))?;
         let as_map = pma.as_map().map_err(isl_err("lexmax"))?;
         let list = as_map.get_basic_map_list().map_err(isl_err("lexmax"))?;
         let n = list.size().map_err(isl_err("lexmax"))?;
         (0..n)
             .map(|i| {
                 let bm = list.get_at(i).map_err(isl_err("lexmax"))?;
-                isl::Map::from_basic_map(bm).map(Map::wrap).map_err(isl_err("lexmax"))
+                isl::Map::from_basic_map(bm)
+                    .map(Map::wrap)
+                    .map_err(isl_err("lexmax"))
             })
             .collect()
     }

@@ -25,12 +25,21 @@ fn affine(dims: usize, coeffs: &[i64], constant: i64) -> String {
 }
 
 fn conjunct() -> impl Strategy<Value = (usize, Vec<i64>, i64, i64, u8)> {
-    (0usize..3, prop::collection::vec(-3i64..=3, 3), -6i64..=6, 2i64..=5, 0u8..4)
+    (
+        0usize..3,
+        prop::collection::vec(-3i64..=3, 3),
+        -6i64..=6,
+        2i64..=5,
+        0u8..4,
+    )
 }
 
 fn render(dims: usize, parts: &[(usize, Vec<i64>, i64, i64, u8)]) -> String {
     let vars = VARS[..dims].join(", ");
-    let mut conds: Vec<String> = VARS[..dims].iter().map(|v| format!("0 <= {v} < N")).collect();
+    let mut conds: Vec<String> = VARS[..dims]
+        .iter()
+        .map(|v| format!("0 <= {v} < N"))
+        .collect();
     for (_, coeffs, constant, d, kind) in parts {
         let e = affine(dims, coeffs, *constant);
         conds.push(match kind {
