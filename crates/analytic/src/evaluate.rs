@@ -1,7 +1,7 @@
 //! S13–S14, S23, S33, S34 and S101–S102: counting the sets at concrete parameter values and
 //! combining the counts into compulsory and conflict misses.
 
-use loopscope_polyhedral::Ctx;
+use loopscope_polyhedral::{Ctx, Set};
 use serde::Serialize;
 
 use crate::AnalyticError;
@@ -51,6 +51,14 @@ impl ReferenceMisses {
     pub fn misses(&self) -> i128 {
         self.compulsory + self.conflict
     }
+}
+
+/// Counts a set of target instances `[t…, tag, set]`. The block's tag and set are functions of
+/// the instance, so they are projected out first: they become floor divisions, which the counter
+/// handles by residue classes instead of as extra dimensions to sweep.
+fn count_instances(set: &Set<'_>, values: &[(&str, i64)]) -> Result<i128, AnalyticError> {
+    let dims = set.dims()? as u32;
+    Ok(set.project_out(dims - 2, 2)?.count(values)?)
 }
 
 /// The sets of a whole program (or of chosen references), built once with symbolic parameters
@@ -106,10 +114,10 @@ impl<'c> Model<'c> {
         let accesses = t.executions.count(values)?;
         let mut pieces = Vec::with_capacity(t.pieces.len());
         for piece in &t.pieces {
-            let executions = piece.set.count(values)?;
+            let executions = count_instances(&piece.set, values)?;
             let mut evicted_by = Vec::new();
             for (m, set) in piece.evicted.iter().enumerate() {
-                evicted_by.push((self.positions[m].label.clone(), set.count(values)?));
+                evicted_by.push((self.positions[m].label.clone(), count_instances(set, values)?));
             }
             let mut still_cached = Vec::new();
             for c in &piece.still_cached {
@@ -120,7 +128,7 @@ impl<'c> Model<'c> {
                     .filter(|(_, d)| **d > 0)
                     .map(|(m, d)| (self.positions[m].label.clone(), *d))
                     .collect();
-                still_cached.push((combo, c.set.count(values)?));
+                still_cached.push((combo, count_instances(&c.set, values)?));
             }
             let third: i128 = evicted_by.iter().map(|(_, v)| v).sum();
             let fourth: i128 = still_cached.iter().map(|(_, v)| v).sum();
