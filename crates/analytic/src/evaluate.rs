@@ -117,7 +117,10 @@ impl<'c> Model<'c> {
             let executions = count_instances(&piece.set, values)?;
             let mut evicted_by = Vec::new();
             for (m, set) in piece.evicted.iter().enumerate() {
-                evicted_by.push((self.positions[m].label.clone(), count_instances(set, values)?));
+                evicted_by.push((
+                    self.positions[m].label.clone(),
+                    count_instances(set, values)?,
+                ));
             }
             let mut still_cached = Vec::new();
             for c in &piece.still_cached {

@@ -132,8 +132,7 @@ fn dot(a: &[i128], b: &[i128]) -> Res<i128> {
 }
 
 fn extract(bset: &isl::BasicSet, params: &[i128]) -> Res<QuasiBasicSet> {
-    use isl::DimType::{Cst, Div as D, In, Param, Set};
-    let _ = Cst;
+    use isl::DimType::{Div as D, In, Param, Set};
     let dims = bset.dim(Set).map_err(isl_err("dim"))?;
     let ndiv = bset.dim(D).map_err(isl_err("dim"))?;
     let mut divs = Vec::new();
