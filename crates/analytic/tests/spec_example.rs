@@ -129,12 +129,14 @@ fn acceptance_table() {
     }
 }
 
+type Combo = (Vec<(String, u32)>, i128);
+
 /// (third per position, fourth per combination) of the piece the spec calls `name`.
 fn third_fourth(
     model: &Model<'_>,
     r: &ReferenceMisses,
     name: &str,
-) -> (Vec<(String, i128)>, Vec<(Vec<(String, u32)>, i128)>) {
+) -> (Vec<(String, i128)>, Vec<Combo>) {
     let (mut third, mut fourth) = (Vec::new(), Vec::new());
     for p in r
         .pieces

@@ -151,7 +151,7 @@ impl IntPolytope {
     fn sum_stretch(&self, a: i128, b: i128, period: i128) -> Res<i128> {
         let degree = self.dims as i128 - 1;
         let samples = degree + 1;
-        if b - a + 1 <= 2 * samples * period {
+        if b - a < 2 * samples * period {
             let mut s = 0;
             for v in a..=b {
                 s = add(s, self.slice_count(v)?, "sum")?;

@@ -142,12 +142,12 @@ pub(crate) fn solve(m: &[Vec<i128>], rhs: &[i128]) -> Res<Option<Vec<Rat>>> {
             return Ok(None);
         };
         a.swap(col, p);
-        for r in 0..n {
-            if r != col && !a[r][col].is_zero() {
-                let f = a[r][col].div(a[col][col])?;
-                for c in col..=n {
-                    let v = a[r][c].sub(f.mul(a[col][c])?)?;
-                    a[r][c] = v;
+        let pivot = a[col].clone();
+        for (r, row) in a.iter_mut().enumerate() {
+            if r != col && !row[col].is_zero() {
+                let f = row[col].div(pivot[col])?;
+                for (v, p) in row.iter_mut().zip(&pivot).skip(col) {
+                    *v = v.sub(f.mul(*p)?)?;
                 }
             }
         }

@@ -9,8 +9,7 @@ const VARS: [&str; 3] = ["a", "b", "c"];
 
 fn isl_count(text: &str, n: i64) -> i128 {
     let ctx = isl::Context::alloc();
-    let fixed = format!("{text}");
-    let set = isl::Set::read_from_str(&ctx, &fixed).unwrap();
+    let set = isl::Set::read_from_str(&ctx, text).unwrap();
     let params = isl::Set::read_from_str(&ctx, &format!("[N] -> {{ : N = {n} }}")).unwrap();
     let v = set.intersect_params(params).unwrap().count_val().unwrap();
     v.get_num_si().unwrap() as i128
