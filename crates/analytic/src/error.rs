@@ -1,0 +1,26 @@
+use loopscope_polyhedral::PolyError;
+use thiserror::Error;
+
+/// Why an analysis could not be done.
+#[derive(Debug, Error)]
+pub enum AnalyticError {
+    /// The program description is inconsistent (unknown name, wrong subscript count, ...).
+    #[error("{0}")]
+    Program(String),
+    /// The cache geometry is unusable.
+    #[error("cache geometry: {0}")]
+    Cache(String),
+    /// A set operation or count failed.
+    #[error(transparent)]
+    Sets(#[from] PolyError),
+}
+
+impl AnalyticError {
+    /// True when the cause is in what the user gave.
+    pub fn is_bad_input(&self) -> bool {
+        match self {
+            AnalyticError::Program(_) | AnalyticError::Cache(_) => true,
+            AnalyticError::Sets(e) => e.is_bad_input(),
+        }
+    }
+}

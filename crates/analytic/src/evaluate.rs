@@ -1,0 +1,213 @@
+//! S13–S14, S23, S33, S34 and S101–S102: counting the sets at concrete parameter values and
+//! combining the counts into compulsory and conflict misses.
+
+use loopscope_polyhedral::{Ctx, Set};
+use serde::Serialize;
+
+use crate::AnalyticError;
+use crate::pipeline::{TargetSets, build};
+use crate::program::{Cache, Position, Program};
+
+/// The counts of one hit-source piece `C_n`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PieceCounts {
+    /// The hit-source candidates covering the piece (`P0.2` = second lexmax piece of `P0`).
+    pub sources: Vec<String>,
+    /// Second count `V_Cn`: executions whose block was accessed before, with these sources.
+    pub executions: i128,
+    /// Third count per evicting position: executions with at least one other block of the set
+    /// brought in since the hit source, attributed to the first position (in position order).
+    pub evicted_by: Vec<(String, i128)>,
+    /// Fourth count per combination (distinct evicting blocks per position, summing below the
+    /// ways): executions that still hit.
+    pub still_cached: Vec<(Vec<(String, u32)>, i128)>,
+    /// `Σ third − Σ fourth`: conflict misses of this piece.
+    pub conflict: i128,
+}
+
+/// The misses of one reference.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ReferenceMisses {
+    /// Position number, `P0`, `P1`, … in textual order.
+    pub position: String,
+    /// Statement name.
+    pub statement: String,
+    /// Array name.
+    pub array: String,
+    /// Whether the reference writes.
+    pub is_write: bool,
+    /// First count `V_G`: executions of the reference.
+    pub accesses: i128,
+    /// Compulsory (initial-reference) misses, `V_G − Σ V_Cn`.
+    pub compulsory: i128,
+    /// Conflict misses (including capacity ones, LRU), `Σ_n (third − fourth)`.
+    pub conflict: i128,
+    /// Per-piece detail.
+    pub pieces: Vec<PieceCounts>,
+}
+
+impl ReferenceMisses {
+    /// Compulsory plus conflict misses.
+    pub fn misses(&self) -> i128 {
+        self.compulsory + self.conflict
+    }
+}
+
+/// Counts a set of target instances `[t…, tag, set]`. The block's tag and set are functions of
+/// the instance, so they are projected out first: they become floor divisions, which the counter
+/// handles by residue classes instead of as extra dimensions to sweep.
+fn count_instances(set: &Set<'_>, values: &[(&str, i64)]) -> Result<i128, AnalyticError> {
+    let dims = set.dims()? as u32;
+    Ok(set.project_out(dims - 2, 2)?.count(values)?)
+}
+
+/// The sets of a whole program (or of chosen references), built once with symbolic parameters
+/// and counted at any parameter values.
+pub struct Model<'c> {
+    positions: Vec<Position>,
+    targets: Vec<TargetSets<'c>>,
+}
+
+impl<'c> Model<'c> {
+    /// Builds the sets of every reference of `program` for one cache level.
+    pub fn new(ctx: &'c Ctx, program: &Program, cache: Cache) -> Result<Model<'c>, AnalyticError> {
+        let n = program.positions()?.len();
+        Model::for_positions(ctx, program, cache, &(0..n).collect::<Vec<_>>())
+    }
+
+    /// Builds the sets of the references with the given position numbers only.
+    pub fn for_positions(
+        ctx: &'c Ctx,
+        program: &Program,
+        cache: Cache,
+        which: &[usize],
+    ) -> Result<Model<'c>, AnalyticError> {
+        cache.check()?;
+        let positions = program.positions()?;
+        let mut targets = Vec::with_capacity(which.len());
+        for &t in which {
+            if t >= positions.len() {
+                return Err(AnalyticError::Program(format!(
+                    "no position P{t}: the program has {}",
+                    positions.len()
+                )));
+            }
+            targets.push(build(ctx, program, &positions, cache, t)?);
+        }
+        Ok(Model { positions, targets })
+    }
+
+    /// The misses of each analysed reference at the given parameter values (S101–S102).
+    pub fn evaluate(&self, values: &[(&str, i64)]) -> Result<Vec<ReferenceMisses>, AnalyticError> {
+        self.targets
+            .iter()
+            .map(|t| self.evaluate_target(t, values))
+            .collect()
+    }
+
+    fn evaluate_target(
+        &self,
+        t: &TargetSets<'c>,
+        values: &[(&str, i64)],
+    ) -> Result<ReferenceMisses, AnalyticError> {
+        let pos = &self.positions[t.target];
+        let accesses = t.executions.count(values)?;
+        let mut pieces = Vec::with_capacity(t.pieces.len());
+        for piece in &t.pieces {
+            let executions = count_instances(&piece.set, values)?;
+            let mut evicted_by = Vec::new();
+            for (m, set) in piece.evicted.iter().enumerate() {
+                evicted_by.push((
+                    self.positions[m].label.clone(),
+                    count_instances(set, values)?,
+                ));
+            }
+            let mut still_cached = Vec::new();
+            for c in &piece.still_cached {
+                let combo = c
+                    .per_position
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, d)| **d > 0)
+                    .map(|(m, d)| (self.positions[m].label.clone(), *d))
+                    .collect();
+                still_cached.push((combo, count_instances(&c.set, values)?));
+            }
+            let third: i128 = evicted_by.iter().map(|(_, v)| v).sum();
+            let fourth: i128 = still_cached.iter().map(|(_, v)| v).sum();
+            pieces.push(PieceCounts {
+                sources: piece
+                    .candidates
+                    .iter()
+                    .map(|&c| t.candidates[c].label.clone())
+                    .collect(),
+                executions,
+                evicted_by,
+                still_cached,
+                conflict: third - fourth,
+            });
+        }
+        Ok(ReferenceMisses {
+            position: pos.label.clone(),
+            statement: pos.statement.clone(),
+            array: pos.reference.array.clone(),
+            is_write: pos.reference.is_write,
+            accesses,
+            compulsory: accesses - pieces.iter().map(|p| p.executions).sum::<i128>(),
+            conflict: pieces.iter().map(|p| p.conflict).sum(),
+            pieces,
+        })
+    }
+
+    /// The hit-source candidates (S5) of the `n`-th analysed reference: label and lexmax piece in
+    /// isl notation.
+    pub fn hit_sources(&self, n: usize) -> Vec<(String, String)> {
+        self.targets
+            .get(n)
+            .map(|t| {
+                t.candidates
+                    .iter()
+                    .map(|c| (c.label.clone(), c.map.to_string()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The intermediate sets, one block per analysed reference, in isl notation (`--explain`).
+    pub fn explain(&self) -> String {
+        let mut out = String::new();
+        for t in &self.targets {
+            let pos = &self.positions[t.target];
+            out.push_str(&format!(
+                "{} ({} {}):\n  G = {}\n",
+                pos.label, pos.statement, pos.reference.array, t.executions
+            ));
+            for c in &t.candidates {
+                out.push_str(&format!("  hit source {} = {}\n", c.label, c.map));
+            }
+            for (n, piece) in t.pieces.iter().enumerate() {
+                let labels: Vec<&str> = piece
+                    .candidates
+                    .iter()
+                    .map(|&c| t.candidates[c].label.as_str())
+                    .collect();
+                out.push_str(&format!(
+                    "  C{} [{}] = {}\n",
+                    n + 1,
+                    labels.join(", "),
+                    piece.set
+                ));
+                for (m, (j1, j2)) in piece.evictors.iter().zip(&piece.evicted).enumerate() {
+                    if !j1.is_empty().unwrap_or(false) {
+                        let label = &self.positions[m].label;
+                        out.push_str(&format!("    J'{label} = {j1}\n    J''{label} = {j2}\n"));
+                    }
+                }
+                for z in &piece.still_cached {
+                    out.push_str(&format!("    Z{:?} = {}\n", z.per_position, z.set));
+                }
+            }
+        }
+        out
+    }
+}

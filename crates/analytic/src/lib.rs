@@ -1,0 +1,53 @@
+//! The analytic cache-miss model of spec 000: for each array reference of an affine loop nest,
+//! the number of compulsory and conflict misses in an LRU, write-allocate, set-associative cache,
+//! computed from integer sets rather than by running or simulating the loops.
+//!
+//! The sets (hit conditions, hit sources by parametric lexmax, conflict-miss factors, the split
+//! by distinct evicting blocks and their common expressions) are built once with the loop bounds'
+//! parameters symbolic ([`Model::new`]); counting them at parameter values ([`Model::evaluate`])
+//! costs the same for a trip count of 10 or of 10⁷. Range queries are prefix differences of two
+//! evaluations (spec §4.4).
+//!
+//! This room takes its own small program description ([`Program`]): the kernel language's IR is
+//! converted into it by an adapter. It never prints, reads files or simulates.
+//!
+//! # Example: the worked example of the spec (§4)
+//!
+//! ```
+//! use loopscope_analytic::{Affine, Array, Cache, Loop, Model, Node, Program, Reference, Statement};
+//! use loopscope_polyhedral::Ctx;
+//!
+//! let r = |array: &str, var: &str, is_write| Reference {
+//!     array: array.into(), subscripts: vec![Affine::var(var)], is_write,
+//! };
+//! let lp = |var: &str, n: &str, refs| Node::Loop(Loop {
+//!     var: var.into(), lower: Affine::constant(0), upper_inclusive: Affine::var(n).plus(-1),
+//!     body: vec![Node::Statement(Statement { name: format!("S{var}"), refs })],
+//! });
+//! let array = |name: &str, base| Array { name: name.into(), base_bytes: base, element_bytes: 8, extents: vec![100] };
+//! let program = Program {
+//!     params: vec!["X".into(), "Y".into(), "Z".into()],
+//!     arrays: vec![array("A", 0), array("B", 800), array("C", 1600)],
+//!     body: vec![
+//!         lp("i", "X", vec![r("A", "i", true)]),
+//!         lp("j", "Y", vec![r("B", "j", true)]),
+//!         lp("k", "Z", vec![r("A", "k", false), r("C", "k", true)]),
+//!     ],
+//! };
+//! let ctx = Ctx::new();
+//! let cache = Cache { ways: 2, line_bytes: 32, sets: 4 };
+//! let model = Model::for_positions(&ctx, &program, cache, &[2]).unwrap();
+//! let a_k = &model.evaluate(&[("X", 10), ("Y", 10), ("Z", 10)]).unwrap()[0];
+//! assert_eq!((a_k.accesses, a_k.compulsory, a_k.conflict), (10, 0, 1));
+//! ```
+#![deny(missing_docs)]
+
+mod error;
+mod evaluate;
+mod pipeline;
+mod program;
+mod text;
+
+pub use error::AnalyticError;
+pub use evaluate::{Model, PieceCounts, ReferenceMisses};
+pub use program::{Affine, Array, Cache, Loop, Node, Program, Reference, Statement};

@@ -1,0 +1,361 @@
+//! Steps S2–S55 of spec 000 for one target reference: the sets whose point counts give the
+//! compulsory and conflict misses. The sets are built once, with the parameters symbolic; the
+//! counts are taken later at concrete parameter values ([`crate::evaluate`]).
+
+use loopscope_polyhedral::{Ctx, Map, Set};
+
+use crate::AnalyticError;
+use crate::program::{Cache, Position, Program};
+use crate::text::{Q, S, W, before, dim, domain, in_block, params, tuple};
+
+/// One lexmax piece of one earlier position's hit condition (a hit-source candidate, S5).
+pub(crate) struct Candidate<'c> {
+    pub label: String,
+    pub position: usize,
+    pub map: Map<'c>,
+    pub domain: Set<'c>,
+}
+
+/// A fourth-count term: the executions where the distinct evicting blocks per position are
+/// exactly `per_position` (one entry per position, in position order) and sum below the ways.
+pub(crate) struct Combination<'c> {
+    pub per_position: Vec<u32>,
+    pub set: Set<'c>,
+}
+
+/// A hit-source expression `C_n` and its conflict sets.
+pub(crate) struct Piece<'c> {
+    pub candidates: Vec<usize>,
+    pub set: Set<'c>,
+    /// `J″_{n,m}` per position `m`.
+    pub evicted: Vec<Set<'c>>,
+    /// `Z_{n,c}`.
+    pub still_cached: Vec<Combination<'c>>,
+    /// `J′_{n,m}` per position, kept for `--explain`.
+    pub evictors: Vec<Set<'c>>,
+}
+
+/// Everything the counts of one target need.
+pub(crate) struct TargetSets<'c> {
+    pub target: usize,
+    pub executions: Set<'c>,
+    pub candidates: Vec<Candidate<'c>>,
+    pub pieces: Vec<Piece<'c>>,
+}
+
+struct Builder<'a, 'c> {
+    ctx: &'c Ctx,
+    program: &'a Program,
+    cache: Cache,
+    positions: &'a [Position],
+    depth: usize,
+    params: String,
+    target: usize,
+}
+
+pub(crate) fn build<'c>(
+    ctx: &'c Ctx,
+    program: &Program,
+    positions: &[Position],
+    cache: Cache,
+    target: usize,
+) -> Result<TargetSets<'c>, AnalyticError> {
+    let b = Builder {
+        ctx,
+        program,
+        cache,
+        positions,
+        depth: Program::depth(positions),
+        params: params(program),
+        target,
+    };
+    b.build()
+}
+
+impl<'c> Builder<'_, 'c> {
+    fn t(&self) -> &Position {
+        &self.positions[self.target]
+    }
+
+    /// `[t__0, …, w__, s__]`: a target instance and its block (tag, set).
+    fn target_tuple(&self) -> String {
+        let mut d = tuple("t", self.t());
+        d.push(W.into());
+        d.push(S.into());
+        format!("[{}]", d.join(", "))
+    }
+
+    fn target_constraints(&self) -> String {
+        let t = self.t();
+        format!(
+            "{} and {}",
+            domain(t, "t"),
+            in_block(t, &self.program.arrays[t.array], "t", &self.cache, W)
+        )
+    }
+
+    fn build(&self) -> Result<TargetSets<'c>, AnalyticError> {
+        let t = self.t();
+        // S12: the variable-range expression G.
+        let executions = self.ctx.set(&format!(
+            "{} -> {{ [{}] : {} }}",
+            self.params,
+            tuple("t", t).join(", "),
+            domain(t, "t")
+        ))?;
+        // S3–S5: hit conditions of every position of the same array, and their lexmax pieces.
+        let mut candidates = Vec::new();
+        for (p, pos) in self
+            .positions
+            .iter()
+            .enumerate()
+            .filter(|(_, q)| q.array == t.array)
+        {
+            for (r, map) in self
+                .hit_condition(pos)?
+                .lexmax_pieces()?
+                .into_iter()
+                .enumerate()
+            {
+                let domain = map.domain()?;
+                if !domain.is_empty()? {
+                    candidates.push(Candidate {
+                        label: format!("{}.{}", pos.label, r + 1),
+                        position: p,
+                        map,
+                        domain,
+                    });
+                }
+            }
+        }
+        // S11: disjoint pieces (Venn regions of the candidate domains).
+        let regions = self.venn(&candidates)?;
+        let mut pieces = Vec::with_capacity(regions.len());
+        for (set, members) in regions {
+            pieces.push(self.conflict_sets(set, members, &candidates)?);
+        }
+        Ok(TargetSets {
+            target: self.target,
+            executions,
+            candidates,
+            pieces,
+        })
+    }
+
+    /// Γ_p (S4): earlier instances of `p` that touch the target instance's block.
+    fn hit_condition(&self, p: &Position) -> Result<Map<'c>, AnalyticError> {
+        let text = format!(
+            "{} -> {{ {} -> [{}] : {} and {} and {} and {} }}",
+            self.params,
+            self.target_tuple(),
+            tuple("u", p).join(", "),
+            self.target_constraints(),
+            domain(p, "u"),
+            in_block(p, &self.program.arrays[p.array], "u", &self.cache, W),
+            before((p, "u"), (self.t(), "t"), self.depth)
+        );
+        Ok(self.ctx.map(&text)?)
+    }
+
+    fn venn(
+        &self,
+        candidates: &[Candidate<'c>],
+    ) -> Result<Vec<(Set<'c>, Vec<usize>)>, AnalyticError> {
+        let mut regions: Vec<(Set<'c>, Vec<usize>)> = Vec::new();
+        for (i, c) in candidates.iter().enumerate() {
+            let mut next = Vec::with_capacity(regions.len() * 2 + 1);
+            let mut rest = c.domain.copy()?;
+            for (set, members) in regions {
+                let inside = set.intersect(&c.domain)?;
+                let outside = set.subtract(&c.domain)?;
+                rest = rest.subtract(&set)?;
+                if !inside.is_empty()? {
+                    let mut m = members.clone();
+                    m.push(i);
+                    next.push((inside, m));
+                }
+                if !outside.is_empty()? {
+                    next.push((outside, members));
+                }
+            }
+            if !rest.is_empty()? {
+                next.push((rest, vec![i]));
+            }
+            regions = next;
+        }
+        Ok(regions)
+    }
+
+    /// H_{n,m} (S21) with x projected out (S41): target instance → tags `q` of blocks that
+    /// position `m` brings into the same set after every hit source and before the target.
+    fn evicting_tags(
+        &self,
+        piece: &Set<'c>,
+        members: &[usize],
+        candidates: &[Candidate<'c>],
+        m: &Position,
+    ) -> Result<Map<'c>, AnalyticError> {
+        let x = tuple("x", m);
+        let mut out = x.clone();
+        out.push(Q.into());
+        let out = format!("[{}]", out.join(", "));
+        let base = self.ctx.map(&format!(
+            "{} -> {{ {} -> {out} : {} and {} and {} and {Q} != {W} }}",
+            self.params,
+            self.target_tuple(),
+            domain(m, "x"),
+            before((m, "x"), (self.t(), "t"), self.depth),
+            in_block(m, &self.program.arrays[m.array], "x", &self.cache, Q),
+        ))?;
+        let mut h = base.intersect_domain(piece)?;
+        for &c in members {
+            let cand = &candidates[c];
+            let src = &self.positions[cand.position];
+            let after = self.ctx.map(&format!(
+                "{} -> {{ [{}] -> {out} : {} }}",
+                self.params,
+                tuple("u", src).join(", "),
+                before((src, "u"), (m, "x"), self.depth)
+            ))?;
+            h = h.intersect(&cand.map.apply_range(&after)?)?;
+        }
+        Ok(h.project_out_outputs(0, x.len() as u32)?)
+    }
+
+    fn conflict_sets(
+        &self,
+        set: Set<'c>,
+        members: Vec<usize>,
+        candidates: &[Candidate<'c>],
+    ) -> Result<Piece<'c>, AnalyticError> {
+        // S41–S44.
+        let mut tags_seen: Option<Map<'c>> = None;
+        let mut rows_seen: Option<Set<'c>> = None;
+        let (mut j, mut j1, mut j2) = (Vec::new(), Vec::new(), Vec::new());
+        for m in self.positions {
+            let h = self.evicting_tags(&set, &members, candidates, m)?;
+            let jm = match &tags_seen {
+                Some(seen) => h.subtract(seen)?,
+                None => h.copy()?,
+            };
+            tags_seen = Some(match tags_seen {
+                Some(seen) => seen.union(&h)?,
+                None => h,
+            });
+            let j1m = jm.domain()?;
+            let j2m = match &rows_seen {
+                Some(seen) => j1m.subtract(seen)?,
+                None => j1m.copy()?,
+            };
+            rows_seen = Some(match rows_seen {
+                Some(seen) => seen.union(&j1m)?,
+                None => j1m.copy()?,
+            });
+            j.push(jm);
+            j1.push(j1m);
+            j2.push(j2m);
+        }
+        let still_cached = self.combinations(&set, &j, &j1)?;
+        Ok(Piece {
+            candidates: members,
+            set,
+            evicted: j2,
+            still_cached,
+            evictors: j1,
+        })
+    }
+
+    /// Ψ≥d (S51–S54): target instances with at least `d` distinct evicting tags in `j`.
+    fn at_least(
+        &self,
+        piece: &Set<'c>,
+        j: &Map<'c>,
+        j1: &Set<'c>,
+        d: u32,
+    ) -> Result<Set<'c>, AnalyticError> {
+        match d {
+            0 => Ok(piece.intersect(piece)?),
+            1 => Ok(j1.intersect(j1)?),
+            _ => {
+                let mut prod = j.intersect(j)?;
+                for _ in 1..d {
+                    prod = prod.flat_range_product(j)?;
+                }
+                let qs: Vec<String> = (0..d).map(|e| dim("q", e as usize)).collect();
+                let order: Vec<String> = qs
+                    .windows(2)
+                    .map(|w| format!("{} < {}", w[0], w[1]))
+                    .collect();
+                let chain = self.ctx.set(&format!(
+                    "{} -> {{ [{}] : {} }}",
+                    self.params,
+                    qs.join(", "),
+                    order.join(" and ")
+                ))?;
+                Ok(prod.intersect_range(&chain)?.domain()?)
+            }
+        }
+    }
+
+    /// S55, S31, S32: the common expressions Z for every combination with 1 ≤ Σd ≤ ways − 1.
+    fn combinations(
+        &self,
+        piece: &Set<'c>,
+        j: &[Map<'c>],
+        j1: &[Set<'c>],
+    ) -> Result<Vec<Combination<'c>>, AnalyticError> {
+        let ways = self.cache.ways;
+        let active: Vec<usize> = (0..j.len())
+            .filter(|&m| j1[m].is_empty().map(|e| !e).unwrap_or(true))
+            .collect();
+        // Ψ=d for d < ways on active positions (inactive ones are Ψ=0 everywhere on the piece).
+        let mut exactly: Vec<Vec<Set<'c>>> = Vec::with_capacity(active.len());
+        for &m in &active {
+            let mut ge: Vec<Set<'c>> = Vec::new();
+            for d in 0..=ways {
+                ge.push(self.at_least(piece, &j[m], &j1[m], d)?);
+            }
+            exactly.push(
+                (0..ways as usize)
+                    .map(|d| ge[d].subtract(&ge[d + 1]))
+                    .collect::<Result<_, _>>()?,
+            );
+        }
+        let mut out = Vec::new();
+        let mut combo = vec![0u32; active.len()];
+        loop {
+            let sum: u32 = combo.iter().sum();
+            if sum >= 1 && sum < ways {
+                let mut z = piece.intersect(piece)?;
+                for (a, &d) in combo.iter().enumerate() {
+                    z = z.intersect(&exactly[a][d as usize])?;
+                }
+                if !z.is_empty()? {
+                    let mut per_position = vec![0u32; j.len()];
+                    for (a, &m) in active.iter().enumerate() {
+                        per_position[m] = combo[a];
+                    }
+                    out.push(Combination {
+                        per_position,
+                        set: z,
+                    });
+                }
+            }
+            if !next_combination(&mut combo, ways) {
+                return Ok(out);
+            }
+        }
+    }
+}
+
+/// The next vector with entries below `ways` and sum below `ways` (odometer order).
+fn next_combination(combo: &mut [u32], ways: u32) -> bool {
+    for i in 0..combo.len() {
+        combo[i] += 1;
+        if combo.iter().sum::<u32>() < ways {
+            return true;
+        }
+        combo[i] = 0;
+    }
+    false
+}

@@ -1,0 +1,53 @@
+//! Integer-set machinery for loopscope's analytic cache model: Presburger sets and maps with
+//! floor-division (existential) variables, their union, intersection, subtraction, projection and
+//! parametric lexicographic maximum, and counting of their points at concrete parameter values
+//! in time independent of those values.
+//!
+//! This room only computes with sets. It knows nothing of caches, loops or kernels, never prints,
+//! never reads files or the environment.
+//!
+//! # Why isl, and why our own counting
+//!
+//! The cache-miss method (spec 000) needs exact integer projection with existentials, set
+//! subtraction and parametric integer programming (lexmax). Writing those in Rust (Omega test,
+//! Feautrier's PIP) is a project of its own, and getting integer projection exactly right is where
+//! such projects fail. isl (MIT) does all of them and is the reference implementation of them;
+//! the `isl-rs` crate builds it from source (with imath, no GMP needed at run time) and wraps it
+//! safely, so no `unsafe` lives in loopscope. The cost is a one-time build of about two minutes
+//! that needs Debian's autoconf, automake and libtool (CI installs them when missing).
+//!
+//! isl's own point counting enumerates the points, which would make the model as slow as a
+//! simulation for large trip counts; barvinok (which counts symbolically) is GPL and not
+//! packaged. So counting is ours ([`Set::count`]): divisions are removed by splitting each
+//! dimension into residue classes of the division periods (which come from the address layout,
+//! not from trip counts), and each division-free polytope is counted by sweeping its first
+//! coordinate between vertex projections, where the slice counts form a quasi-polynomial that is
+//! summed in closed form. Work is bounded and exceeding the bound is an error, never a hang.
+//! Symbolic counting (piecewise quasi-polynomials) is not implemented yet.
+//!
+//! # Example
+//!
+//! ```
+//! use loopscope_polyhedral::Ctx;
+//!
+//! let ctx = Ctx::new();
+//! // Iterations of a triangular loop nest whose `i` is not a multiple of 4.
+//! let s = ctx.set("[N] -> { [i, j] : 0 <= j <= i < N and i mod 4 != 0 }").unwrap();
+//! assert_eq!(s.count(&[("N", 8)]).unwrap(), 2 + 3 + 4 + 6 + 7 + 8);
+//! // The same set at N = 10^7 costs the same time.
+//! let n: i128 = 10_000_000;
+//! let all = n * (n + 1) / 2;
+//! let m = n / 4; // i = 4q contributes 4q + 1 points, q < m
+//! let multiples = 2 * m * (m - 1) + m;
+//! assert_eq!(s.count(&[("N", 10_000_000)]).unwrap(), all - multiples);
+//! ```
+#![deny(missing_docs)]
+
+mod count;
+mod error;
+mod polytope;
+mod rational;
+mod sets;
+
+pub use error::PolyError;
+pub use sets::{Ctx, Map, Set};

@@ -1,0 +1,198 @@
+//! Exact rationals and integer helpers on `i128`, with overflow reported instead of wrapped.
+
+use crate::PolyError;
+
+pub(crate) type Res<T> = Result<T, PolyError>;
+
+fn overflow(context: &'static str) -> PolyError {
+    PolyError::Overflow { context }
+}
+
+pub(crate) fn gcd(a: i128, b: i128) -> i128 {
+    let (mut a, mut b) = (a.unsigned_abs(), b.unsigned_abs());
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a as i128
+}
+
+pub(crate) fn lcm(a: i128, b: i128) -> Res<i128> {
+    if a == 0 || b == 0 {
+        return Ok(a.max(b));
+    }
+    (a / gcd(a, b))
+        .checked_mul(b)
+        .map(i128::abs)
+        .ok_or_else(|| overflow("lcm"))
+}
+
+pub(crate) fn floor_div(a: i128, b: i128) -> i128 {
+    let q = a / b;
+    if (a % b != 0) && ((a < 0) != (b < 0)) {
+        q - 1
+    } else {
+        q
+    }
+}
+
+pub(crate) fn ceil_div(a: i128, b: i128) -> i128 {
+    -floor_div(-a, b)
+}
+
+pub(crate) fn mul(a: i128, b: i128, context: &'static str) -> Res<i128> {
+    a.checked_mul(b).ok_or_else(|| overflow(context))
+}
+
+pub(crate) fn add(a: i128, b: i128, context: &'static str) -> Res<i128> {
+    a.checked_add(b).ok_or_else(|| overflow(context))
+}
+
+/// A reduced fraction with positive denominator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Rat {
+    pub num: i128,
+    pub den: i128,
+}
+
+impl Rat {
+    pub fn int(v: i128) -> Rat {
+        Rat { num: v, den: 1 }
+    }
+
+    pub fn new(num: i128, den: i128) -> Res<Rat> {
+        if den == 0 {
+            return Err(overflow("division by zero"));
+        }
+        let g = gcd(num, den).max(1);
+        let s = if den < 0 { -1 } else { 1 };
+        Ok(Rat {
+            num: s * num / g,
+            den: s * den / g,
+        })
+    }
+
+    pub fn is_zero(self) -> bool {
+        self.num == 0
+    }
+
+    pub fn add(self, o: Rat) -> Res<Rat> {
+        let n = add(
+            mul(self.num, o.den, "rational")?,
+            mul(o.num, self.den, "rational")?,
+            "rational",
+        )?;
+        Rat::new(n, mul(self.den, o.den, "rational")?)
+    }
+
+    pub fn sub(self, o: Rat) -> Res<Rat> {
+        self.add(Rat {
+            num: -o.num,
+            den: o.den,
+        })
+    }
+
+    pub fn mul(self, o: Rat) -> Res<Rat> {
+        Rat::new(
+            mul(self.num, o.num, "rational")?,
+            mul(self.den, o.den, "rational")?,
+        )
+    }
+
+    pub fn div(self, o: Rat) -> Res<Rat> {
+        Rat::new(
+            mul(self.num, o.den, "rational")?,
+            mul(self.den, o.num, "rational")?,
+        )
+    }
+
+    pub fn floor(self) -> i128 {
+        floor_div(self.num, self.den)
+    }
+
+    pub fn ceil(self) -> i128 {
+        ceil_div(self.num, self.den)
+    }
+
+    pub fn cmp_val(self, o: Rat) -> std::cmp::Ordering {
+        // Denominators are positive and small enough in practice; widen through checked ops.
+        let l = self.num.checked_mul(o.den);
+        let r = o.num.checked_mul(self.den);
+        match (l, r) {
+            (Some(l), Some(r)) => l.cmp(&r),
+            _ => (self.num as f64 / self.den as f64).total_cmp(&(o.num as f64 / o.den as f64)),
+        }
+    }
+}
+
+/// Solves the square system `m · x = rhs` exactly; `None` when it is singular.
+pub(crate) fn solve(m: &[Vec<i128>], rhs: &[i128]) -> Res<Option<Vec<Rat>>> {
+    let n = rhs.len();
+    let mut a: Vec<Vec<Rat>> = m
+        .iter()
+        .zip(rhs)
+        .map(|(row, &r)| {
+            row.iter()
+                .map(|&v| Rat::int(v))
+                .chain([Rat::int(r)])
+                .collect()
+        })
+        .collect();
+    for col in 0..n {
+        let Some(p) = (col..n).find(|&r| !a[r][col].is_zero()) else {
+            return Ok(None);
+        };
+        a.swap(col, p);
+        let pivot = a[col].clone();
+        for (r, row) in a.iter_mut().enumerate() {
+            if r != col && !row[col].is_zero() {
+                let f = row[col].div(pivot[col])?;
+                for (v, p) in row.iter_mut().zip(&pivot).skip(col) {
+                    *v = v.sub(f.mul(*p)?)?;
+                }
+            }
+        }
+    }
+    (0..n)
+        .map(|i| a[i][n].div(a[i][i]))
+        .collect::<Res<Vec<_>>>()
+        .map(Some)
+}
+
+/// The determinant of a square integer matrix (fraction-free Bareiss elimination).
+pub(crate) fn det(m: &[Vec<i128>]) -> Res<i128> {
+    let n = m.len();
+    if n == 0 {
+        return Ok(1);
+    }
+    let mut a = m.to_vec();
+    let mut sign = 1;
+    let mut prev = 1i128;
+    for k in 0..n - 1 {
+        if a[k][k] == 0 {
+            let Some(p) = (k + 1..n).find(|&r| a[r][k] != 0) else {
+                return Ok(0);
+            };
+            a.swap(k, p);
+            sign = -sign;
+        }
+        for i in k + 1..n {
+            for j in k + 1..n {
+                let v = mul(a[i][j], a[k][k], "determinant")?
+                    .checked_sub(mul(a[i][k], a[k][j], "determinant")?)
+                    .ok_or_else(|| overflow("determinant"))?;
+                a[i][j] = v / prev;
+            }
+        }
+        prev = a[k][k];
+    }
+    Ok(sign * a[n - 1][n - 1])
+}
+
+/// Binomial coefficient `C(n, k)` for small `k`.
+pub(crate) fn binom(n: i128, k: usize) -> Res<i128> {
+    let mut r = 1i128;
+    for i in 0..k as i128 {
+        r = mul(r, n - i, "binomial")? / (i + 1);
+    }
+    Ok(r)
+}

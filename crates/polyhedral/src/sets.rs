@@ -1,0 +1,282 @@
+//! Presburger sets and maps: a thin, safe, value-semantics layer over isl (through `isl-rs`).
+//!
+//! Every operation copies its operands, so callers keep their sets; the sets are small (their
+//! size depends on the loop nest's structure, not on trip counts), so the copies are cheap.
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use isl_rs as isl;
+
+use crate::PolyError;
+use crate::count::count_isl_set;
+
+/// isl's `on_error` option value that makes it record errors without printing them.
+const ISL_ON_ERROR_CONTINUE: i32 = 1;
+
+fn isl_err(op: &'static str) -> impl FnOnce(isl::LibISLError) -> PolyError {
+    move |e| PolyError::Isl {
+        op,
+        message: e.to_string(),
+    }
+}
+
+/// An isl context. Sets and maps borrow it, so it outlives them.
+pub struct Ctx {
+    raw: isl::Context,
+}
+
+impl Default for Ctx {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Ctx {
+    /// A fresh context that records errors instead of printing them (library rule: no output).
+    pub fn new() -> Ctx {
+        let raw = isl::Context::alloc();
+        // The return value only says whether the option exists; it does in every isl version.
+        let _ = isl::Options::set_on_error(&raw, ISL_ON_ERROR_CONTINUE);
+        Ctx { raw }
+    }
+
+    /// Reads a set in isl notation, e.g. `[N] -> { [i] : 0 <= i < N }`.
+    pub fn set(&self, text: &str) -> Result<Set<'_>, PolyError> {
+        isl::Set::read_from_str(&self.raw, text)
+            .map(|raw| Set {
+                raw,
+                ctx: PhantomData,
+            })
+            .map_err(|e| PolyError::Parse {
+                text: text.to_string(),
+                message: e.to_string(),
+            })
+    }
+
+    /// Reads a map in isl notation, e.g. `[N] -> { [i] -> [j] : 0 <= j < i < N }`.
+    pub fn map(&self, text: &str) -> Result<Map<'_>, PolyError> {
+        isl::Map::read_from_str(&self.raw, text)
+            .map(|raw| Map {
+                raw,
+                ctx: PhantomData,
+            })
+            .map_err(|e| PolyError::Parse {
+                text: text.to_string(),
+                message: e.to_string(),
+            })
+    }
+}
+
+/// A union of convex integer polyhedra with existentially quantified (floor-division)
+/// variables, over named parameters.
+pub struct Set<'c> {
+    raw: isl::Set,
+    ctx: PhantomData<&'c Ctx>,
+}
+
+/// A relation between integer tuples, a union of basic relations.
+pub struct Map<'c> {
+    raw: isl::Map,
+    ctx: PhantomData<&'c Ctx>,
+}
+
+macro_rules! copy_of {
+    ($v:expr, $op:literal) => {
+        $v.raw.copy().map_err(isl_err($op))?
+    };
+}
+
+impl<'c> Set<'c> {
+    fn wrap(raw: isl::Set) -> Set<'c> {
+        Set {
+            raw,
+            ctx: PhantomData,
+        }
+    }
+
+    /// Another handle on the same points.
+    pub fn copy(&self) -> Result<Set<'c>, PolyError> {
+        Ok(Set::wrap(copy_of!(self, "copy")))
+    }
+
+    /// Points in both sets.
+    pub fn intersect(&self, other: &Set<'c>) -> Result<Set<'c>, PolyError> {
+        let r = copy_of!(self, "copy").intersect(copy_of!(other, "copy"));
+        r.map(Set::wrap).map_err(isl_err("intersect"))
+    }
+
+    /// Points in either set.
+    pub fn union(&self, other: &Set<'c>) -> Result<Set<'c>, PolyError> {
+        let r = copy_of!(self, "copy").union(copy_of!(other, "copy"));
+        r.map(Set::wrap).map_err(isl_err("union"))
+    }
+
+    /// Points of `self` not in `other`.
+    pub fn subtract(&self, other: &Set<'c>) -> Result<Set<'c>, PolyError> {
+        let r = copy_of!(self, "copy").subtract(copy_of!(other, "copy"));
+        r.map(Set::wrap).map_err(isl_err("subtract"))
+    }
+
+    /// Existentially quantifies `n` set dimensions starting at `first` (integer projection).
+    pub fn project_out(&self, first: u32, n: u32) -> Result<Set<'c>, PolyError> {
+        let r = copy_of!(self, "copy").project_out(isl::DimType::Set, first, n);
+        r.map(Set::wrap).map_err(isl_err("project_out"))
+    }
+
+    /// Whether the set has no point for any parameter value.
+    pub fn is_empty(&self) -> Result<bool, PolyError> {
+        self.raw.is_empty().map_err(isl_err("is_empty"))
+    }
+
+    /// Whether both sets hold the same points for every parameter value.
+    pub fn is_equal(&self, other: &Set<'c>) -> Result<bool, PolyError> {
+        self.raw.is_equal(&other.raw).map_err(isl_err("is_equal"))
+    }
+
+    /// The set restricted to the given parameter values (unnamed ones stay free).
+    pub fn fix_params(&self, values: &[(&str, i64)]) -> Result<Set<'c>, PolyError> {
+        let mut raw = copy_of!(self, "copy");
+        for (name, value) in values {
+            let pos = raw
+                .find_dim_by_name(isl::DimType::Param, name)
+                .map_err(isl_err("find_dim"))?;
+            if pos >= 0 {
+                let v = isl::Val::int_from_si(&raw.get_ctx(), *value).map_err(isl_err("value"))?;
+                raw = raw
+                    .fix_val(isl::DimType::Param, pos as u32, v)
+                    .map_err(isl_err("fix_val"))?;
+            }
+        }
+        Ok(Set::wrap(raw))
+    }
+
+    /// The number of points at the given parameter values, computed without enumerating them:
+    /// the work depends on the set's constraints, not on the parameter values.
+    pub fn count(&self, values: &[(&str, i64)]) -> Result<i128, PolyError> {
+        count_isl_set(&self.raw, values)
+    }
+
+    /// The number of set dimensions.
+    pub fn dims(&self) -> Result<usize, PolyError> {
+        Ok(self.raw.dim(isl::DimType::Set).map_err(isl_err("dim"))? as usize)
+    }
+}
+
+impl fmt::Display for Set<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.raw.to_str().unwrap_or("<unprintable set>"))
+    }
+}
+
+impl fmt::Debug for Set<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Set({self})")
+    }
+}
+
+impl fmt::Debug for Map<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Map({self})")
+    }
+}
+
+impl<'c> Map<'c> {
+    fn wrap(raw: isl::Map) -> Map<'c> {
+        Map {
+            raw,
+            ctx: PhantomData,
+        }
+    }
+
+    /// Another handle on the same pairs.
+    pub fn copy(&self) -> Result<Map<'c>, PolyError> {
+        Ok(Map::wrap(copy_of!(self, "copy")))
+    }
+
+    /// Pairs in both maps.
+    pub fn intersect(&self, other: &Map<'c>) -> Result<Map<'c>, PolyError> {
+        let r = copy_of!(self, "copy").intersect(copy_of!(other, "copy"));
+        r.map(Map::wrap).map_err(isl_err("intersect"))
+    }
+
+    /// Pairs in either map.
+    pub fn union(&self, other: &Map<'c>) -> Result<Map<'c>, PolyError> {
+        let r = copy_of!(self, "copy").union(copy_of!(other, "copy"));
+        r.map(Map::wrap).map_err(isl_err("union"))
+    }
+
+    /// Pairs of `self` not in `other`.
+    pub fn subtract(&self, other: &Map<'c>) -> Result<Map<'c>, PolyError> {
+        let r = copy_of!(self, "copy").subtract(copy_of!(other, "copy"));
+        r.map(Map::wrap).map_err(isl_err("subtract"))
+    }
+
+    /// The pairs whose input lies in `dom`.
+    pub fn intersect_domain(&self, dom: &Set<'c>) -> Result<Map<'c>, PolyError> {
+        let r = copy_of!(self, "copy").intersect_domain(copy_of!(dom, "copy"));
+        r.map(Map::wrap).map_err(isl_err("intersect_domain"))
+    }
+
+    /// The pairs whose output lies in `range`.
+    pub fn intersect_range(&self, range: &Set<'c>) -> Result<Map<'c>, PolyError> {
+        let r = copy_of!(self, "copy").intersect_range(copy_of!(range, "copy"));
+        r.map(Map::wrap).map_err(isl_err("intersect_range"))
+    }
+
+    /// The composition `x → z` for `x → y ∈ self`, `y → z ∈ next`.
+    pub fn apply_range(&self, next: &Map<'c>) -> Result<Map<'c>, PolyError> {
+        let r = copy_of!(self, "copy").apply_range(copy_of!(next, "copy"));
+        r.map(Map::wrap).map_err(isl_err("apply_range"))
+    }
+
+    /// `x → (y, z)` for `x → y ∈ self`, `x → z ∈ other`.
+    pub fn flat_range_product(&self, other: &Map<'c>) -> Result<Map<'c>, PolyError> {
+        let r = copy_of!(self, "copy").flat_range_product(copy_of!(other, "copy"));
+        r.map(Map::wrap).map_err(isl_err("flat_range_product"))
+    }
+
+    /// Existentially quantifies `n` output dimensions starting at `first`.
+    pub fn project_out_outputs(&self, first: u32, n: u32) -> Result<Map<'c>, PolyError> {
+        let r = copy_of!(self, "copy").project_out(isl::DimType::Out, first, n);
+        r.map(Map::wrap).map_err(isl_err("project_out"))
+    }
+
+    /// The inputs that have at least one output.
+    pub fn domain(&self) -> Result<Set<'c>, PolyError> {
+        copy_of!(self, "copy")
+            .domain()
+            .map(Set::wrap)
+            .map_err(isl_err("domain"))
+    }
+
+    /// The parametric lexicographic maximum of the outputs for each input (isl's PIP), as the
+    /// list of its pieces: each piece maps the inputs of its domain to one quasi-affine output.
+    pub fn lexmax_pieces(&self) -> Result<Vec<Map<'c>>, PolyError> {
+        let pma = copy_of!(self, "copy")
+            .lexmax_pw_multi_aff()
+            .map_err(isl_err("lexmax"))?;
+        let as_map = pma.as_map().map_err(isl_err("lexmax"))?;
+        let list = as_map.get_basic_map_list().map_err(isl_err("lexmax"))?;
+        let n = list.size().map_err(isl_err("lexmax"))?;
+        (0..n)
+            .map(|i| {
+                let bm = list.get_at(i).map_err(isl_err("lexmax"))?;
+                isl::Map::from_basic_map(bm)
+                    .map(Map::wrap)
+                    .map_err(isl_err("lexmax"))
+            })
+            .collect()
+    }
+
+    /// Whether the map has no pair for any parameter value.
+    pub fn is_empty(&self) -> Result<bool, PolyError> {
+        self.raw.is_empty().map_err(isl_err("is_empty"))
+    }
+}
+
+impl fmt::Display for Map<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.raw.to_str().unwrap_or("<unprintable map>"))
+    }
+}
