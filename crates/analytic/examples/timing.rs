@@ -34,10 +34,12 @@ fn main() {
             var: "i".into(),
             lower: Affine::constant(1),
             upper_inclusive: Affine::var("N").plus(-2),
+            step: 1,
             body: vec![Node::Loop(Loop {
                 var: "j".into(),
                 lower: Affine::constant(1),
                 upper_inclusive: Affine::constant(998),
+                step: 1,
                 body: vec![Node::Statement(Statement {
                     name: "S".into(),
                     refs: vec![

@@ -9,7 +9,7 @@
 //! evaluations (spec §4.4).
 //!
 //! This room takes its own small program description ([`Program`]): the kernel language's IR is
-//! converted into it by an adapter. It never prints, reads files or simulates.
+//! converted into it by [`program_from_kernel`]. It never prints, reads files or simulates.
 //!
 //! # Example: the worked example of the spec (§4)
 //!
@@ -21,7 +21,7 @@
 //!     array: array.into(), subscripts: vec![Affine::var(var)], is_write,
 //! };
 //! let lp = |var: &str, n: &str, refs| Node::Loop(Loop {
-//!     var: var.into(), lower: Affine::constant(0), upper_inclusive: Affine::var(n).plus(-1),
+//!     var: var.into(), lower: Affine::constant(0), upper_inclusive: Affine::var(n).plus(-1), step: 1,
 //!     body: vec![Node::Statement(Statement { name: format!("S{var}"), refs })],
 //! });
 //! let array = |name: &str, base| Array { name: name.into(), base_bytes: base, element_bytes: 8, extents: vec![100] };
@@ -44,10 +44,12 @@
 
 mod error;
 mod evaluate;
+mod from_kernel;
 mod pipeline;
 mod program;
 mod text;
 
 pub use error::AnalyticError;
 pub use evaluate::{Model, PieceCounts, ReferenceMisses};
+pub use from_kernel::program_from_kernel;
 pub use program::{Affine, Array, Cache, Loop, Node, Program, Reference, Statement};

@@ -6,7 +6,7 @@ use loopscope_polyhedral::{Ctx, Map, Set};
 
 use crate::AnalyticError;
 use crate::program::{Cache, Position, Program};
-use crate::text::{Q, S, W, before, dim, domain, in_block, params, tuple};
+use crate::text::{Q, S, W, before, domain, in_block, params, tuple};
 
 /// One lexmax piece of one earlier position's hit condition (a hit-source candidate, S5).
 pub(crate) struct Candidate<'c> {
@@ -103,14 +103,15 @@ impl<'c> Builder<'_, 'c> {
             tuple("t", t).join(", "),
             domain(t, "t")
         ))?;
-        // S3–S5: hit conditions of every position of the same array, and their lexmax pieces.
+        // S3–S5: hit conditions of every position that can touch the target's lines, and their
+        // lexmax pieces. The patent takes the same array only; an array sharing a line with the
+        // target's (unaligned placement) can load it too, so those positions are sources as well
+        // (spec 000 §6.3 item 5): with line-aligned arrays both rules take the same positions.
         let mut candidates = Vec::new();
-        for (p, pos) in self
-            .positions
-            .iter()
-            .enumerate()
-            .filter(|(_, q)| q.array == t.array)
-        {
+        for (p, pos) in self.positions.iter().enumerate().filter(|(_, q)| {
+            self.program
+                .may_share_lines(q.array, t.array, self.cache.line_bytes)
+        }) {
             for (r, map) in self
                 .hit_condition(pos)?
                 .lexmax_pieces()?
@@ -265,36 +266,31 @@ impl<'c> Builder<'_, 'c> {
         })
     }
 
-    /// Ψ≥d (S51–S54): target instances with at least `d` distinct evicting tags in `j`.
-    fn at_least(
+    /// Ψ≥d (S51–S54) for d = 0 … ways: target instances with at least `d` distinct evicting tags
+    /// in `j`. The patent renames `d` copies of the tag and orders them `Q1 < … < Qd`; a product
+    /// of `d` copies grows too complex for isl at the associativities of real caches (8 ways,
+    /// 16 ways). The same sets come from peeling one tag at a time: with `Hₑ` the tags left after
+    /// removing the `e − 1` smallest, `Ψ≥e = dom Hₑ` and `Hₑ₊₁ = {(k, Q) ∈ Hₑ : Q > lexmin Hₑ(k)}`,
+    /// so every step is one parametric lexmin over a single tag dimension.
+    fn at_least_all(
         &self,
         piece: &Set<'c>,
         j: &Map<'c>,
         j1: &Set<'c>,
-        d: u32,
-    ) -> Result<Set<'c>, AnalyticError> {
-        match d {
-            0 => Ok(piece.intersect(piece)?),
-            1 => Ok(j1.intersect(j1)?),
-            _ => {
-                let mut prod = j.intersect(j)?;
-                for _ in 1..d {
-                    prod = prod.flat_range_product(j)?;
-                }
-                let qs: Vec<String> = (0..d).map(|e| dim("q", e as usize)).collect();
-                let order: Vec<String> = qs
-                    .windows(2)
-                    .map(|w| format!("{} < {}", w[0], w[1]))
-                    .collect();
-                let chain = self.ctx.set(&format!(
-                    "{} -> {{ [{}] : {} }}",
-                    self.params,
-                    qs.join(", "),
-                    order.join(" and ")
-                ))?;
-                Ok(prod.intersect_range(&chain)?.domain()?)
-            }
+    ) -> Result<Vec<Set<'c>>, AnalyticError> {
+        let ways = self.cache.ways;
+        let mut ge = vec![piece.copy()?, j1.copy()?];
+        let above = self.ctx.map(&format!(
+            "{} -> {{ [{Q}] -> [next__] : next__ > {Q} }}",
+            self.params
+        ))?;
+        let mut left = j.copy()?;
+        for _ in 2..=ways {
+            let smallest = left.lexmin()?;
+            left = left.intersect(&smallest.apply_range(&above)?)?;
+            ge.push(left.domain()?);
         }
+        Ok(ge)
     }
 
     /// S55, S31, S32: the common expressions Z for every combination with 1 ≤ Σd ≤ ways − 1.
@@ -311,10 +307,7 @@ impl<'c> Builder<'_, 'c> {
         // Ψ=d for d < ways on active positions (inactive ones are Ψ=0 everywhere on the piece).
         let mut exactly: Vec<Vec<Set<'c>>> = Vec::with_capacity(active.len());
         for &m in &active {
-            let mut ge: Vec<Set<'c>> = Vec::new();
-            for d in 0..=ways {
-                ge.push(self.at_least(piece, &j[m], &j1[m], d)?);
-            }
+            let ge = self.at_least_all(piece, &j[m], &j1[m])?;
             exactly.push(
                 (0..ways as usize)
                     .map(|d| ge[d].subtract(&ge[d + 1]))

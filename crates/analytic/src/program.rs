@@ -59,15 +59,19 @@ pub struct Array {
     pub extents: Vec<i64>,
 }
 
-/// A loop `for (var = lower; var <= upper_inclusive; var++)`.
+/// A loop over `lower ≤ var ≤ upper_inclusive` in steps of `step`: counting up from `lower`
+/// when the step is positive (`for (var = lower; var <= upper_inclusive; var += step)`), down
+/// from `upper_inclusive` when it is negative.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Loop {
     /// Iterator name.
     pub var: String,
-    /// First value.
+    /// Smallest value.
     pub lower: Affine,
-    /// Last value.
+    /// Largest value.
     pub upper_inclusive: Affine,
+    /// Constant, non-zero increment.
+    pub step: i64,
     /// Loops and statements in textual order.
     pub body: Vec<Node>,
 }
@@ -136,6 +140,15 @@ impl Cache {
     }
 }
 
+/// An enclosing loop as a position sees it.
+#[derive(Clone, Debug)]
+pub(crate) struct Bounds {
+    pub var: String,
+    pub lower: Affine,
+    pub upper_inclusive: Affine,
+    pub step: i64,
+}
+
 /// A reference with everything the sets need: its position number, enclosing loops and
 /// execution-order timestamp.
 #[derive(Clone, Debug)]
@@ -144,7 +157,7 @@ pub(crate) struct Position {
     pub statement: String,
     pub reference: Reference,
     pub array: usize,
-    pub loops: Vec<(String, Affine, Affine)>,
+    pub loops: Vec<Bounds>,
     /// Textual positions `c₀, c₁, …` (one more than loops) and the reference ordinal.
     pub order: Vec<i64>,
     pub ordinal: i64,
@@ -163,7 +176,7 @@ impl Program {
     fn walk(
         &self,
         nodes: &[Node],
-        loops: &mut Vec<(String, Affine, Affine)>,
+        loops: &mut Vec<Bounds>,
         order: &mut Vec<i64>,
         out: &mut Vec<Position>,
     ) -> Result<(), AnalyticError> {
@@ -173,13 +186,24 @@ impl Program {
                 Node::Loop(l) => {
                     self.check_affine(&l.lower, loops)?;
                     self.check_affine(&l.upper_inclusive, loops)?;
-                    if loops.iter().any(|(v, _, _)| *v == l.var) || self.params.contains(&l.var) {
+                    if loops.iter().any(|b| b.var == l.var) || self.params.contains(&l.var) {
                         return Err(AnalyticError::Program(format!(
                             "loop variable `{}` reused",
                             l.var
                         )));
                     }
-                    loops.push((l.var.clone(), l.lower.clone(), l.upper_inclusive.clone()));
+                    if l.step == 0 {
+                        return Err(AnalyticError::Program(format!(
+                            "loop `{}` has a zero step",
+                            l.var
+                        )));
+                    }
+                    loops.push(Bounds {
+                        var: l.var.clone(),
+                        lower: l.lower.clone(),
+                        upper_inclusive: l.upper_inclusive.clone(),
+                        step: l.step,
+                    });
                     self.walk(&l.body, loops, order, out)?;
                     loops.pop();
                 }
@@ -224,19 +248,48 @@ impl Program {
         Ok(i)
     }
 
-    fn check_affine(
-        &self,
-        e: &Affine,
-        loops: &[(String, Affine, Affine)],
-    ) -> Result<(), AnalyticError> {
+    fn check_affine(&self, e: &Affine, loops: &[Bounds]) -> Result<(), AnalyticError> {
         for (name, _) in &e.terms {
-            if !self.params.contains(name) && !loops.iter().any(|(v, _, _)| v == name) {
+            if !self.params.contains(name) && !loops.iter().any(|b| b.var == *name) {
                 return Err(AnalyticError::Program(format!(
                     "`{name}` is neither a parameter nor an enclosing loop variable"
                 )));
             }
         }
         Ok(())
+    }
+
+    /// Whether arrays `a` and `b` may have elements in one line of `line_bytes` bytes (always
+    /// for the same array; for others, when their line ranges overlap, or when an extent is
+    /// unknown).
+    pub(crate) fn may_share_lines(&self, a: usize, b: usize, line_bytes: i64) -> bool {
+        if a == b {
+            return true;
+        }
+        match (
+            self.line_range(a, line_bytes),
+            self.line_range(b, line_bytes),
+        ) {
+            (Some((a0, a1)), Some((b0, b1))) => a0 <= b1 && b0 <= a1,
+            _ => true,
+        }
+    }
+
+    /// The first and last line an array occupies, when its size is known.
+    fn line_range(&self, a: usize, line_bytes: i64) -> Option<(i64, i64)> {
+        let array = &self.arrays[a];
+        let elements = array
+            .extents
+            .iter()
+            .try_fold(1i64, |n, &e| (e > 0).then(|| n.checked_mul(e)).flatten())?;
+        let last = array
+            .base_bytes
+            .checked_add(elements.checked_mul(array.element_bytes)?)?
+            .checked_sub(1)?;
+        Some((
+            array.base_bytes.div_euclid(line_bytes),
+            last.div_euclid(line_bytes),
+        ))
     }
 
     /// The deepest loop nesting, which sizes the timestamp vectors.

@@ -25,7 +25,7 @@ pub(crate) fn params(program: &Program) -> String {
 fn affine(e: &Affine, p: &Position, prefix: &str) -> String {
     let mut s = format!("({}", e.constant);
     for (name, k) in &e.terms {
-        let renamed = match p.loops.iter().position(|(v, _, _)| v == name) {
+        let renamed = match p.loops.iter().position(|b| b.var == *name) {
             Some(l) => dim(prefix, l),
             None => name.clone(),
         };
@@ -38,13 +38,18 @@ fn affine(e: &Affine, p: &Position, prefix: &str) -> String {
 /// The iteration domain of the position's instances named `prefix`.
 pub(crate) fn domain(p: &Position, prefix: &str) -> String {
     let mut parts = vec!["0 = 0".to_string()];
-    for (l, (_, lo, hi)) in p.loops.iter().enumerate() {
-        parts.push(format!(
-            "{} <= {} <= {}",
-            affine(lo, p, prefix),
-            dim(prefix, l),
-            affine(hi, p, prefix)
-        ));
+    for (l, b) in p.loops.iter().enumerate() {
+        let (lo, hi) = (
+            affine(&b.lower, p, prefix),
+            affine(&b.upper_inclusive, p, prefix),
+        );
+        let x = dim(prefix, l);
+        parts.push(format!("{lo} <= {x} <= {hi}"));
+        if b.step.abs() > 1 {
+            // The values keep the residue of the bound the loop starts from.
+            let start = if b.step > 0 { &lo } else { &hi };
+            parts.push(format!("({x} - {start}) mod {} = 0", b.step.abs()));
+        }
     }
     parts.join(" and ")
 }
@@ -84,8 +89,10 @@ pub(crate) fn in_block(
 /// The timestamp vector `[c₀, i₁, c₁, …, padding, ordinal]` of the instance.
 fn timestamp(p: &Position, prefix: &str, depth: usize) -> Vec<String> {
     let mut t = vec![p.order[0].to_string()];
-    for l in 0..p.loops.len() {
-        t.push(dim(prefix, l));
+    for (l, b) in p.loops.iter().enumerate() {
+        // A loop counting down runs its larger values first.
+        let sign = if b.step < 0 { "-" } else { "" };
+        t.push(format!("{sign}{}", dim(prefix, l)));
         t.push(p.order[l + 1].to_string());
     }
     while t.len() < 2 * depth + 1 {

@@ -160,10 +160,12 @@ fn build(nests: &[(bool, bool, Vec<RefSpec>)], arrays: &[Array]) -> Program {
                 var: outer,
                 lower: Affine::constant(0),
                 upper_inclusive: upper,
+                step: 1,
                 body: vec![Node::Loop(Loop {
                     var: inner,
                     lower: Affine::constant(0),
                     upper_inclusive: inner_upper,
+                    step: 1,
                     body: vec![stmt],
                 })],
             })
@@ -172,6 +174,7 @@ fn build(nests: &[(bool, bool, Vec<RefSpec>)], arrays: &[Array]) -> Program {
                 var: outer,
                 lower: Affine::constant(0),
                 upper_inclusive: upper,
+                step: 1,
                 body: vec![stmt],
             })
         };

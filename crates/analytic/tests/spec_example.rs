@@ -17,6 +17,7 @@ fn program() -> Program {
             var: var.into(),
             lower: Affine::constant(0),
             upper_inclusive: Affine::var(n).plus(-1),
+            step: 1,
             body: vec![Node::Statement(Statement {
                 name: name.into(),
                 refs,

@@ -60,6 +60,14 @@ pub enum Command {
         --base A=0,B=800,C=1600 --per-ref --3c\n  \
         loopscope simulate --trace accesses.txt -m machine.toml --json")]
     Simulate(cmd::simulate::SimulateArgs),
+    /// Count each reference's compulsory and conflict misses per cache level analytically
+    /// (spec 000: integer sets, no simulation), optionally checked against the simulator.
+    #[command(after_help = "Examples:\n  \
+        loopscope misses examples/kernels/spec000.c -D X=10 -D Y=10 -D Z=10 --cache L1=256:2:32 \\\n      \
+        --base A=0,B=800,C=1600 --explain\n  \
+        loopscope misses examples/kernels/2d-5pt.c -D M=100 -D N=1024 --cache L1=32K:8:64 --check\n  \
+        loopscope misses examples/kernels/triad.c -D N=100000 -m machine.toml --json")]
+    Misses(cmd::misses::MissesArgs),
     /// Measure caches (instruction and data), latencies, bandwidths and the peak FLOP rate.
     #[command(after_help = "Examples:\n  \
         loopscope probe --quick\n  \

@@ -60,6 +60,9 @@ fn is_bad_input(cause: &(dyn std::error::Error + 'static)) -> bool {
     if let Some(e) = cause.downcast_ref::<loopscope_binary::BinaryError>() {
         return e.is_bad_input();
     }
+    if let Some(e) = cause.downcast_ref::<loopscope_analytic::AnalyticError>() {
+        return e.is_bad_input();
+    }
     false
 }
 

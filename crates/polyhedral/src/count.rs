@@ -18,10 +18,7 @@ use crate::rational::{Rat, Res, add, floor_div, lcm, mul};
 const MAX_RESIDUES: u128 = 1 << 20;
 
 fn isl_err(op: &'static str) -> impl FnOnce(isl::LibISLError) -> PolyError {
-    move |e| PolyError::Isl {
-        op,
-        message: e.to_string(),
-    }
+    move |e| PolyError::from_isl(op, e.to_string())
 }
 
 /// One explicit division `⌊(dims·x + divs·q + constant) / denominator⌋`.

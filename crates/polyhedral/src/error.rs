@@ -42,6 +42,12 @@ pub enum PolyError {
         /// The limit.
         limit: u128,
     },
+    /// isl stopped an operation at the context's operation limit ([`crate::Ctx::with_max_operations`]).
+    #[error("integer-set operation `{op}` exceeded the operation limit")]
+    OperationLimit {
+        /// The operation that was stopped.
+        op: &'static str,
+    },
     /// A count or coefficient left the 128-bit range.
     #[error("arithmetic overflow while counting ({context})")]
     Overflow {
@@ -51,6 +57,16 @@ pub enum PolyError {
 }
 
 impl PolyError {
+    /// The error for isl's message `message` about `op`; isl's quota error (`[Quota] …`, its
+    /// operation limit) becomes [`PolyError::OperationLimit`].
+    pub(crate) fn from_isl(op: &'static str, message: String) -> PolyError {
+        if message.starts_with("[Quota]") {
+            PolyError::OperationLimit { op }
+        } else {
+            PolyError::Isl { op, message }
+        }
+    }
+
     /// True when the error comes from what the user gave (parameter values, set text), false for
     /// internal limits and failures.
     pub fn is_bad_input(&self) -> bool {

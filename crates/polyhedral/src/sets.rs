@@ -15,10 +15,7 @@ use crate::count::count_isl_set;
 const ISL_ON_ERROR_CONTINUE: i32 = 1;
 
 fn isl_err(op: &'static str) -> impl FnOnce(isl::LibISLError) -> PolyError {
-    move |e| PolyError::Isl {
-        op,
-        message: e.to_string(),
-    }
+    move |e| PolyError::from_isl(op, e.to_string())
 }
 
 /// An isl context. Sets and maps borrow it, so it outlives them.
@@ -41,6 +38,27 @@ impl Ctx {
         Ctx { raw }
     }
 
+    /// A fresh context whose operations fail with [`PolyError::OperationLimit`] once isl has
+    /// spent `max_operations` elementary steps (isl's own count) in it: the bound that keeps an
+    /// analysis whose sets grow too complex from running for hours.
+    pub fn with_max_operations(max_operations: u64) -> Ctx {
+        let ctx = Ctx::new();
+        ctx.raw.set_max_operations(max_operations);
+        ctx
+    }
+
+    /// A read that failed: isl reports a context that has hit its operation limit as a syntax
+    /// error, so the context's own error state decides.
+    fn read_error(&self, text: &str, e: isl::LibISLError) -> PolyError {
+        if self.raw.last_error() == isl::Error::Quota {
+            return PolyError::OperationLimit { op: "read" };
+        }
+        PolyError::Parse {
+            text: text.to_string(),
+            message: e.to_string(),
+        }
+    }
+
     /// Reads a set in isl notation, e.g. `[N] -> { [i] : 0 <= i < N }`.
     pub fn set(&self, text: &str) -> Result<Set<'_>, PolyError> {
         isl::Set::read_from_str(&self.raw, text)
@@ -48,10 +66,7 @@ impl Ctx {
                 raw,
                 ctx: PhantomData,
             })
-            .map_err(|e| PolyError::Parse {
-                text: text.to_string(),
-                message: e.to_string(),
-            })
+            .map_err(|e| self.read_error(text, e))
     }
 
     /// Reads a map in isl notation, e.g. `[N] -> { [i] -> [j] : 0 <= j < i < N }`.
@@ -61,10 +76,7 @@ impl Ctx {
                 raw,
                 ctx: PhantomData,
             })
-            .map_err(|e| PolyError::Parse {
-                text: text.to_string(),
-                message: e.to_string(),
-            })
+            .map_err(|e| self.read_error(text, e))
     }
 }
 
@@ -267,6 +279,12 @@ impl<'c> Map<'c> {
                     .map_err(isl_err("lexmax"))
             })
             .collect()
+    }
+
+    /// The parametric lexicographic minimum of the outputs for each input, as a map.
+    pub fn lexmin(&self) -> Result<Map<'c>, PolyError> {
+        let r = copy_of!(self, "copy").lexmin();
+        r.map(Map::wrap).map_err(isl_err("lexmin"))
     }
 
     /// Whether the map has no pair for any parameter value.

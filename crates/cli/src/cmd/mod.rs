@@ -4,6 +4,7 @@ pub mod blocks;
 pub mod completions;
 pub mod loops;
 pub mod machine;
+pub mod misses;
 pub mod probe;
 pub mod roofline;
 pub mod simulate;
@@ -19,6 +20,7 @@ pub fn run(command: Command, ui: &Ui) -> anyhow::Result<()> {
         Command::Completions(args) => completions::run(&args),
         Command::Roofline(args) => roofline::run(&args, ui),
         Command::Simulate(args) => simulate::run(&args, ui),
+        Command::Misses(args) => misses::run(&args, ui),
         Command::Loops(args) => loops::run(&args, ui),
         Command::Blocks(args) => blocks::run(&args, ui),
     }

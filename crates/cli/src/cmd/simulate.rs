@@ -169,14 +169,14 @@ struct CurvePoint {
 
 /// What produced the accesses, for labelling references.
 #[derive(Debug, Clone, Serialize)]
-struct RefLabel {
-    array: Option<String>,
-    subscripts: Vec<String>,
-    text: String,
-    kind: &'static str,
-    statement: Option<usize>,
-    line: Option<u32>,
-    column: Option<u32>,
+pub(crate) struct RefLabel {
+    pub array: Option<String>,
+    pub subscripts: Vec<String>,
+    pub text: String,
+    pub kind: &'static str,
+    pub statement: Option<usize>,
+    pub line: Option<u32>,
+    pub column: Option<u32>,
 }
 
 /// Runs `simulate`.
@@ -208,15 +208,71 @@ pub fn run(args: &SimulateArgs, ui: &Ui) -> anyhow::Result<()> {
 }
 
 fn cache_levels(args: &SimulateArgs, ui: &Ui) -> anyhow::Result<Vec<LevelConfig>> {
-    if let Some(spec) = &args.cache {
+    cache_levels_from(args.cache.as_deref(), args.machine.as_deref(), ui)
+}
+
+/// The levels of `--cache SPEC`, else of the machine file, else of this machine.
+pub(crate) fn cache_levels_from(
+    spec: Option<&str>,
+    machine: Option<&Path>,
+    ui: &Ui,
+) -> anyhow::Result<Vec<LevelConfig>> {
+    if let Some(spec) = spec {
         return Ok(parse_cache_spec(spec)?);
     }
-    let machine = crate::cmd::machine::load_machine(args.machine.as_deref(), ui)?;
-    let levels = levels_from_machine(&machine).with_context(|| match &args.machine {
-        Some(p) => format!("{}: cannot simulate its caches", p.display()),
-        None => "cannot simulate this machine's caches (give --cache)".to_owned(),
+    let described = crate::cmd::machine::load_machine(machine, ui)?;
+    let levels = levels_from_machine(&described).with_context(|| match machine {
+        Some(p) => format!("{}: cannot model its caches", p.display()),
+        None => "cannot model this machine's caches (give --cache)".to_owned(),
     })?;
     Ok(levels)
+}
+
+/// A kernel file read, parsed and bound: the kernel, its parameter values (in
+/// [`Kernel::params`] order) and where its arrays are placed.
+pub(crate) struct LoadedKernel {
+    pub origin: String,
+    pub kernel: Kernel,
+    pub params: Vec<i64>,
+    pub layout: loopscope_kernel::Layout,
+}
+
+impl LoadedKernel {
+    /// Reads `path`, binds `-D` values (warning about unused ones) and places the arrays
+    /// (`--base`).
+    pub fn load(
+        path: &Path,
+        define: &[(String, i64)],
+        base: Option<&str>,
+        ui: &Ui,
+    ) -> anyhow::Result<LoadedKernel> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| bad_input(format!("{}: cannot read: {e}", path.display())))?;
+        let origin = path.display().to_string();
+        let kernel = loopscope_kernel::parse_kernel(&text, &origin)?;
+        for unused in kernel.unused_definitions(define) {
+            ui.warn(format!("-D {unused}: the kernel does not use `{unused}`"));
+        }
+        let params = kernel.param_values(define)?;
+        let bases = base.map(parse_bases).transpose()?.unwrap_or_default();
+        let layout = kernel.layout(&params, &bases)?;
+        Ok(LoadedKernel {
+            origin,
+            kernel,
+            params,
+            layout,
+        })
+    }
+
+    /// `NAME: value` of every parameter, for JSON.
+    pub fn param_map(&self) -> serde_json::Map<String, serde_json::Value> {
+        self.kernel
+            .params
+            .iter()
+            .zip(&self.params)
+            .map(|(n, v)| (n.clone(), serde_json::Value::from(*v)))
+            .collect()
+    }
 }
 
 type Outcome = (
@@ -234,25 +290,12 @@ fn simulate_kernel(
     mut curve: Option<&mut MissCurve>,
     ui: &Ui,
 ) -> anyhow::Result<Outcome> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| bad_input(format!("{}: cannot read: {e}", path.display())))?;
-    let origin = path.display().to_string();
-    let kernel = loopscope_kernel::parse_kernel(&text, &origin)?;
-    for unused in kernel.unused_definitions(&args.define) {
-        ui.warn(format!("-D {unused}: the kernel does not use `{unused}`"));
-    }
-    let params = kernel.param_values(&args.define)?;
-    let bases = args
-        .base
-        .as_deref()
-        .map(parse_bases)
-        .transpose()?
-        .unwrap_or_default();
-    let layout = kernel.layout(&params, &bases)?;
-    let program = Program::new(&kernel, &params, &layout)?;
-    let labels = kernel_labels(&kernel);
+    let loaded = LoadedKernel::load(path, &args.define, args.base.as_deref(), ui)?;
+    let (kernel, params, layout) = (&loaded.kernel, &loaded.params, &loaded.layout);
+    let program = Program::new(kernel, params, layout)?;
+    let labels = kernel_labels(kernel);
     let mut sim = Hierarchy::new(levels, labels.len(), args.three_c, args.seed);
-    let total = program.total_accesses(&kernel);
+    let total = program.total_accesses(kernel);
     let bar = ui.progress_bar(total, "simulating");
     let line_shift = levels[0].line_bytes.trailing_zeros();
     let mut stream = program.accesses();
@@ -284,16 +327,16 @@ fn simulate_kernel(
         .zip(program.executions())
         .map(|(s, n)| s.flops.total().saturating_mul(*n))
         .fold(0u64, u64::saturating_add);
-    let param_map = kernel
-        .params
-        .iter()
-        .zip(&params)
-        .map(|(n, v)| (n.clone(), serde_json::Value::from(*v)))
-        .collect();
-    Ok((sim, labels, Some(origin), param_map, flops))
+    Ok((
+        sim,
+        labels,
+        Some(loaded.origin.clone()),
+        loaded.param_map(),
+        flops,
+    ))
 }
 
-fn kernel_labels(kernel: &Kernel) -> Vec<RefLabel> {
+pub(crate) fn kernel_labels(kernel: &Kernel) -> Vec<RefLabel> {
     kernel
         .references()
         .map(|(s, r)| RefLabel {
@@ -467,7 +510,7 @@ fn curve_points(curve: &MissCurve, line_bytes: u64) -> Vec<CurvePoint> {
     points
 }
 
-fn percent(part: u64, whole: u64) -> String {
+pub(crate) fn percent(part: u64, whole: u64) -> String {
     if whole == 0 {
         "-".to_owned()
     } else {
@@ -601,7 +644,7 @@ fn render_refs(r: &Simulation, args: &SimulateArgs) -> String {
 }
 
 /// A table whose columns from `first_numeric` on are flush right.
-fn right_aligned(header: &[&str], first_numeric: usize) -> Table {
+pub(crate) fn right_aligned(header: &[&str], first_numeric: usize) -> Table {
     let mut table = Table::new(header.iter().copied());
     for c in first_numeric..header.len() {
         table = table.align(c, Align::Right);

@@ -1,0 +1,216 @@
+//! The adapter from the kernel language's IR (`loopscope-kernel`) to the model's own program
+//! description, with every parameter bound to its value and the arrays placed by a layout.
+//!
+//! Binding the parameters first keeps every address affine: a kernel's array extents are
+//! parameters (`double a[M][N]`), so with `N` symbolic the address `8·(N·j + i)` would not be.
+//! The model's cost still does not grow with the values (the sets are built from the loop
+//! structure; counting is size-independent).
+
+use loopscope_kernel::{Kernel, Layout, Node as KNode, Sym};
+
+use crate::AnalyticError;
+use crate::program::{Affine, Array, Loop, Node, Program, Reference, Statement};
+
+/// The program of `kernel` at parameter values `params` (in [`Kernel::params`] order), with the
+/// arrays where `layout` puts them. Statements are named `S1`, `S2`, … in textual order, and the
+/// references keep the kernel's order, so position `Pn` is the kernel's `n`-th reference
+/// ([`Kernel::references`]).
+pub fn program_from_kernel(
+    kernel: &Kernel,
+    params: &[i64],
+    layout: &Layout,
+) -> Result<Program, AnalyticError> {
+    let adapter = Adapter {
+        kernel,
+        params,
+        names: vec![String::new(); kernel.loops.len()],
+    };
+    adapter.program(layout)
+}
+
+struct Adapter<'a> {
+    kernel: &'a Kernel,
+    params: &'a [i64],
+    /// The name each loop variable gets in the program (unique along every nest).
+    names: Vec<String>,
+}
+
+fn overflow(what: &str) -> AnalyticError {
+    AnalyticError::Program(format!("{what} does not fit in 64-bit integers"))
+}
+
+impl Adapter<'_> {
+    fn program(mut self, layout: &Layout) -> Result<Program, AnalyticError> {
+        let arrays = self.arrays(layout)?;
+        let mut enclosing = Vec::new();
+        let body = self.nodes(&self.kernel.body.clone(), &mut enclosing)?;
+        Ok(Program {
+            params: Vec::new(),
+            arrays,
+            body,
+        })
+    }
+
+    fn arrays(&self, layout: &Layout) -> Result<Vec<Array>, AnalyticError> {
+        let mut out = Vec::with_capacity(self.kernel.arrays.len());
+        for (i, a) in self.kernel.arrays.iter().enumerate() {
+            let base = layout.base.get(i).copied().unwrap_or(0);
+            let base_bytes = i64::try_from(base).map_err(|_| overflow("an array's address"))?;
+            let extents = a
+                .extents
+                .iter()
+                .map(|e| {
+                    e.eval(|s| match s {
+                        Sym::Param(p) => self.params.get(p).copied().unwrap_or(0),
+                        Sym::Loop(_) => 0,
+                    })
+                    .and_then(|v| i64::try_from(v).ok())
+                    .ok_or_else(|| overflow("an array extent"))
+                })
+                .collect::<Result<_, _>>()?;
+            out.push(Array {
+                name: a.name.clone(),
+                base_bytes,
+                element_bytes: a.elem.bytes() as i64,
+                extents,
+            });
+        }
+        Ok(out)
+    }
+
+    fn nodes(
+        &mut self,
+        nodes: &[KNode],
+        enclosing: &mut Vec<String>,
+    ) -> Result<Vec<Node>, AnalyticError> {
+        let mut out = Vec::with_capacity(nodes.len());
+        for node in nodes {
+            out.push(match node {
+                KNode::Loop { id, body } => Node::Loop(self.lp(*id, body, enclosing)?),
+                KNode::Statement(s) => Node::Statement(self.statement(*s)?),
+            });
+        }
+        Ok(out)
+    }
+
+    fn lp(
+        &mut self,
+        id: usize,
+        body: &[KNode],
+        enclosing: &mut Vec<String>,
+    ) -> Result<Loop, AnalyticError> {
+        let l = &self.kernel.loops[id];
+        // C lets an inner loop reuse an outer loop's name; the model needs them distinct.
+        let mut name = l.var.clone();
+        if enclosing.contains(&name) {
+            name = format!("{}_{id}", l.var);
+        }
+        self.names[id] = name.clone();
+        let (start, end) = (self.affine(&l.start)?, self.affine(&l.end_inclusive)?);
+        let (lower, upper_inclusive) = if l.step > 0 {
+            (start, end)
+        } else {
+            (end, start)
+        };
+        enclosing.push(name.clone());
+        let body = self.nodes(body, enclosing)?;
+        enclosing.pop();
+        Ok(Loop {
+            var: name,
+            lower,
+            upper_inclusive,
+            step: l.step,
+            body,
+        })
+    }
+
+    fn statement(&self, index: usize) -> Result<Statement, AnalyticError> {
+        let s = &self.kernel.statements[index];
+        let refs = s
+            .refs
+            .iter()
+            .map(|r| {
+                Ok(Reference {
+                    array: self.kernel.arrays[r.array].name.clone(),
+                    subscripts: r
+                        .subscripts
+                        .iter()
+                        .map(|e| self.affine(e))
+                        .collect::<Result<_, AnalyticError>>()?,
+                    is_write: r.kind == loopscope_kernel::AccessKind::Write,
+                })
+            })
+            .collect::<Result<_, AnalyticError>>()?;
+        Ok(Statement {
+            name: format!("S{}", index + 1),
+            refs,
+        })
+    }
+
+    /// The expression with parameters replaced by their values and loop variables by their
+    /// program names.
+    fn affine(&self, e: &loopscope_kernel::Affine) -> Result<Affine, AnalyticError> {
+        let bound = e
+            .bind_params(self.params)
+            .ok_or_else(|| overflow("an affine expression"))?;
+        let mut out = Affine::constant(bound.constant);
+        for (sym, k) in bound.terms {
+            if let Sym::Loop(l) = sym {
+                out = out.plus_term(&self.names[l], k);
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loopscope_kernel::parse_kernel;
+
+    fn program(text: &str, values: &[(&str, i64)]) -> Program {
+        let kernel = parse_kernel(text, "k.c").unwrap();
+        let values: Vec<(String, i64)> = values.iter().map(|(n, v)| (n.to_string(), *v)).collect();
+        let params = kernel.param_values(&values).unwrap();
+        let layout = kernel.layout(&params, &[]).unwrap();
+        program_from_kernel(&kernel, &params, &layout).unwrap()
+    }
+
+    #[test]
+    fn binds_parameters_and_places_arrays() {
+        let p = program(
+            "double a[M][N], b[M][N];\nfor (int j = 1; j < M - 1; ++j)\n for (int i = 1; i < N - 1; ++i)\n  b[j][i] = a[j][i-1];\n",
+            &[("M", 10), ("N", 20)],
+        );
+        assert_eq!(p.arrays[1].base_bytes, 1600);
+        assert_eq!(p.arrays[0].extents, [10, 20]);
+        let Node::Loop(outer) = &p.body[0] else {
+            panic!("expected a loop")
+        };
+        assert_eq!(outer.upper_inclusive, Affine::constant(8));
+        let Node::Loop(inner) = &outer.body[0] else {
+            panic!("expected a loop")
+        };
+        assert_eq!(inner.upper_inclusive, Affine::constant(18));
+        let Node::Statement(s) = &inner.body[0] else {
+            panic!("expected a statement")
+        };
+        assert_eq!(s.refs[0].subscripts[1], Affine::var("i").plus(-1));
+        assert!(s.refs[1].is_write);
+    }
+
+    #[test]
+    fn downward_loops_keep_their_range() {
+        let p = program(
+            "double a[N];\nfor (int i = N - 1; i >= 0; i -= 2)\n  a[i] = 1.0;\n",
+            &[("N", 9)],
+        );
+        let Node::Loop(l) = &p.body[0] else {
+            panic!("expected a loop")
+        };
+        assert_eq!(
+            (l.lower.constant, l.upper_inclusive.constant, l.step),
+            (0, 8, -2)
+        );
+    }
+}

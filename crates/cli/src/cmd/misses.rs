@@ -1,0 +1,557 @@
+//! `loopscope misses`: compulsory and conflict misses of every reference of a kernel, per cache
+//! level, from the analytic model of spec 000 (no simulation), with `--check` against the exact
+//! simulator.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::Args;
+use loopscope_analytic::{AnalyticError, Cache, Model, ReferenceMisses, program_from_kernel};
+use loopscope_cache::{Hierarchy, Inclusion, LevelConfig, Replacement};
+use loopscope_kernel::Program as Stream;
+use loopscope_polyhedral::Ctx;
+use loopscope_report::format_bytes;
+use serde::Serialize;
+
+use crate::cmd::simulate::{
+    LoadedKernel, RefLabel, cache_levels_from, kernel_labels, parse_define, percent, right_aligned,
+};
+use crate::failure::bad_input;
+use crate::ui::Ui;
+
+/// Arguments of `misses`.
+#[derive(Debug, Args)]
+pub struct MissesArgs {
+    /// Kernel file in the kerncraft C subset.
+    #[arg(value_name = "KERNEL.c")]
+    pub kernel: PathBuf,
+    /// Value of a kernel symbol, e.g. `-D N=1000` (repeatable).
+    #[arg(short = 'D', value_name = "NAME=VALUE", value_parser = parse_define)]
+    pub define: Vec<(String, i64)>,
+    /// Machine file whose data caches to model (default: this machine, detected).
+    #[arg(
+        short = 'm',
+        long = "machine",
+        value_name = "FILE",
+        conflicts_with = "cache"
+    )]
+    pub machine: Option<PathBuf>,
+    /// Cache levels, innermost first: `NAME=SIZE:WAYS:LINE`, comma-separated (LRU,
+    /// write-allocate: the model's cache).
+    #[arg(long, value_name = "SPEC")]
+    pub cache: Option<String>,
+    /// Array base addresses, e.g. `A=0,B=800,C=0x640` (others follow, 64-byte aligned).
+    #[arg(long, value_name = "NAME=ADDR,...")]
+    pub base: Option<String>,
+    /// Also run the exact simulator on each level alone and print both, with the difference.
+    #[arg(long)]
+    pub check: bool,
+    /// Print the intermediate integer sets of spec 000 (hit sources, pieces, conflict factors).
+    #[arg(long)]
+    pub explain: bool,
+    /// Bound on isl's elementary operations per level; a level that needs more is reported as
+    /// not modelled instead of running for hours.
+    #[arg(long, value_name = "N", default_value_t = 200_000_000)]
+    pub max_operations: u64,
+    /// Print one JSON document instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The result of `misses`, as printed with `--json`.
+#[derive(Debug, Serialize)]
+struct Report {
+    kernel: String,
+    params: serde_json::Map<String, serde_json::Value>,
+    model: &'static str,
+    levels: Vec<LevelReport>,
+    references: Vec<RefReport>,
+    arrays: Vec<ArrayReport>,
+    check: Option<Check>,
+    duration_s: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct LevelReport {
+    name: String,
+    size_bytes: u64,
+    line_bytes: u64,
+    ways: u64,
+    sets: u64,
+    /// `null` when the level could not be modelled (see `error`).
+    accesses: Option<u64>,
+    hits: Option<u64>,
+    misses: Option<u64>,
+    compulsory: Option<u64>,
+    /// Always `null`: under LRU spec 000 counts capacity misses among the conflict ones.
+    capacity: Option<u64>,
+    conflict: Option<u64>,
+    /// Lines brought in (misses × line size).
+    fill_bytes: Option<u64>,
+    duration_s: f64,
+    error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    explain: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct RefReport {
+    id: usize,
+    #[serde(flatten)]
+    label: RefLabel,
+    level: String,
+    accesses: u64,
+    hits: u64,
+    misses: u64,
+    compulsory: u64,
+    capacity: Option<u64>,
+    conflict: u64,
+    /// Per hit-source piece: sources, executions, conflicts (the explanation of the counts).
+    pieces: Vec<loopscope_analytic::PieceCounts>,
+}
+
+#[derive(Debug, Serialize)]
+struct ArrayReport {
+    array: String,
+    level: String,
+    accesses: u64,
+    misses: u64,
+    compulsory: u64,
+    conflict: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct Check {
+    /// True when every modelled count equals the simulator's.
+    equal: bool,
+    levels: Vec<CheckLevel>,
+    references: Vec<CheckRef>,
+}
+
+#[derive(Debug, Serialize)]
+struct CheckLevel {
+    name: String,
+    misses: u64,
+    compulsory: u64,
+    conflict: u64,
+    duration_s: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct CheckRef {
+    id: usize,
+    level: String,
+    model_misses: Option<u64>,
+    simulated_misses: u64,
+    simulated_compulsory: u64,
+    /// Capacity and conflict misses of the simulator together (the model's `conflict`).
+    simulated_conflict: u64,
+    difference: Option<i64>,
+}
+
+/// One level's model outcome.
+struct Modelled {
+    refs: Result<Vec<ReferenceMisses>, AnalyticError>,
+    explain: Option<String>,
+    duration_s: f64,
+}
+
+/// Runs `misses`.
+pub fn run(args: &MissesArgs, ui: &Ui) -> anyhow::Result<()> {
+    let start = Instant::now();
+    let levels = cache_levels_from(args.cache.as_deref(), args.machine.as_deref(), ui)?;
+    check_model_caches(&levels)?;
+    let loaded = LoadedKernel::load(&args.kernel, &args.define, args.base.as_deref(), ui)?;
+    let program = program_from_kernel(&loaded.kernel, &loaded.params, &loaded.layout)
+        .map_err(|e| bad_input(format!("{}: {e}", loaded.origin)))?;
+    let modelled = model_levels(&program, &levels, args);
+    let labels = kernel_labels(&loaded.kernel);
+    let mut report = build_report(&loaded, &levels, &modelled, &labels);
+    if args.check {
+        report.check = Some(check(&loaded, &levels, &report)?);
+    }
+    report.duration_s = start.elapsed().as_secs_f64();
+    for l in &report.levels {
+        if let Some(e) = &l.error {
+            ui.warn(format!(
+                "{}: {} not modelled: {e}; `loopscope simulate` counts it exactly",
+                loaded.origin, l.name
+            ));
+        }
+    }
+    if report.levels.iter().all(|l| l.error.is_some()) && report.check.is_none() {
+        anyhow::bail!("{}: no cache level could be modelled", loaded.origin);
+    }
+    if args.json {
+        crate::cmd::print_json(&report)
+    } else {
+        crate::cmd::print_text(&render(&report, args))
+    }
+}
+
+/// The model is spec 000's cache: LRU, write-allocate. Anything else would be silently wrong.
+fn check_model_caches(levels: &[LevelConfig]) -> anyhow::Result<()> {
+    for l in levels {
+        if l.replacement != Replacement::Lru || !l.write_allocate {
+            return Err(bad_input(format!(
+                "level {}: the analytic model covers LRU write-allocate caches only (use `loopscope simulate` for {}{})",
+                l.name,
+                l.replacement.name(),
+                if l.write_allocate {
+                    ""
+                } else {
+                    ", no-write-allocate"
+                }
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Each level in its own thread with its own isl context: the levels are independent, and
+/// isl contexts are not shared between threads.
+fn model_levels(
+    program: &loopscope_analytic::Program,
+    levels: &[LevelConfig],
+    args: &MissesArgs,
+) -> Vec<Modelled> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = levels
+            .iter()
+            .map(|l| {
+                let cache = Cache {
+                    ways: l.ways as u32,
+                    line_bytes: l.line_bytes as i64,
+                    sets: l.sets() as i64,
+                };
+                scope.spawn(move || model_level(program, cache, args))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| Modelled {
+                    refs: Err(AnalyticError::Program("the model thread panicked".into())),
+                    explain: None,
+                    duration_s: 0.0,
+                })
+            })
+            .collect()
+    })
+}
+
+fn model_level(program: &loopscope_analytic::Program, cache: Cache, args: &MissesArgs) -> Modelled {
+    let start = Instant::now();
+    let ctx = Ctx::with_max_operations(args.max_operations);
+    let mut explain = None;
+    let refs = Model::new(&ctx, program, cache).and_then(|model| {
+        if args.explain {
+            explain = Some(model.explain());
+        }
+        model.evaluate(&[])
+    });
+    Modelled {
+        refs,
+        explain,
+        duration_s: start.elapsed().as_secs_f64(),
+    }
+}
+
+fn to_u64(v: i128) -> u64 {
+    u64::try_from(v.max(0)).unwrap_or(u64::MAX)
+}
+
+fn build_report(
+    loaded: &LoadedKernel,
+    levels: &[LevelConfig],
+    modelled: &[Modelled],
+    labels: &[RefLabel],
+) -> Report {
+    let mut out_levels = Vec::new();
+    let mut references = Vec::new();
+    let mut arrays: Vec<ArrayReport> = Vec::new();
+    for (l, m) in levels.iter().zip(modelled) {
+        let mut level = LevelReport {
+            name: l.name.clone(),
+            size_bytes: l.size_bytes,
+            line_bytes: l.line_bytes,
+            ways: l.ways,
+            sets: l.sets(),
+            accesses: None,
+            hits: None,
+            misses: None,
+            compulsory: None,
+            capacity: None,
+            conflict: None,
+            fill_bytes: None,
+            duration_s: m.duration_s,
+            error: None,
+            explain: m.explain.clone(),
+        };
+        match &m.refs {
+            Err(e) => level.error = Some(e.to_string()),
+            Ok(refs) => {
+                let (mut acc, mut comp, mut conf) = (0u64, 0u64, 0u64);
+                for (id, (r, label)) in refs.iter().zip(labels).enumerate() {
+                    let (a, c, k) = (to_u64(r.accesses), to_u64(r.compulsory), to_u64(r.conflict));
+                    acc += a;
+                    comp += c;
+                    conf += k;
+                    references.push(RefReport {
+                        id,
+                        label: label.clone(),
+                        level: l.name.clone(),
+                        accesses: a,
+                        hits: a.saturating_sub(c + k),
+                        misses: c + k,
+                        compulsory: c,
+                        capacity: None,
+                        conflict: k,
+                        pieces: r.pieces.clone(),
+                    });
+                    add_to_array(&mut arrays, &r.array, &l.name, a, c, k);
+                }
+                level.accesses = Some(acc);
+                level.hits = Some(acc.saturating_sub(comp + conf));
+                level.misses = Some(comp + conf);
+                level.compulsory = Some(comp);
+                level.conflict = Some(conf);
+                level.fill_bytes = Some((comp + conf).saturating_mul(l.line_bytes));
+            }
+        }
+        out_levels.push(level);
+    }
+    Report {
+        kernel: loaded.origin.clone(),
+        params: loaded.param_map(),
+        model: "spec 000 (LRU, write-allocate); each level modelled alone, seeing every access",
+        levels: out_levels,
+        references,
+        arrays,
+        check: None,
+        duration_s: 0.0,
+    }
+}
+
+fn add_to_array(
+    arrays: &mut Vec<ArrayReport>,
+    array: &str,
+    level: &str,
+    accesses: u64,
+    compulsory: u64,
+    conflict: u64,
+) {
+    let i = match arrays
+        .iter()
+        .position(|a| a.array == array && a.level == level)
+    {
+        Some(i) => i,
+        None => {
+            arrays.push(ArrayReport {
+                array: array.to_owned(),
+                level: level.to_owned(),
+                accesses: 0,
+                misses: 0,
+                compulsory: 0,
+                conflict: 0,
+            });
+            arrays.len() - 1
+        }
+    };
+    let a = &mut arrays[i];
+    a.accesses += accesses;
+    a.compulsory += compulsory;
+    a.conflict += conflict;
+    a.misses += compulsory + conflict;
+}
+
+/// Simulates each level alone (the model's assumption), with the 3C split, and compares.
+fn check(loaded: &LoadedKernel, levels: &[LevelConfig], report: &Report) -> anyhow::Result<Check> {
+    let stream = Stream::new(&loaded.kernel, &loaded.params, &loaded.layout)?;
+    let refs = loaded.kernel.references().count();
+    let mut out = Check {
+        equal: true,
+        levels: Vec::new(),
+        references: Vec::new(),
+    };
+    for (k, l) in levels.iter().enumerate() {
+        let start = Instant::now();
+        let mut alone = l.clone();
+        alone.inclusion = Inclusion::NonInclusive;
+        let mut sim = Hierarchy::new(&[alone], refs, true, 0);
+        let mut accesses = stream.accesses();
+        for a in accesses.by_ref() {
+            sim.access(a.addr, a.size_bytes, a.write, a.reference);
+        }
+        if let Some(e) = accesses.error() {
+            return Err(e.clone().into());
+        }
+        let s = &sim.stats()[0];
+        out.levels.push(CheckLevel {
+            name: l.name.clone(),
+            misses: s.misses,
+            compulsory: s.compulsory,
+            conflict: s.capacity + s.conflict,
+            duration_s: start.elapsed().as_secs_f64(),
+        });
+        for id in 0..refs {
+            let r = sim.ref_stats(id, 0);
+            let model = report
+                .references
+                .iter()
+                .find(|m| m.id == id && m.level == l.name);
+            let difference = model.map(|m| m.misses as i64 - r.misses as i64);
+            let same = model.is_some_and(|m| {
+                m.compulsory == r.compulsory && m.conflict == r.capacity + r.conflict
+            });
+            out.equal &= same || report.levels[k].error.is_some();
+            out.references.push(CheckRef {
+                id,
+                level: l.name.clone(),
+                model_misses: model.map(|m| m.misses),
+                simulated_misses: r.misses,
+                simulated_compulsory: r.compulsory,
+                simulated_conflict: r.capacity + r.conflict,
+                difference,
+            });
+        }
+    }
+    Ok(out)
+}
+
+fn opt(v: Option<u64>) -> String {
+    v.map_or_else(|| "-".to_owned(), |v| v.to_string())
+}
+
+fn render(r: &Report, args: &MissesArgs) -> String {
+    let params: Vec<String> = r.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let mut out = format!(
+        "kernel    {}  ({})\nmodel     {}\ntime      {:.3} s\n\n",
+        r.kernel,
+        params.join(", "),
+        r.model,
+        r.duration_s
+    );
+    let mut header = vec![
+        "level",
+        "size",
+        "ways",
+        "line",
+        "accesses",
+        "hits",
+        "misses",
+        "miss %",
+        "compulsory",
+        "conflict",
+        "model time",
+    ];
+    if args.check {
+        header.extend(["sim misses", "sim time", "diff"]);
+    }
+    let mut table = right_aligned(&header, 1);
+    for (k, l) in r.levels.iter().enumerate() {
+        let mut row = vec![
+            l.name.clone(),
+            format_bytes(l.size_bytes),
+            l.ways.to_string(),
+            format_bytes(l.line_bytes),
+            opt(l.accesses),
+            opt(l.hits),
+            opt(l.misses),
+            l.misses
+                .zip(l.accesses)
+                .map_or_else(|| "-".to_owned(), |(m, a)| percent(m, a)),
+            opt(l.compulsory),
+            opt(l.conflict),
+            format!("{:.3} s", l.duration_s),
+        ];
+        if let Some(c) = r.check.as_ref().and_then(|c| c.levels.get(k)) {
+            row.extend([
+                c.misses.to_string(),
+                format!("{:.3} s", c.duration_s),
+                l.misses
+                    .map_or_else(|| "-".to_owned(), |m| signed(m as i64 - c.misses as i64)),
+            ]);
+        }
+        table.row(row);
+    }
+    out.push_str(&table.render());
+    out.push('\n');
+    out.push_str(&render_refs(r));
+    if let Some(c) = &r.check {
+        out.push_str(&format!(
+            "\ncheck     {}\n",
+            if c.equal {
+                "the model equals the exact simulator (each level alone) on every reference"
+            } else {
+                "the model differs from the simulator (see diff)"
+            }
+        ));
+    }
+    for l in r.levels.iter().filter(|l| l.explain.is_some()) {
+        out.push_str(&format!(
+            "\n{} sets (spec 000):\n{}",
+            l.name,
+            l.explain.as_deref().unwrap_or_default()
+        ));
+    }
+    out
+}
+
+fn signed(v: i64) -> String {
+    if v > 0 {
+        format!("+{v}")
+    } else {
+        v.to_string()
+    }
+}
+
+fn render_refs(r: &Report) -> String {
+    let mut header = vec![
+        "reference",
+        "kind",
+        "where",
+        "level",
+        "accesses",
+        "hits",
+        "misses",
+        "miss %",
+        "compulsory",
+        "conflict",
+    ];
+    if r.check.is_some() {
+        header.extend(["sim comp", "sim conf", "diff"]);
+    }
+    let mut table = right_aligned(&header, 4);
+    for x in &r.references {
+        let place = match (x.label.line, x.label.column) {
+            (Some(l), Some(c)) => format!("{l}:{c}"),
+            _ => String::new(),
+        };
+        let mut row = vec![
+            x.label.text.clone(),
+            x.label.kind.to_owned(),
+            place,
+            x.level.clone(),
+            x.accesses.to_string(),
+            x.hits.to_string(),
+            x.misses.to_string(),
+            percent(x.misses, x.accesses),
+            x.compulsory.to_string(),
+            x.conflict.to_string(),
+        ];
+        if let Some(c) = r.check.as_ref().and_then(|c| {
+            c.references
+                .iter()
+                .find(|c| c.id == x.id && c.level == x.level)
+        }) {
+            row.extend([
+                c.simulated_compulsory.to_string(),
+                c.simulated_conflict.to_string(),
+                c.difference.map_or_else(|| "-".to_owned(), signed),
+            ]);
+        }
+        table.row(row);
+    }
+    table.render()
+}
