@@ -10,6 +10,14 @@ pub enum AnalyticError {
     /// The cache geometry is unusable.
     #[error("cache geometry: {0}")]
     Cache(String),
+    /// Building the sets took longer than the time limit given to the model.
+    #[error(
+        "the integer sets of this kernel take more than the time limit of {seconds} s to build"
+    )]
+    TimeLimit {
+        /// The limit, in seconds.
+        seconds: f64,
+    },
     /// A set operation or count failed.
     #[error(transparent)]
     Sets(#[from] PolyError),
@@ -20,6 +28,7 @@ impl AnalyticError {
     pub fn is_bad_input(&self) -> bool {
         match self {
             AnalyticError::Program(_) | AnalyticError::Cache(_) => true,
+            AnalyticError::TimeLimit { .. } => false,
             AnalyticError::Sets(e) => e.is_bad_input(),
         }
     }

@@ -1,6 +1,8 @@
 //! S13–S14, S23, S33, S34 and S101–S102: counting the sets at concrete parameter values and
 //! combining the counts into compulsory and conflict misses.
 
+use std::time::{Duration, Instant};
+
 use loopscope_polyhedral::{Ctx, Set};
 use serde::Serialize;
 
@@ -19,9 +21,11 @@ pub struct PieceCounts {
     /// brought in since the hit source, attributed to the first position (in position order).
     pub evicted_by: Vec<(String, i128)>,
     /// Fourth count per combination (distinct evicting blocks per position, summing below the
-    /// ways): executions that still hit.
+    /// ways): executions that still hit. Empty above four ways, where the combinations are not
+    /// built (the conflict count does not need them).
     pub still_cached: Vec<(Vec<(String, u32)>, i128)>,
-    /// `Σ third − Σ fourth`: conflict misses of this piece.
+    /// Conflict misses of this piece: executions with at least `ways` distinct other blocks of
+    /// their set since the hit source (equal to `Σ third − Σ fourth`).
     pub conflict: i128,
 }
 
@@ -75,12 +79,41 @@ impl<'c> Model<'c> {
         Model::for_positions(ctx, program, cache, &(0..n).collect::<Vec<_>>())
     }
 
+    /// Like [`Model::new`], but gives up with [`AnalyticError::TimeLimit`] once building the
+    /// sets has taken `limit` (checked between set operations).
+    pub fn new_within(
+        ctx: &'c Ctx,
+        program: &Program,
+        cache: Cache,
+        limit: Duration,
+    ) -> Result<Model<'c>, AnalyticError> {
+        let n = program.positions()?.len();
+        let which: Vec<usize> = (0..n).collect();
+        Model::build(
+            ctx,
+            program,
+            cache,
+            &which,
+            Some((Instant::now() + limit, limit)),
+        )
+    }
+
     /// Builds the sets of the references with the given position numbers only.
     pub fn for_positions(
         ctx: &'c Ctx,
         program: &Program,
         cache: Cache,
         which: &[usize],
+    ) -> Result<Model<'c>, AnalyticError> {
+        Model::build(ctx, program, cache, which, None)
+    }
+
+    fn build(
+        ctx: &'c Ctx,
+        program: &Program,
+        cache: Cache,
+        which: &[usize],
+        deadline: Option<(Instant, Duration)>,
     ) -> Result<Model<'c>, AnalyticError> {
         cache.check()?;
         let positions = program.positions()?;
@@ -92,7 +125,7 @@ impl<'c> Model<'c> {
                     positions.len()
                 )));
             }
-            targets.push(build(ctx, program, &positions, cache, t)?);
+            targets.push(build(ctx, program, &positions, cache, t, deadline)?);
         }
         Ok(Model { positions, targets })
     }
@@ -133,8 +166,7 @@ impl<'c> Model<'c> {
                     .collect();
                 still_cached.push((combo, count_instances(&c.set, values)?));
             }
-            let third: i128 = evicted_by.iter().map(|(_, v)| v).sum();
-            let fourth: i128 = still_cached.iter().map(|(_, v)| v).sum();
+            let conflict = count_instances(&piece.conflicted, values)?;
             pieces.push(PieceCounts {
                 sources: piece
                     .candidates
@@ -144,7 +176,7 @@ impl<'c> Model<'c> {
                 executions,
                 evicted_by,
                 still_cached,
-                conflict: third - fourth,
+                conflict,
             });
         }
         Ok(ReferenceMisses {

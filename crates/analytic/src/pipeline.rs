@@ -2,11 +2,21 @@
 //! compulsory and conflict misses. The sets are built once, with the parameters symbolic; the
 //! counts are taken later at concrete parameter values ([`crate::evaluate`]).
 
+use std::time::{Duration, Instant};
+
 use loopscope_polyhedral::{Ctx, Map, Set};
 
 use crate::AnalyticError;
 use crate::program::{Cache, Position, Program};
 use crate::text::{Q, S, W, before, domain, in_block, params, tuple};
+
+/// Up to this associativity the fourth counts are built as the patent does (S31–S33, one
+/// common expression per combination of split expressions). Above it the combinations grow as
+/// C(M + K − 1, K − 1) and are skipped: the conflict misses come from [`Piece::conflicted`],
+/// which equals Σ third − Σ fourth (spec 000 §3.7: under LRU an execution misses exactly when at
+/// least K distinct other blocks of its set came in since its hit source, and S42's ordered
+/// subtraction makes Σ_m d_m that distinct count).
+pub(crate) const COMBINATION_WAYS: u32 = 4;
 
 /// One lexmax piece of one earlier position's hit condition (a hit-source candidate, S5).
 pub(crate) struct Candidate<'c> {
@@ -29,8 +39,11 @@ pub(crate) struct Piece<'c> {
     pub set: Set<'c>,
     /// `J″_{n,m}` per position `m`.
     pub evicted: Vec<Set<'c>>,
-    /// `Z_{n,c}`.
+    /// `Z_{n,c}`, computed when the associativity is at most [`COMBINATION_WAYS`].
     pub still_cached: Vec<Combination<'c>>,
+    /// The executions with at least `ways` distinct other blocks of their set accessed since
+    /// the hit source: the conflict misses of the piece.
+    pub conflicted: Set<'c>,
     /// `J′_{n,m}` per position, kept for `--explain`.
     pub evictors: Vec<Set<'c>>,
 }
@@ -51,6 +64,8 @@ struct Builder<'a, 'c> {
     depth: usize,
     params: String,
     target: usize,
+    /// When to give up (checked between set operations; one operation can still run past it).
+    deadline: Option<(Instant, Duration)>,
 }
 
 pub(crate) fn build<'c>(
@@ -59,8 +74,10 @@ pub(crate) fn build<'c>(
     positions: &[Position],
     cache: Cache,
     target: usize,
+    deadline: Option<(Instant, Duration)>,
 ) -> Result<TargetSets<'c>, AnalyticError> {
     let b = Builder {
+        deadline,
         ctx,
         program,
         cache,
@@ -73,6 +90,15 @@ pub(crate) fn build<'c>(
 }
 
 impl<'c> Builder<'_, 'c> {
+    fn check_time(&self) -> Result<(), AnalyticError> {
+        match self.deadline {
+            Some((at, limit)) if Instant::now() > at => Err(AnalyticError::TimeLimit {
+                seconds: limit.as_secs_f64(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
     fn t(&self) -> &Position {
         &self.positions[self.target]
     }
@@ -164,6 +190,7 @@ impl<'c> Builder<'_, 'c> {
     ) -> Result<Vec<(Set<'c>, Vec<usize>)>, AnalyticError> {
         let mut regions: Vec<(Set<'c>, Vec<usize>)> = Vec::new();
         for (i, c) in candidates.iter().enumerate() {
+            self.check_time()?;
             let mut next = Vec::with_capacity(regions.len() * 2 + 1);
             let mut rest = c.domain.copy()?;
             for (set, members) in regions {
@@ -234,6 +261,7 @@ impl<'c> Builder<'_, 'c> {
         let mut rows_seen: Option<Set<'c>> = None;
         let (mut j, mut j1, mut j2) = (Vec::new(), Vec::new(), Vec::new());
         for m in self.positions {
+            self.check_time()?;
             let h = self.evicting_tags(&set, &members, candidates, m)?;
             let jm = match &tags_seen {
                 Some(seen) => h.subtract(seen)?,
@@ -256,12 +284,24 @@ impl<'c> Builder<'_, 'c> {
             j1.push(j1m);
             j2.push(j2m);
         }
-        let still_cached = self.combinations(&set, &j, &j1)?;
+        let still_cached = if self.cache.ways <= COMBINATION_WAYS {
+            self.combinations(&set, &j, &j1)?
+        } else {
+            Vec::new()
+        };
+        let conflicted = match &tags_seen {
+            Some(all) => self
+                .at_least_all(&set, all, &rows_seen_or_empty(&rows_seen, &set)?)?
+                .pop()
+                .unwrap_or(set.subtract(&set)?),
+            None => set.subtract(&set)?,
+        };
         Ok(Piece {
             candidates: members,
             set,
             evicted: j2,
             still_cached,
+            conflicted,
             evictors: j1,
         })
     }
@@ -286,8 +326,14 @@ impl<'c> Builder<'_, 'c> {
         ))?;
         let mut left = j.copy()?;
         for _ in 2..=ways {
+            self.check_time()?;
+            if left.is_empty()? {
+                // No tag left to peel: every larger d is empty too.
+                ge.push(piece.subtract(piece)?);
+                continue;
+            }
             let smallest = left.lexmin()?;
-            left = left.intersect(&smallest.apply_range(&above)?)?;
+            left = left.intersect(&smallest.apply_range(&above)?)?.coalesce()?;
             ge.push(left.domain()?);
         }
         Ok(ge)
@@ -317,6 +363,7 @@ impl<'c> Builder<'_, 'c> {
         let mut out = Vec::new();
         let mut combo = vec![0u32; active.len()];
         loop {
+            self.check_time()?;
             let sum: u32 = combo.iter().sum();
             if sum >= 1 && sum < ways {
                 let mut z = piece.intersect(piece)?;
@@ -351,4 +398,16 @@ fn next_combination(combo: &mut [u32], ways: u32) -> bool {
         combo[i] = 0;
     }
     false
+}
+
+/// `J′` of all positions together (`None` before any position): the executions with at least
+/// one evicting block.
+fn rows_seen_or_empty<'c>(
+    rows: &Option<Set<'c>>,
+    piece: &Set<'c>,
+) -> Result<Set<'c>, AnalyticError> {
+    Ok(match rows {
+        Some(r) => r.copy()?,
+        None => piece.subtract(piece)?,
+    })
 }

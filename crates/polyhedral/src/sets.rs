@@ -281,6 +281,12 @@ impl<'c> Map<'c> {
             .collect()
     }
 
+    /// The same pairs in fewer, merged basic maps where isl can (isl's coalesce).
+    pub fn coalesce(&self) -> Result<Map<'c>, PolyError> {
+        let r = copy_of!(self, "copy").coalesce();
+        r.map(Map::wrap).map_err(isl_err("coalesce"))
+    }
+
     /// The parametric lexicographic minimum of the outputs for each input, as a map.
     pub fn lexmin(&self) -> Result<Map<'c>, PolyError> {
         let r = copy_of!(self, "copy").lexmin();
