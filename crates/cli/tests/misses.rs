@@ -1,0 +1,176 @@
+//! `loopscope misses` through the real binary: spec 000's worked example, agreement with the
+//! simulator (`--check`) on kernels with conflicts and 8-way levels, JSON fields, bad input.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn loopscope(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_loopscope"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn example(name: &str) -> String {
+    let p: PathBuf = [
+        env!("CARGO_MANIFEST_DIR"),
+        "..",
+        "..",
+        "examples",
+        "kernels",
+        name,
+    ]
+    .iter()
+    .collect();
+    p.display().to_string()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    assert!(out.status.success(), "{}", stderr(out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn spec000(x: i64, y: i64, z: i64, extra: &[&str]) -> serde_json::Value {
+    let k = example("spec000.c");
+    let (x, y, z) = (format!("X={x}"), format!("Y={y}"), format!("Z={z}"));
+    let mut args = vec![
+        "misses",
+        &k,
+        "-D",
+        &x,
+        "-D",
+        &y,
+        "-D",
+        &z,
+        "--cache",
+        "L1=256:2:32",
+        "--base",
+        "A=0,B=800,C=1600",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    json(&loopscope(&args))
+}
+
+#[test]
+fn spec000_worked_example() {
+    let v = spec000(10, 10, 10, &["--check"]);
+    let l1 = &v["levels"][0];
+    assert_eq!(
+        (&l1["accesses"], &l1["misses"], &l1["compulsory"], &l1["conflict"]),
+        (&40.into(), &10.into(), &9.into(), &1.into())
+    );
+    assert!(l1["capacity"].is_null());
+    // A[k] (P2): 0 compulsory, 1 conflict at X = Y = Z = 10, the patent's numbers.
+    let a_k = &v["references"][2];
+    assert_eq!(a_k["text"], "A[k]");
+    assert_eq!((&a_k["compulsory"], &a_k["conflict"]), (&0.into(), &1.into()));
+    assert_eq!(v["check"]["equal"], true);
+}
+
+#[test]
+fn spec000_acceptance_rows() {
+    // (X, Y, Z, compulsory, conflict) of A[k] from spec 000 §4.5.
+    for (x, y, z, comp, conf) in [
+        (19, 0, 17, 0, 1),
+        (5, 17, 9, 1, 1),
+        (37, 53, 91, 13, 10),
+    ] {
+        let v = spec000(x, y, z, &[]);
+        let a_k = &v["references"][2];
+        assert_eq!(
+            (&a_k["compulsory"], &a_k["conflict"]),
+            (&comp.into(), &conf.into()),
+            "X={x} Y={y} Z={z}"
+        );
+    }
+}
+
+fn check_equal(kernel: &str, defines: &[&str], cache: &str) -> serde_json::Value {
+    let k = example(kernel);
+    let mut args = vec!["misses", &k, "--cache", cache, "--check", "--json"];
+    for d in defines {
+        args.extend_from_slice(&["-D", d]);
+    }
+    let v = json(&loopscope(&args));
+    assert_eq!(v["check"]["equal"], true, "{kernel} {defines:?} {cache}: {v}");
+    v
+}
+
+#[test]
+fn equals_the_simulator_with_conflicts() {
+    // A power-of-two row length in a 2-way cache: most accesses conflict.
+    let v = check_equal("2d-5pt.c", &["M=12", "N=1024"], "L1=8K:2:64");
+    assert!(v["levels"][0]["conflict"].as_u64().unwrap() > 1000, "{v}");
+}
+
+#[test]
+fn equals_the_simulator_at_eight_ways() {
+    check_equal("2d-5pt.c", &["M=20", "N=1024"], "L1=32K:8:64,L2=256K:8:64");
+    check_equal("triad.c", &["N=5000"], "L1=4K:4:64,L2=64K:8:64");
+}
+
+#[test]
+fn explain_prints_the_sets() {
+    let k = example("spec000.c");
+    let out = loopscope(&[
+        "misses",
+        &k,
+        "-D",
+        "X=10",
+        "-D",
+        "Y=10",
+        "-D",
+        "Z=10",
+        "--cache",
+        "L1=256:2:32",
+        "--base",
+        "A=0,B=800,C=1600",
+        "--explain",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("hit source P0.1"), "{text}");
+    assert!(text.contains("J''"), "{text}");
+}
+
+#[test]
+fn a_level_past_its_time_limit_is_not_modelled() {
+    let k = example("2d-5pt.c");
+    let out = loopscope(&[
+        "misses",
+        &k,
+        "-D",
+        "M=20",
+        "-D",
+        "N=1024",
+        "--cache",
+        "L1=8K:2:64",
+        "--time-limit",
+        "0",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("L1 not modelled") && err.contains("time limit"), "{err}");
+}
+
+#[test]
+fn bad_input_exits_2_with_one_line() {
+    let k = example("triad.c");
+    for args in [
+        vec!["misses", &k, "-D", "N=100", "--cache", "L1=4K:4:64:plru"],
+        vec!["misses", &k, "-D", "N=100", "--cache", "L1=4K:4:64:nwa"],
+        vec!["misses", &k, "--cache", "L1=4K:4:64"],
+        vec!["misses", "/nonexistent/k.c", "--cache", "L1=4K:4:64"],
+        vec!["misses", &k, "-D", "N=100", "--cache", "L1=3K:4:64"],
+    ] {
+        let out = loopscope(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+    }
+}
