@@ -61,25 +61,29 @@ fn spec000_worked_example() {
     let v = spec000(10, 10, 10, &["--check"]);
     let l1 = &v["levels"][0];
     assert_eq!(
-        (&l1["accesses"], &l1["misses"], &l1["compulsory"], &l1["conflict"]),
+        (
+            &l1["accesses"],
+            &l1["misses"],
+            &l1["compulsory"],
+            &l1["conflict"]
+        ),
         (&40.into(), &10.into(), &9.into(), &1.into())
     );
     assert!(l1["capacity"].is_null());
     // A[k] (P2): 0 compulsory, 1 conflict at X = Y = Z = 10, the patent's numbers.
     let a_k = &v["references"][2];
     assert_eq!(a_k["text"], "A[k]");
-    assert_eq!((&a_k["compulsory"], &a_k["conflict"]), (&0.into(), &1.into()));
+    assert_eq!(
+        (&a_k["compulsory"], &a_k["conflict"]),
+        (&0.into(), &1.into())
+    );
     assert_eq!(v["check"]["equal"], true);
 }
 
 #[test]
 fn spec000_acceptance_rows() {
     // (X, Y, Z, compulsory, conflict) of A[k] from spec 000 §4.5.
-    for (x, y, z, comp, conf) in [
-        (19, 0, 17, 0, 1),
-        (5, 17, 9, 1, 1),
-        (37, 53, 91, 13, 10),
-    ] {
+    for (x, y, z, comp, conf) in [(19, 0, 17, 0, 1), (5, 17, 9, 1, 1), (37, 53, 91, 13, 10)] {
         let v = spec000(x, y, z, &[]);
         let a_k = &v["references"][2];
         assert_eq!(
@@ -97,7 +101,10 @@ fn check_equal(kernel: &str, defines: &[&str], cache: &str) -> serde_json::Value
         args.extend_from_slice(&["-D", d]);
     }
     let v = json(&loopscope(&args));
-    assert_eq!(v["check"]["equal"], true, "{kernel} {defines:?} {cache}: {v}");
+    assert_eq!(
+        v["check"]["equal"], true,
+        "{kernel} {defines:?} {cache}: {v}"
+    );
     v
 }
 
@@ -155,7 +162,10 @@ fn a_level_past_its_time_limit_is_not_modelled() {
     ]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let err = stderr(&out);
-    assert!(err.contains("L1 not modelled") && err.contains("time limit"), "{err}");
+    assert!(
+        err.contains("L1 not modelled") && err.contains("time limit"),
+        "{err}"
+    );
 }
 
 #[test]
