@@ -1,7 +1,7 @@
 //! The cache hierarchy: levels wired together with their write and inclusion policies, and the
 //! counters per level, per reference and for memory.
 
-use crate::config::{Inclusion, LevelConfig};
+use crate::config::{Inclusion, LevelConfig, Replacement};
 use crate::level::Level;
 use crate::stack::StackDistance;
 
@@ -74,6 +74,9 @@ pub struct Hierarchy {
     fast_first_level: bool,
     /// The highest reference id counted separately (later ids share its counters).
     last_reference: usize,
+    /// First-level hits per reference taken by [`Hierarchy::access_many`]'s fast path, not yet
+    /// added to `refs` (one counter per hit instead of four).
+    fast_hits: Vec<u64>,
 }
 
 impl Hierarchy {
@@ -105,6 +108,7 @@ impl Hierarchy {
             },
             memory: MemoryStats::default(),
             last_reference: references.max(1) - 1,
+            fast_hits: vec![0; references.max(1)],
             fast_first_level: configs
                 .first()
                 .is_some_and(|c| c.write_back && c.inclusion != Inclusion::Exclusive),
@@ -141,12 +145,64 @@ impl Hierarchy {
         let shift = self.levels[0].shift;
         let first = addr >> shift;
         let last = addr.saturating_add(u64::from(size_bytes.max(1)) - 1) >> shift;
-        let reference = (reference as usize).min(self.last_reference);
-        if first == last && self.first_level_hit(first, write, reference) {
+        let r = (reference as usize).min(self.last_reference);
+        if first == last && self.first_level_hit(first, write, r) {
             return;
         }
+        self.demand_lines(addr, size_bytes, write, reference);
+    }
+
+    /// An access through the full demand path, once per first-level line it touches.
+    fn demand_lines(&mut self, addr: u64, size_bytes: u32, write: bool, reference: u32) {
+        let shift = self.levels[0].shift;
+        let first = addr >> shift;
+        let last = addr.saturating_add(u64::from(size_bytes.max(1)) - 1) >> shift;
+        let r = (reference as usize).min(self.last_reference);
         for line in first..=last {
-            self.demand(0, line << shift, write, reference);
+            self.demand(0, line << shift, write, r);
+        }
+    }
+
+    /// Simulates `(addr, size_bytes, write, reference)` accesses in order: the same counts as
+    /// calling [`Hierarchy::access`] on each, faster on long streams (first-level hits are
+    /// counted in bulk).
+    pub fn access_many(&mut self, accesses: impl IntoIterator<Item = (u64, u32, bool, u32)>) {
+        if !self.trackers.is_empty() || !self.fast_first_level {
+            for (addr, size_bytes, write, reference) in accesses {
+                self.access(addr, size_bytes, write, reference);
+            }
+            return;
+        }
+        if self.configs[0].replacement != Replacement::Lru {
+            for (addr, size_bytes, write, reference) in accesses {
+                self.access(addr, size_bytes, write, reference);
+            }
+            return;
+        }
+        let mut accesses = accesses.into_iter();
+        let mut hits = 0u64;
+        loop {
+            let (more_hits, next) =
+                self.levels[0].take_lru_hits(&mut accesses, &mut self.fast_hits);
+            hits += more_hits;
+            let Some((addr, size_bytes, write, reference)) = next else {
+                break;
+            };
+            self.demand_lines(addr, size_bytes, write, reference);
+        }
+        self.settle_fast_hits(hits);
+    }
+
+    /// Adds the fast path's first-level hits (`hits` in all) to the counters.
+    fn settle_fast_hits(&mut self, hits: u64) {
+        self.stats[0].accesses += hits;
+        self.stats[0].hits += hits;
+        let n = self.levels.len();
+        for (r, h) in self.fast_hits.iter_mut().enumerate() {
+            let rs = &mut self.refs[r * n];
+            rs.accesses += *h;
+            rs.hits += *h;
+            *h = 0;
         }
     }
 

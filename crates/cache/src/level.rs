@@ -84,6 +84,43 @@ impl Level {
         true
     }
 
+    /// For an LRU level: takes accesses from `accesses` while they are single-line hits
+    /// (updating the LRU order and dirty bits like [`Level::lookup`], and counting each in
+    /// `hits_by_reference`), and returns the first one that is not, with the number of hits.
+    /// The level's fields are copied into locals once, so the loop runs from registers.
+    #[inline(always)]
+    pub(crate) fn take_lru_hits(
+        &mut self,
+        accesses: &mut impl Iterator<Item = (u64, u32, bool, u32)>,
+        hits_by_reference: &mut [u64],
+    ) -> (u64, Option<(u64, u32, bool, u32)>) {
+        let (shift, set_mask, ways) = (self.shift, self.set_mask, self.ways);
+        let offset_mask = (1u64 << shift) - 1;
+        let line_bytes = 1u64 << shift;
+        let last_reference = hits_by_reference.len().saturating_sub(1);
+        let entries = self.entries.as_mut_slice();
+        let mut hits = 0u64;
+        for access in accesses {
+            let (addr, size_bytes, write, reference) = access;
+            if (addr & offset_mask) + u64::from(size_bytes.max(1)) > line_bytes {
+                return (hits, Some(access));
+            }
+            let line = addr >> shift;
+            let start = (line & set_mask) as usize * ways;
+            let Some(slots) = entries.get_mut(start..start + ways) else {
+                return (hits, Some(access));
+            };
+            if !lru_touch(slots, line, if write { DIRTY } else { 0 }) {
+                return (hits, Some(access));
+            }
+            hits += 1;
+            if let Some(h) = hits_by_reference.get_mut((reference as usize).min(last_reference)) {
+                *h += 1;
+            }
+        }
+        (hits, None)
+    }
+
     /// Whether `line` is present, without touching the replacement state.
     pub(crate) fn contains(&self, line: u64) -> bool {
         let start = self.set_of(line) * self.ways;
@@ -195,6 +232,36 @@ impl Level {
         }
         way
     }
+}
+
+/// Finds `line` in an LRU-ordered set (most recent first); on a hit moves it to the front
+/// with `dirty` or'ed in and returns true. One pass: each entry is shifted down while the scan
+/// goes on, so a hit needs no second loop (a miss undoes the shift; misses are the slow path).
+#[inline(always)]
+fn lru_touch(slots: &mut [u64], line: u64, dirty: u64) -> bool {
+    let Some((front, older)) = slots.split_first_mut() else {
+        return false;
+    };
+    let mut carried = *front;
+    if carried & LINE_MASK == line {
+        *front = carried | dirty;
+        return true;
+    }
+    for slot in older.iter_mut() {
+        let here = std::mem::replace(slot, carried);
+        if here & LINE_MASK == line {
+            *front = here | dirty;
+            return true;
+        }
+        carried = here;
+    }
+    if !older.is_empty() {
+        older.rotate_left(1);
+    }
+    if let Some(last) = older.last_mut() {
+        *last = carried;
+    }
+    false
 }
 
 #[cfg(test)]
