@@ -77,7 +77,14 @@ pub struct Hierarchy {
     /// First-level hits per reference taken by [`Hierarchy::access_many`]'s fast path, not yet
     /// added to `refs` (one counter per hit instead of four).
     fast_hits: Vec<u64>,
+    /// Every level is LRU, write-back, write-allocate and non-inclusive, without the 3C split,
+    /// and there are at most `PLAIN_MAX_LEVELS`: misses take [`Hierarchy::plain_demand`].
+    plain: bool,
 }
+
+/// The most levels [`Hierarchy::plain_demand`] handles (it keeps one victim per level on the
+/// stack).
+const PLAIN_MAX_LEVELS: usize = 8;
 
 impl Hierarchy {
     /// A cold hierarchy. `references` is how many distinct reference ids accesses may carry;
@@ -109,6 +116,14 @@ impl Hierarchy {
             memory: MemoryStats::default(),
             last_reference: references.max(1) - 1,
             fast_hits: vec![0; references.max(1)],
+            plain: !three_c
+                && configs.len() <= PLAIN_MAX_LEVELS
+                && configs.iter().all(|c| {
+                    c.replacement == Replacement::Lru
+                        && c.write_back
+                        && c.write_allocate
+                        && c.inclusion == Inclusion::NonInclusive
+                }),
             fast_first_level: configs
                 .first()
                 .is_some_and(|c| c.write_back && c.inclusion != Inclusion::Exclusive),
@@ -188,7 +203,11 @@ impl Hierarchy {
             let Some((addr, size_bytes, write, reference)) = next else {
                 break;
             };
-            self.demand_lines(addr, size_bytes, write, reference);
+            if self.plain {
+                self.plain_demand_lines(addr, size_bytes, write, reference);
+            } else {
+                self.demand_lines(addr, size_bytes, write, reference);
+            }
         }
         self.settle_fast_hits(hits);
     }
@@ -223,6 +242,86 @@ impl Hierarchy {
         rs.accesses += 1;
         rs.hits += 1;
         true
+    }
+
+    /// [`Hierarchy::demand_lines`] for a plain hierarchy.
+    fn plain_demand_lines(&mut self, addr: u64, size_bytes: u32, write: bool, reference: u32) {
+        let shift = self.levels[0].shift;
+        let first = addr >> shift;
+        let last = addr.saturating_add(u64::from(size_bytes.max(1)) - 1) >> shift;
+        let r = (reference as usize).min(self.last_reference);
+        for line in first..=last {
+            self.plain_demand(line << shift, write, r);
+        }
+    }
+
+    /// [`Hierarchy::demand`] from the first level for a plain hierarchy, in the same order of
+    /// events: each level is looked up until one hits, every level that missed has made room
+    /// in the same pass over its set, then the levels fill from the deepest up, each passing
+    /// its dirty victim down before the level above fills.
+    fn plain_demand(&mut self, addr: u64, write: bool, r: usize) {
+        let n = self.levels.len();
+        let mut victims = [None; PLAIN_MAX_LEVELS];
+        let mut missed = 0;
+        for (k, victim) in victims.iter_mut().enumerate().take(n) {
+            let line = addr >> self.levels[k].shift;
+            let stats = &mut self.stats[k];
+            let rs = &mut self.refs[r * n + k];
+            stats.accesses += 1;
+            rs.accesses += 1;
+            let dirty = write && k == 0;
+            match self.levels[k].lru_lookup_or_make_room(line, dirty) {
+                None => {
+                    stats.hits += 1;
+                    rs.hits += 1;
+                    break;
+                }
+                Some(dropped) => {
+                    stats.misses += 1;
+                    rs.misses += 1;
+                    *victim = dropped;
+                    missed = k + 1;
+                }
+            }
+        }
+        if missed == n {
+            self.memory.read_bytes += self.configs[n - 1].line_bytes;
+        }
+        for k in (0..missed).rev() {
+            let shift = self.levels[k].shift;
+            let line_bytes = self.configs[k].line_bytes;
+            self.stats[k].fill_bytes += line_bytes;
+            self.levels[k].lru_fill_front(addr >> shift, write && k == 0);
+            self.plain_evicted(k, victims[k]);
+        }
+    }
+
+    /// Counts a line that level `k` gave up and passes it down when dirty.
+    fn plain_evicted(&mut self, k: usize, victim: Option<(u64, bool)>) {
+        let Some((line, dirty)) = victim else {
+            return;
+        };
+        self.stats[k].evictions += 1;
+        if dirty {
+            self.record_writeback(k);
+            let shift = self.levels[k].shift;
+            self.plain_put(k + 1, line << shift, self.configs[k].line_bytes);
+        }
+    }
+
+    /// [`Hierarchy::put`] of a dirty line of `bytes` for a plain hierarchy.
+    fn plain_put(&mut self, k: usize, addr: u64, bytes: u64) {
+        if k == self.levels.len() {
+            self.memory.write_bytes += bytes;
+            return;
+        }
+        self.stats[k].writebacks_received += 1;
+        let line = addr >> self.levels[k].shift;
+        if let Some(victim) = self.levels[k].lru_lookup_or_make_room(line, true) {
+            // A whole line arrives, so it is allocated without fetching it from below.
+            self.levels[k].lru_fill_front(line, true);
+            self.plain_evicted(k, victim);
+        }
     }
 
     /// Writes every dirty line back to memory, level by level (counted as write-backs).

@@ -121,6 +121,31 @@ impl Level {
         (hits, None)
     }
 
+    /// For an LRU level: looks `line` up; on a hit moves it to the front (dirty when
+    /// `make_dirty`) and returns `None`; on a miss makes room at the front of its set (fill it
+    /// with [`Level::lru_fill_front`] before touching the level again) and returns the line
+    /// that fell out with its dirty bit, `Some(None)` when nothing did.
+    #[inline]
+    pub(crate) fn lru_lookup_or_make_room(
+        &mut self,
+        line: u64,
+        make_dirty: bool,
+    ) -> Option<Option<(u64, bool)>> {
+        let start = self.set_of(line) * self.ways;
+        let slots = self.entries.get_mut(start..start + self.ways)?;
+        let dropped = lru_touch_or_shift(slots, line, if make_dirty { DIRTY } else { 0 })?;
+        Some((dropped != INVALID).then_some((dropped & LINE_MASK, dropped & DIRTY != 0)))
+    }
+
+    /// Puts `line` in the front slot [`Level::lru_lookup_or_make_room`] freed.
+    #[inline]
+    pub(crate) fn lru_fill_front(&mut self, line: u64, dirty: bool) {
+        let start = self.set_of(line) * self.ways;
+        if let Some(front) = self.entries.get_mut(start) {
+            *front = line | if dirty { DIRTY } else { 0 };
+        }
+    }
+
     /// Whether `line` is present, without touching the replacement state.
     pub(crate) fn contains(&self, line: u64) -> bool {
         let start = self.set_of(line) * self.ways;
@@ -235,33 +260,45 @@ impl Level {
 }
 
 /// Finds `line` in an LRU-ordered set (most recent first); on a hit moves it to the front
-/// with `dirty` or'ed in and returns true. One pass: each entry is shifted down while the scan
-/// goes on, so a hit needs no second loop (a miss undoes the shift; misses are the slow path).
+/// with `dirty` or'ed in and returns true. A miss leaves the set as it was.
 #[inline(always)]
 fn lru_touch(slots: &mut [u64], line: u64, dirty: u64) -> bool {
-    let Some((front, older)) = slots.split_first_mut() else {
-        return false;
+    let Some(dropped) = lru_touch_or_shift(slots, line, dirty) else {
+        return true;
     };
+    if let Some((_, older)) = slots.split_first_mut() {
+        if !older.is_empty() {
+            older.rotate_left(1);
+        }
+        if let Some(last) = older.last_mut() {
+            *last = dropped;
+        }
+    }
+    false
+}
+
+/// Finds `line` in an LRU-ordered set (most recent first). On a hit moves it to the front with
+/// `dirty` or'ed in and returns `None`. On a miss every entry has moved down one place, the
+/// front is free for the missing line, and the entry that fell off the end (`INVALID` when the
+/// set was not full) is returned. One pass: entries shift while the scan goes on, so a hit
+/// needs no second loop and a miss has already made room.
+#[inline(always)]
+fn lru_touch_or_shift(slots: &mut [u64], line: u64, dirty: u64) -> Option<u64> {
+    let (front, older) = slots.split_first_mut()?;
     let mut carried = *front;
     if carried & LINE_MASK == line {
         *front = carried | dirty;
-        return true;
+        return None;
     }
     for slot in older.iter_mut() {
         let here = std::mem::replace(slot, carried);
         if here & LINE_MASK == line {
             *front = here | dirty;
-            return true;
+            return None;
         }
         carried = here;
     }
-    if !older.is_empty() {
-        older.rotate_left(1);
-    }
-    if let Some(last) = older.last_mut() {
-        *last = carried;
-    }
-    false
+    Some(carried)
 }
 
 #[cfg(test)]
