@@ -2,7 +2,7 @@
 //! counters per level, per reference and for memory.
 
 use crate::config::{Inclusion, LevelConfig, Replacement};
-use crate::level::Level;
+use crate::level::{Level, Stop};
 use crate::stack::StackDistance;
 
 /// Counters of one level. `accesses`, `hits` and `misses` count demand requests (loads and
@@ -197,16 +197,21 @@ impl Hierarchy {
         let mut accesses = accesses.into_iter();
         let mut hits = 0u64;
         loop {
-            let (more_hits, next) =
-                self.levels[0].take_lru_hits(&mut accesses, &mut self.fast_hits);
+            let (more_hits, stop) =
+                self.levels[0].take_lru_hits(&mut accesses, &mut self.fast_hits, self.plain);
             hits += more_hits;
-            let Some((addr, size_bytes, write, reference)) = next else {
-                break;
-            };
-            if self.plain {
-                self.plain_demand_lines(addr, size_bytes, write, reference);
-            } else {
-                self.demand_lines(addr, size_bytes, write, reference);
+            match stop {
+                Stop::End => break,
+                Stop::Missed((addr, _, write, reference), victim) => {
+                    let r = (reference as usize).min(self.last_reference);
+                    self.plain_demand_after_first_miss(addr, write, r, victim);
+                }
+                Stop::Other((addr, size_bytes, write, reference)) if self.plain => {
+                    self.plain_demand_lines(addr, size_bytes, write, reference);
+                }
+                Stop::Other((addr, size_bytes, write, reference)) => {
+                    self.demand_lines(addr, size_bytes, write, reference);
+                }
             }
         }
         self.settle_fast_hits(hits);
@@ -260,37 +265,80 @@ impl Hierarchy {
     /// in the same pass over its set, then the levels fill from the deepest up, each passing
     /// its dirty victim down before the level above fills.
     fn plain_demand(&mut self, addr: u64, write: bool, r: usize) {
-        let n = self.levels.len();
         let mut victims = [None; PLAIN_MAX_LEVELS];
-        let mut missed = 0;
-        for (k, victim) in victims.iter_mut().enumerate().take(n) {
+        let missed = self.plain_lookups(0, addr, write, r, &mut victims);
+        self.plain_fills(addr, write, missed, &victims);
+    }
+
+    /// [`Hierarchy::plain_demand`] when the first level's lookup already missed and made room,
+    /// giving up `victim`.
+    fn plain_demand_after_first_miss(
+        &mut self,
+        addr: u64,
+        write: bool,
+        r: usize,
+        victim: Option<(u64, bool)>,
+    ) {
+        let n = self.levels.len();
+        self.stats[0].accesses += 1;
+        self.stats[0].misses += 1;
+        let rs = &mut self.refs[r * n];
+        rs.accesses += 1;
+        rs.misses += 1;
+        let mut victims = [None; PLAIN_MAX_LEVELS];
+        victims[0] = victim;
+        let missed = self.plain_lookups(1, addr, write, r, &mut victims);
+        self.plain_fills(addr, write, missed, &victims);
+    }
+
+    /// Looks the line up from level `from` down until a level hits; returns how many levels
+    /// (from the first) have missed, with their victims in `victims`.
+    fn plain_lookups(
+        &mut self,
+        from: usize,
+        addr: u64,
+        write: bool,
+        r: usize,
+        victims: &mut [Option<(u64, bool)>; PLAIN_MAX_LEVELS],
+    ) -> usize {
+        let n = self.levels.len();
+        let mut missed = from;
+        for k in from..n.min(PLAIN_MAX_LEVELS) {
             let line = addr >> self.levels[k].shift;
             let stats = &mut self.stats[k];
             let rs = &mut self.refs[r * n + k];
             stats.accesses += 1;
             rs.accesses += 1;
-            let dirty = write && k == 0;
-            match self.levels[k].lru_lookup_or_make_room(line, dirty) {
-                None => {
-                    stats.hits += 1;
-                    rs.hits += 1;
-                    break;
-                }
-                Some(dropped) => {
-                    stats.misses += 1;
-                    rs.misses += 1;
-                    *victim = dropped;
-                    missed = k + 1;
-                }
-            }
+            let Some(dropped) = self.levels[k].lru_lookup_or_make_room(line, write && k == 0)
+            else {
+                stats.hits += 1;
+                rs.hits += 1;
+                break;
+            };
+            stats.misses += 1;
+            rs.misses += 1;
+            victims[k] = dropped;
+            missed = k + 1;
         }
+        missed
+    }
+
+    /// Fills the `missed` levels that made room, deepest first, each passing its dirty victim
+    /// down before the level above fills.
+    fn plain_fills(
+        &mut self,
+        addr: u64,
+        write: bool,
+        missed: usize,
+        victims: &[Option<(u64, bool)>; PLAIN_MAX_LEVELS],
+    ) {
+        let n = self.levels.len();
         if missed == n {
             self.memory.read_bytes += self.configs[n - 1].line_bytes;
         }
-        for k in (0..missed).rev() {
+        for k in (0..missed.min(PLAIN_MAX_LEVELS)).rev() {
             let shift = self.levels[k].shift;
-            let line_bytes = self.configs[k].line_bytes;
-            self.stats[k].fill_bytes += line_bytes;
+            self.stats[k].fill_bytes += self.configs[k].line_bytes;
             self.levels[k].lru_fill_front(addr >> shift, write && k == 0);
             self.plain_evicted(k, victims[k]);
         }

@@ -86,14 +86,17 @@ impl Level {
 
     /// For an LRU level: takes accesses from `accesses` while they are single-line hits
     /// (updating the LRU order and dirty bits like [`Level::lookup`], and counting each in
-    /// `hits_by_reference`), and returns the first one that is not, with the number of hits.
-    /// The level's fields are copied into locals once, so the loop runs from registers.
+    /// `hits_by_reference`), and returns the number of hits and why it stopped. With
+    /// `keep_room`, a single-line miss leaves room at the front of its set as
+    /// [`Level::lru_lookup_or_make_room`] does; without, the set is left as it was. The
+    /// level's fields are copied into locals once, so the loop runs from registers.
     #[inline(always)]
     pub(crate) fn take_lru_hits(
         &mut self,
         accesses: &mut impl Iterator<Item = (u64, u32, bool, u32)>,
         hits_by_reference: &mut [u64],
-    ) -> (u64, Option<(u64, u32, bool, u32)>) {
+        keep_room: bool,
+    ) -> (u64, Stop) {
         let (shift, set_mask, ways) = (self.shift, self.set_mask, self.ways);
         let offset_mask = (1u64 << shift) - 1;
         let line_bytes = 1u64 << shift;
@@ -103,22 +106,26 @@ impl Level {
         for access in accesses {
             let (addr, size_bytes, write, reference) = access;
             if (addr & offset_mask) + u64::from(size_bytes.max(1)) > line_bytes {
-                return (hits, Some(access));
+                return (hits, Stop::Other(access));
             }
             let line = addr >> shift;
             let start = (line & set_mask) as usize * ways;
             let Some(slots) = entries.get_mut(start..start + ways) else {
-                return (hits, Some(access));
+                return (hits, Stop::Other(access));
             };
-            if !lru_touch(slots, line, if write { DIRTY } else { 0 }) {
-                return (hits, Some(access));
+            if let Some(dropped) = lru_touch_or_shift(slots, line, if write { DIRTY } else { 0 }) {
+                if keep_room {
+                    return (hits, Stop::Missed(access, split_entry(dropped)));
+                }
+                undo_shift(slots, dropped);
+                return (hits, Stop::Other(access));
             }
             hits += 1;
             if let Some(h) = hits_by_reference.get_mut((reference as usize).min(last_reference)) {
                 *h += 1;
             }
         }
-        (hits, None)
+        (hits, Stop::End)
     }
 
     /// For an LRU level: looks `line` up; on a hit moves it to the front (dirty when
@@ -134,7 +141,7 @@ impl Level {
         let start = self.set_of(line) * self.ways;
         let slots = self.entries.get_mut(start..start + self.ways)?;
         let dropped = lru_touch_or_shift(slots, line, if make_dirty { DIRTY } else { 0 })?;
-        Some((dropped != INVALID).then_some((dropped & LINE_MASK, dropped & DIRTY != 0)))
+        Some(split_entry(dropped))
     }
 
     /// Puts `line` in the front slot [`Level::lru_lookup_or_make_room`] freed.
@@ -259,13 +266,23 @@ impl Level {
     }
 }
 
-/// Finds `line` in an LRU-ordered set (most recent first); on a hit moves it to the front
-/// with `dirty` or'ed in and returns true. A miss leaves the set as it was.
-#[inline(always)]
-fn lru_touch(slots: &mut [u64], line: u64, dirty: u64) -> bool {
-    let Some(dropped) = lru_touch_or_shift(slots, line, dirty) else {
-        return true;
-    };
+/// Where [`Level::take_lru_hits`] stopped.
+pub(crate) enum Stop {
+    /// The accesses ran out.
+    End,
+    /// At an access it did not resolve (it spans lines, or it missed without `keep_room`).
+    Other((u64, u32, bool, u32)),
+    /// At a single-line miss, with room made in its set and the line that fell out.
+    Missed((u64, u32, bool, u32), Option<(u64, bool)>),
+}
+
+/// An entry as (line, dirty), or `None` for an empty slot.
+fn split_entry(entry: u64) -> Option<(u64, bool)> {
+    (entry != INVALID).then_some((entry & LINE_MASK, entry & DIRTY != 0))
+}
+
+/// Reverses a missed [`lru_touch_or_shift`] that dropped `dropped`.
+fn undo_shift(slots: &mut [u64], dropped: u64) {
     if let Some((_, older)) = slots.split_first_mut() {
         if !older.is_empty() {
             older.rotate_left(1);
@@ -274,7 +291,6 @@ fn lru_touch(slots: &mut [u64], line: u64, dirty: u64) -> bool {
             *last = dropped;
         }
     }
-    false
 }
 
 /// Finds `line` in an LRU-ordered set (most recent first). On a hit moves it to the front with
