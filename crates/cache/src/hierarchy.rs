@@ -303,7 +303,7 @@ impl Hierarchy {
     ) -> usize {
         let n = self.levels.len();
         let mut missed = from;
-        for k in from..n.min(PLAIN_MAX_LEVELS) {
+        for (k, victim) in victims.iter_mut().enumerate().take(n).skip(from) {
             let line = addr >> self.levels[k].shift;
             let stats = &mut self.stats[k];
             let rs = &mut self.refs[r * n + k];
@@ -317,7 +317,7 @@ impl Hierarchy {
             };
             stats.misses += 1;
             rs.misses += 1;
-            victims[k] = dropped;
+            *victim = dropped;
             missed = k + 1;
         }
         missed
