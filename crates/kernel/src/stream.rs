@@ -572,16 +572,17 @@ impl AccessStream<'_> {
                 let addrs = &mut self.addrs[first..end];
                 let deltas = &p.step_delta[first..end];
                 let templates = &p.templates[first..end];
-                for chunk in out[..written].chunks_exact_mut(width) {
-                    for (((slot, a), d), t) in chunk
-                        .iter_mut()
-                        .zip(addrs.iter_mut())
-                        .zip(deltas)
-                        .zip(templates)
-                    {
-                        *a = a.wrapping_add_signed(*d);
-                        *slot = Access { addr: *a, ..*t };
+                // Reference by reference, so each address stays in a register across the
+                // iterations instead of going through memory once per access.
+                for (j, ((a, d), t)) in addrs.iter_mut().zip(deltas).zip(templates).enumerate() {
+                    let mut addr = *a;
+                    let mut i = j;
+                    while let Some(slot) = out[..written].get_mut(i) {
+                        addr = addr.wrapping_add_signed(*d);
+                        *slot = Access { addr, ..*t };
+                        i += width;
                     }
+                    *a = addr;
                 }
                 self.trips_left[id] = left - iterations;
                 self.vars[id] = self.vars[id].wrapping_add(step.wrapping_mul(iterations as i64));
