@@ -97,7 +97,27 @@ impl Level {
         hits_by_reference: &mut [u64],
         keep_room: bool,
     ) -> (u64, Stop) {
-        let (shift, set_mask, ways) = (self.shift, self.set_mask, self.ways);
+        // The usual associativities get a copy with the set size known to the compiler, so
+        // the scan is unrolled and the bounds checks fold.
+        match self.ways {
+            4 => self.take_lru_hits_with::<4>(accesses, hits_by_reference, keep_room),
+            8 => self.take_lru_hits_with::<8>(accesses, hits_by_reference, keep_room),
+            12 => self.take_lru_hits_with::<12>(accesses, hits_by_reference, keep_room),
+            16 => self.take_lru_hits_with::<16>(accesses, hits_by_reference, keep_room),
+            _ => self.take_lru_hits_with::<0>(accesses, hits_by_reference, keep_room),
+        }
+    }
+
+    /// [`Level::take_lru_hits`] for sets of `WAYS` entries (0: as many as the level has).
+    #[inline(always)]
+    fn take_lru_hits_with<const WAYS: usize>(
+        &mut self,
+        accesses: &mut impl Iterator<Item = (u64, u32, bool, u32)>,
+        hits_by_reference: &mut [u64],
+        keep_room: bool,
+    ) -> (u64, Stop) {
+        let ways = if WAYS == 0 { self.ways } else { WAYS };
+        let (shift, set_mask) = (self.shift, self.set_mask);
         let offset_mask = (1u64 << shift) - 1;
         let line_bytes = 1u64 << shift;
         let last_reference = hits_by_reference.len().saturating_sub(1);
