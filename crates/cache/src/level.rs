@@ -158,9 +158,15 @@ impl Level {
         line: u64,
         make_dirty: bool,
     ) -> Option<Option<(u64, bool)>> {
+        let dirty = if make_dirty { DIRTY } else { 0 };
         let start = self.set_of(line) * self.ways;
         let slots = self.entries.get_mut(start..start + self.ways)?;
-        let dropped = lru_touch_or_shift(slots, line, if make_dirty { DIRTY } else { 0 })?;
+        // As in `take_lru_hits`: unrolled scans for the usual associativities.
+        let dropped = match slots.len() {
+            8 => lru_touch_or_shift(fixed::<8>(slots)?, line, dirty),
+            16 => lru_touch_or_shift(fixed::<16>(slots)?, line, dirty),
+            _ => lru_touch_or_shift(slots, line, dirty),
+        }?;
         Some(split_entry(dropped))
     }
 
@@ -294,6 +300,12 @@ pub(crate) enum Stop {
     Other((u64, u32, bool, u32)),
     /// At a single-line miss, with room made in its set and the line that fell out.
     Missed((u64, u32, bool, u32), Option<(u64, bool)>),
+}
+
+/// `slots` as an array of `N` entries, when it has that many.
+#[inline(always)]
+fn fixed<const N: usize>(slots: &mut [u64]) -> Option<&mut [u64; N]> {
+    slots.try_into().ok()
 }
 
 /// An entry as (line, dirty), or `None` for an empty slot.
