@@ -195,11 +195,8 @@ impl Hierarchy {
             return;
         }
         let mut accesses = accesses.into_iter();
-        let mut hits = 0u64;
         loop {
-            let (more_hits, stop) =
-                self.levels[0].take_lru_hits(&mut accesses, &mut self.fast_hits, self.plain);
-            hits += more_hits;
+            let stop = self.levels[0].take_lru_hits(&mut accesses, &mut self.fast_hits, self.plain);
             match stop {
                 Stop::End => break,
                 Stop::Missed((addr, _, write, reference), victim) => {
@@ -214,15 +211,15 @@ impl Hierarchy {
                 }
             }
         }
-        self.settle_fast_hits(hits);
+        self.settle_fast_hits();
     }
 
-    /// Adds the fast path's first-level hits (`hits` in all) to the counters.
-    fn settle_fast_hits(&mut self, hits: u64) {
-        self.stats[0].accesses += hits;
-        self.stats[0].hits += hits;
+    /// Adds the fast path's first-level hits to the counters.
+    fn settle_fast_hits(&mut self) {
         let n = self.levels.len();
         for (r, h) in self.fast_hits.iter_mut().enumerate() {
+            self.stats[0].accesses += *h;
+            self.stats[0].hits += *h;
             let rs = &mut self.refs[r * n];
             rs.accesses += *h;
             rs.hits += *h;
@@ -334,11 +331,11 @@ impl Hierarchy {
     ) {
         let n = self.levels.len();
         if missed == n {
-            self.memory.read_bytes += self.configs[n - 1].line_bytes;
+            self.memory.read_bytes += 1 << self.levels[n - 1].shift;
         }
         for k in (0..missed.min(PLAIN_MAX_LEVELS)).rev() {
             let shift = self.levels[k].shift;
-            self.stats[k].fill_bytes += self.configs[k].line_bytes;
+            self.stats[k].fill_bytes += 1 << shift;
             self.levels[k].lru_fill_front(addr >> shift, write && k == 0);
             self.plain_evicted(k, victims[k]);
         }
@@ -353,7 +350,7 @@ impl Hierarchy {
         if dirty {
             self.record_writeback(k);
             let shift = self.levels[k].shift;
-            self.plain_put(k + 1, line << shift, self.configs[k].line_bytes);
+            self.plain_put(k + 1, line << shift, 1 << shift);
         }
     }
 

@@ -86,7 +86,7 @@ impl Level {
 
     /// For an LRU level: takes accesses from `accesses` while they are single-line hits
     /// (updating the LRU order and dirty bits like [`Level::lookup`], and counting each in
-    /// `hits_by_reference`), and returns the number of hits and why it stopped. With
+    /// `hits_by_reference`), and returns why it stopped. With
     /// `keep_room`, a single-line miss leaves room at the front of its set as
     /// [`Level::lru_lookup_or_make_room`] does; without, the set is left as it was. The
     /// level's fields are copied into locals once, so the loop runs from registers.
@@ -96,7 +96,7 @@ impl Level {
         accesses: &mut impl Iterator<Item = (u64, u32, bool, u32)>,
         hits_by_reference: &mut [u64],
         keep_room: bool,
-    ) -> (u64, Stop) {
+    ) -> Stop {
         // The usual associativities get a copy with the set size known to the compiler, so
         // the scan is unrolled and the bounds checks fold.
         match self.ways {
@@ -115,37 +115,36 @@ impl Level {
         accesses: &mut impl Iterator<Item = (u64, u32, bool, u32)>,
         hits_by_reference: &mut [u64],
         keep_room: bool,
-    ) -> (u64, Stop) {
+    ) -> Stop {
         let ways = if WAYS == 0 { self.ways } else { WAYS };
         let (shift, set_mask) = (self.shift, self.set_mask);
         let offset_mask = (1u64 << shift) - 1;
         let line_bytes = 1u64 << shift;
         let last_reference = hits_by_reference.len().saturating_sub(1);
         let entries = self.entries.as_mut_slice();
-        let mut hits = 0u64;
         for access in accesses {
             let (addr, size_bytes, write, reference) = access;
-            if (addr & offset_mask) + u64::from(size_bytes.max(1)) > line_bytes {
-                return (hits, Stop::Other(access));
+            // Size 0 counts as 1 byte elsewhere; both stay within the line here.
+            if (addr & offset_mask) + u64::from(size_bytes) > line_bytes {
+                return Stop::Other(access);
             }
             let line = addr >> shift;
             let start = (line & set_mask) as usize * ways;
             let Some(slots) = entries.get_mut(start..start + ways) else {
-                return (hits, Stop::Other(access));
+                return Stop::Other(access);
             };
             if let Some(dropped) = lru_touch_or_shift(slots, line, if write { DIRTY } else { 0 }) {
                 if keep_room {
-                    return (hits, Stop::Missed(access, split_entry(dropped)));
+                    return Stop::Missed(access, split_entry(dropped));
                 }
                 undo_shift(slots, dropped);
-                return (hits, Stop::Other(access));
+                return Stop::Other(access);
             }
-            hits += 1;
             if let Some(h) = hits_by_reference.get_mut((reference as usize).min(last_reference)) {
                 *h += 1;
             }
         }
-        (hits, Stop::End)
+        Stop::End
     }
 
     /// For an LRU level: looks `line` up; on a hit moves it to the front (dirty when
