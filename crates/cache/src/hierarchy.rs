@@ -300,7 +300,9 @@ impl Hierarchy {
     ) -> usize {
         let n = self.levels.len();
         let mut missed = from;
-        for (k, victim) in victims.iter_mut().enumerate().take(n).skip(from) {
+        let end = n.min(PLAIN_MAX_LEVELS);
+        let levels = from.min(end)..end;
+        for (victim, k) in victims[levels.clone()].iter_mut().zip(levels) {
             let line = addr >> self.levels[k].shift;
             let stats = &mut self.stats[k];
             let rs = &mut self.refs[r * n + k];
