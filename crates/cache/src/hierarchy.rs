@@ -77,14 +77,10 @@ pub struct Hierarchy {
     /// First-level hits per reference taken by [`Hierarchy::access_many`]'s fast path, not yet
     /// added to `refs` (one counter per hit instead of four).
     fast_hits: Vec<u64>,
-    /// Every level is LRU, write-back, write-allocate and non-inclusive, without the 3C split,
-    /// and there are at most `PLAIN_MAX_LEVELS`: misses take [`Hierarchy::plain_demand`].
+    /// Every level is LRU, write-back, write-allocate and non-inclusive, without the 3C split:
+    /// misses take [`Hierarchy::plain_demand`].
     plain: bool,
 }
-
-/// The most levels [`Hierarchy::plain_demand`] handles (it keeps one victim per level on the
-/// stack).
-const PLAIN_MAX_LEVELS: usize = 8;
 
 impl Hierarchy {
     /// A cold hierarchy. `references` is how many distinct reference ids accesses may carry;
@@ -117,7 +113,6 @@ impl Hierarchy {
             last_reference: references.max(1) - 1,
             fast_hits: vec![0; references.max(1)],
             plain: !three_c
-                && configs.len() <= PLAIN_MAX_LEVELS
                 && configs.iter().all(|c| {
                     c.replacement == Replacement::Lru
                         && c.write_back
@@ -253,18 +248,50 @@ impl Hierarchy {
         let last = addr.saturating_add(u64::from(size_bytes.max(1)) - 1) >> shift;
         let r = (reference as usize).min(self.last_reference);
         for line in first..=last {
-            self.plain_demand(line << shift, write, r);
+            self.plain_demand(0, line << shift, write, r);
         }
     }
 
-    /// [`Hierarchy::demand`] from the first level for a plain hierarchy, in the same order of
-    /// events: each level is looked up until one hits, every level that missed has made room
-    /// in the same pass over its set, then the levels fill from the deepest up, each passing
-    /// its dirty victim down before the level above fills.
-    fn plain_demand(&mut self, addr: u64, write: bool, r: usize) {
-        let mut victims = [None; PLAIN_MAX_LEVELS];
-        let missed = self.plain_lookups(0, addr, write, r, &mut victims);
-        self.plain_fills(addr, write, missed, &victims);
+    /// [`Hierarchy::demand`] for a plain hierarchy, from level `k` (the first level when
+    /// `write`, whose line becomes dirty), in the same order of events: a level that misses
+    /// makes room in the same pass over its set, the levels below are served first, then it
+    /// fills and passes its dirty victim down.
+    fn plain_demand(&mut self, k: usize, addr: u64, write: bool, r: usize) {
+        let n = self.levels.len();
+        let Some(level) = self.levels.get_mut(k) else {
+            self.memory.read_bytes += 1 << self.levels[n - 1].shift;
+            return;
+        };
+        let looked_up = level.lru_lookup_or_make_room(addr >> level.shift, write);
+        let stats = &mut self.stats[k];
+        let rs = &mut self.refs[r * n + k];
+        stats.accesses += 1;
+        rs.accesses += 1;
+        let Some(victim) = looked_up else {
+            stats.hits += 1;
+            rs.hits += 1;
+            return;
+        };
+        stats.misses += 1;
+        rs.misses += 1;
+        self.plain_fill(k, addr, write, r, victim);
+    }
+
+    /// The rest of [`Hierarchy::plain_demand`] once level `k` has missed and made room,
+    /// giving up `victim`: the levels below, then the fill.
+    fn plain_fill(
+        &mut self,
+        k: usize,
+        addr: u64,
+        dirty: bool,
+        r: usize,
+        victim: Option<(u64, bool)>,
+    ) {
+        self.plain_demand(k + 1, addr, false, r);
+        let shift = self.levels[k].shift;
+        self.stats[k].fill_bytes += 1 << shift;
+        self.levels[k].lru_fill_front(addr >> shift, dirty);
+        self.plain_evicted(k, victim);
     }
 
     /// [`Hierarchy::plain_demand`] when the first level's lookup already missed and made room,
@@ -282,65 +309,7 @@ impl Hierarchy {
         let rs = &mut self.refs[r * n];
         rs.accesses += 1;
         rs.misses += 1;
-        let mut victims = [None; PLAIN_MAX_LEVELS];
-        victims[0] = victim;
-        let missed = self.plain_lookups(1, addr, write, r, &mut victims);
-        self.plain_fills(addr, write, missed, &victims);
-    }
-
-    /// Looks the line up from level `from` down until a level hits; returns how many levels
-    /// (from the first) have missed, with their victims in `victims`.
-    fn plain_lookups(
-        &mut self,
-        from: usize,
-        addr: u64,
-        write: bool,
-        r: usize,
-        victims: &mut [Option<(u64, bool)>; PLAIN_MAX_LEVELS],
-    ) -> usize {
-        let n = self.levels.len();
-        let mut missed = from;
-        let end = n.min(PLAIN_MAX_LEVELS);
-        let levels = from.min(end)..end;
-        for (victim, k) in victims[levels.clone()].iter_mut().zip(levels) {
-            let line = addr >> self.levels[k].shift;
-            let stats = &mut self.stats[k];
-            let rs = &mut self.refs[r * n + k];
-            stats.accesses += 1;
-            rs.accesses += 1;
-            let Some(dropped) = self.levels[k].lru_lookup_or_make_room(line, write && k == 0)
-            else {
-                stats.hits += 1;
-                rs.hits += 1;
-                break;
-            };
-            stats.misses += 1;
-            rs.misses += 1;
-            *victim = dropped;
-            missed = k + 1;
-        }
-        missed
-    }
-
-    /// Fills the `missed` levels that made room, deepest first, each passing its dirty victim
-    /// down before the level above fills.
-    fn plain_fills(
-        &mut self,
-        addr: u64,
-        write: bool,
-        missed: usize,
-        victims: &[Option<(u64, bool)>; PLAIN_MAX_LEVELS],
-    ) {
-        let n = self.levels.len();
-        if missed == n {
-            self.memory.read_bytes += 1 << self.levels[n - 1].shift;
-        }
-        for k in (0..missed.min(PLAIN_MAX_LEVELS)).rev() {
-            let shift = self.levels[k].shift;
-            self.stats[k].fill_bytes += 1 << shift;
-            self.levels[k].lru_fill_front(addr >> shift, write && k == 0);
-            self.plain_evicted(k, victims[k]);
-        }
+        self.plain_fill(0, addr, write, r, victim);
     }
 
     /// Counts a line that level `k` gave up and passes it down when dirty.
