@@ -1,18 +1,29 @@
 #!/usr/bin/env bash
 # Simulator throughput, side by side with pycachesim (PyPI, installed into bench/.venv) on the
 # same access streams and the same hierarchies, in one run. Prints accesses/s and the ratio.
-#   bench/simulate.sh            (builds loopscope in release mode first)
+#   bench/simulate.sh            (builds loopscope in release mode first; REPEATS=5 by default)
 # Streams: an L1-resident triad swept R times, and a miss-heavy 2D 5-point Jacobi through three
 # levels. The addresses pycachesim gets are generated here with loopscope's default layout
 # (arrays in declaration order from address 0, 64-byte aligned), statement by statement (loads
 # in order, then the store), so both simulators see the identical stream; their miss counts are
-# printed as a cross-check. pycachesim is timed on its C-backed `loadstore` over a prebuilt list.
+# printed as a cross-check.
 # Rates use CPU time (user + system), not wall time: the machine is shared with compilers, and
-# CPU time is what each simulator itself spends (loopscope's includes its process start-up and
-# parsing); wall-clock rates are printed too.
+# CPU time is what each simulator itself spends; wall-clock rates are printed too. Each figure
+# is the median of REPEATS runs.
+# The comparison is not symmetric, and it leans against loopscope:
+#   - pycachesim is timed on its C-backed `loadstore` alone, over a list of addresses built
+#     beforehand in Python (building the list is not timed); loopscope's CPU time is its whole
+#     process: start-up, reading and parsing the kernel, generating the addresses from the loop
+#     nest, allocating the cache model, simulating and printing JSON.
+#   - loopscope also keeps per-reference counters and write-back/fill byte counts; pycachesim
+#     keeps per-level counts only.
+#   - loopscope's "wall" rate is its own `duration_s` (stream and simulation, after parsing);
+#     pycachesim's is the `loadstore` call.
+# In pycachesim's favour nothing is left out that we know of: `loadstore` over Python lists is
+# its documented fast interface.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-REPEATS=${REPEATS:-3}
+REPEATS=${REPEATS:-5}
 
 if [ ! -x bench/.venv/bin/python ]; then
   python3 -m venv bench/.venv

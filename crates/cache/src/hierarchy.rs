@@ -1,8 +1,8 @@
 //! The cache hierarchy: levels wired together with their write and inclusion policies, and the
 //! counters per level, per reference and for memory.
 
-use crate::config::{Inclusion, LevelConfig};
-use crate::level::Level;
+use crate::config::{Inclusion, LevelConfig, Replacement};
+use crate::level::{Level, Stop};
 use crate::stack::StackDistance;
 
 /// Counters of one level. `accesses`, `hits` and `misses` count demand requests (loads and
@@ -74,6 +74,12 @@ pub struct Hierarchy {
     fast_first_level: bool,
     /// The highest reference id counted separately (later ids share its counters).
     last_reference: usize,
+    /// First-level hits per reference taken by [`Hierarchy::access_many`]'s fast path, not yet
+    /// added to `refs` (one counter per hit instead of four).
+    fast_hits: Vec<u64>,
+    /// Every level is LRU, write-back, write-allocate and non-inclusive, without the 3C split:
+    /// misses take [`Hierarchy::plain_demand`].
+    plain: bool,
 }
 
 impl Hierarchy {
@@ -105,6 +111,14 @@ impl Hierarchy {
             },
             memory: MemoryStats::default(),
             last_reference: references.max(1) - 1,
+            fast_hits: vec![0; references.max(1)],
+            plain: !three_c
+                && configs.iter().all(|c| {
+                    c.replacement == Replacement::Lru
+                        && c.write_back
+                        && c.write_allocate
+                        && c.inclusion == Inclusion::NonInclusive
+                }),
             fast_first_level: configs
                 .first()
                 .is_some_and(|c| c.write_back && c.inclusion != Inclusion::Exclusive),
@@ -141,12 +155,70 @@ impl Hierarchy {
         let shift = self.levels[0].shift;
         let first = addr >> shift;
         let last = addr.saturating_add(u64::from(size_bytes.max(1)) - 1) >> shift;
-        let reference = (reference as usize).min(self.last_reference);
-        if first == last && self.first_level_hit(first, write, reference) {
+        let r = (reference as usize).min(self.last_reference);
+        if first == last && self.first_level_hit(first, write, r) {
             return;
         }
+        self.demand_lines(addr, size_bytes, write, reference);
+    }
+
+    /// An access through the full demand path, once per first-level line it touches.
+    fn demand_lines(&mut self, addr: u64, size_bytes: u32, write: bool, reference: u32) {
+        let shift = self.levels[0].shift;
+        let first = addr >> shift;
+        let last = addr.saturating_add(u64::from(size_bytes.max(1)) - 1) >> shift;
+        let r = (reference as usize).min(self.last_reference);
         for line in first..=last {
-            self.demand(0, line << shift, write, reference);
+            self.demand(0, line << shift, write, r);
+        }
+    }
+
+    /// Simulates `(addr, size_bytes, write, reference)` accesses in order: the same counts as
+    /// calling [`Hierarchy::access`] on each, faster on long streams (first-level hits are
+    /// counted in bulk).
+    pub fn access_many(&mut self, accesses: impl IntoIterator<Item = (u64, u32, bool, u32)>) {
+        if !self.trackers.is_empty() || !self.fast_first_level {
+            for (addr, size_bytes, write, reference) in accesses {
+                self.access(addr, size_bytes, write, reference);
+            }
+            return;
+        }
+        if self.configs[0].replacement != Replacement::Lru {
+            for (addr, size_bytes, write, reference) in accesses {
+                self.access(addr, size_bytes, write, reference);
+            }
+            return;
+        }
+        let mut accesses = accesses.into_iter();
+        loop {
+            let stop = self.levels[0].take_lru_hits(&mut accesses, &mut self.fast_hits, self.plain);
+            match stop {
+                Stop::End => break,
+                Stop::Missed((addr, _, write, reference), victim) => {
+                    let r = (reference as usize).min(self.last_reference);
+                    self.plain_demand_after_first_miss(addr, write, r, victim);
+                }
+                Stop::Other((addr, size_bytes, write, reference)) if self.plain => {
+                    self.plain_demand_lines(addr, size_bytes, write, reference);
+                }
+                Stop::Other((addr, size_bytes, write, reference)) => {
+                    self.demand_lines(addr, size_bytes, write, reference);
+                }
+            }
+        }
+        self.settle_fast_hits();
+    }
+
+    /// Adds the fast path's first-level hits to the counters.
+    fn settle_fast_hits(&mut self) {
+        let n = self.levels.len();
+        for (r, h) in self.fast_hits.iter_mut().enumerate() {
+            self.stats[0].accesses += *h;
+            self.stats[0].hits += *h;
+            let rs = &mut self.refs[r * n];
+            rs.accesses += *h;
+            rs.hits += *h;
+            *h = 0;
         }
     }
 
@@ -167,6 +239,105 @@ impl Hierarchy {
         rs.accesses += 1;
         rs.hits += 1;
         true
+    }
+
+    /// [`Hierarchy::demand_lines`] for a plain hierarchy.
+    fn plain_demand_lines(&mut self, addr: u64, size_bytes: u32, write: bool, reference: u32) {
+        let shift = self.levels[0].shift;
+        let first = addr >> shift;
+        let last = addr.saturating_add(u64::from(size_bytes.max(1)) - 1) >> shift;
+        let r = (reference as usize).min(self.last_reference);
+        for line in first..=last {
+            self.plain_demand(0, line << shift, write, r);
+        }
+    }
+
+    /// [`Hierarchy::demand`] for a plain hierarchy, from level `k` (the first level when
+    /// `write`, whose line becomes dirty), in the same order of events: a level that misses
+    /// makes room in the same pass over its set, the levels below are served first, then it
+    /// fills and passes its dirty victim down.
+    fn plain_demand(&mut self, k: usize, addr: u64, write: bool, r: usize) {
+        let n = self.levels.len();
+        let Some(level) = self.levels.get_mut(k) else {
+            self.memory.read_bytes += 1 << self.levels[n - 1].shift;
+            return;
+        };
+        let looked_up = level.lru_lookup_or_make_room(addr >> level.shift, write);
+        let stats = &mut self.stats[k];
+        let rs = &mut self.refs[r * n + k];
+        stats.accesses += 1;
+        rs.accesses += 1;
+        let Some(victim) = looked_up else {
+            stats.hits += 1;
+            rs.hits += 1;
+            return;
+        };
+        stats.misses += 1;
+        rs.misses += 1;
+        self.plain_fill(k, addr, write, r, victim);
+    }
+
+    /// The rest of [`Hierarchy::plain_demand`] once level `k` has missed and made room,
+    /// giving up `victim`: the levels below, then the fill.
+    fn plain_fill(
+        &mut self,
+        k: usize,
+        addr: u64,
+        dirty: bool,
+        r: usize,
+        victim: Option<(u64, bool)>,
+    ) {
+        self.plain_demand(k + 1, addr, false, r);
+        let shift = self.levels[k].shift;
+        self.stats[k].fill_bytes += 1 << shift;
+        self.levels[k].lru_fill_front(addr >> shift, dirty);
+        self.plain_evicted(k, victim);
+    }
+
+    /// [`Hierarchy::plain_demand`] when the first level's lookup already missed and made room,
+    /// giving up `victim`.
+    fn plain_demand_after_first_miss(
+        &mut self,
+        addr: u64,
+        write: bool,
+        r: usize,
+        victim: Option<(u64, bool)>,
+    ) {
+        let n = self.levels.len();
+        self.stats[0].accesses += 1;
+        self.stats[0].misses += 1;
+        let rs = &mut self.refs[r * n];
+        rs.accesses += 1;
+        rs.misses += 1;
+        self.plain_fill(0, addr, write, r, victim);
+    }
+
+    /// Counts a line that level `k` gave up and passes it down when dirty.
+    fn plain_evicted(&mut self, k: usize, victim: Option<(u64, bool)>) {
+        let Some((line, dirty)) = victim else {
+            return;
+        };
+        self.stats[k].evictions += 1;
+        if dirty {
+            self.record_writeback(k);
+            let shift = self.levels[k].shift;
+            self.plain_put(k + 1, line << shift, 1 << shift);
+        }
+    }
+
+    /// [`Hierarchy::put`] of a dirty line of `bytes` for a plain hierarchy.
+    fn plain_put(&mut self, k: usize, addr: u64, bytes: u64) {
+        if k == self.levels.len() {
+            self.memory.write_bytes += bytes;
+            return;
+        }
+        self.stats[k].writebacks_received += 1;
+        let line = addr >> self.levels[k].shift;
+        if let Some(victim) = self.levels[k].lru_lookup_or_make_room(line, true) {
+            // A whole line arrives, so it is allocated without fetching it from below.
+            self.levels[k].lru_fill_front(line, true);
+            self.plain_evicted(k, victim);
+        }
     }
 
     /// Writes every dirty line back to memory, level by level (counted as write-backs).

@@ -84,6 +84,100 @@ impl Level {
         true
     }
 
+    /// For an LRU level: takes accesses from `accesses` while they are single-line hits
+    /// (updating the LRU order and dirty bits like [`Level::lookup`], and counting each in
+    /// `hits_by_reference`), and returns why it stopped. With
+    /// `keep_room`, a single-line miss leaves room at the front of its set as
+    /// [`Level::lru_lookup_or_make_room`] does; without, the set is left as it was. The
+    /// level's fields are copied into locals once, so the loop runs from registers.
+    #[inline(always)]
+    pub(crate) fn take_lru_hits(
+        &mut self,
+        accesses: &mut impl Iterator<Item = (u64, u32, bool, u32)>,
+        hits_by_reference: &mut [u64],
+        keep_room: bool,
+    ) -> Stop {
+        // The usual associativities get a copy with the set size known to the compiler, so
+        // the scan is unrolled and the bounds checks fold.
+        match self.ways {
+            4 => self.take_lru_hits_with::<4>(accesses, hits_by_reference, keep_room),
+            8 => self.take_lru_hits_with::<8>(accesses, hits_by_reference, keep_room),
+            12 => self.take_lru_hits_with::<12>(accesses, hits_by_reference, keep_room),
+            16 => self.take_lru_hits_with::<16>(accesses, hits_by_reference, keep_room),
+            _ => self.take_lru_hits_with::<0>(accesses, hits_by_reference, keep_room),
+        }
+    }
+
+    /// [`Level::take_lru_hits`] for sets of `WAYS` entries (0: as many as the level has).
+    #[inline(always)]
+    fn take_lru_hits_with<const WAYS: usize>(
+        &mut self,
+        accesses: &mut impl Iterator<Item = (u64, u32, bool, u32)>,
+        hits_by_reference: &mut [u64],
+        keep_room: bool,
+    ) -> Stop {
+        let ways = if WAYS == 0 { self.ways } else { WAYS };
+        let (shift, set_mask) = (self.shift, self.set_mask);
+        let offset_mask = (1u64 << shift) - 1;
+        let line_bytes = 1u64 << shift;
+        let last_reference = hits_by_reference.len().saturating_sub(1);
+        let entries = self.entries.as_mut_slice();
+        for access in accesses {
+            let (addr, size_bytes, write, reference) = access;
+            // Size 0 counts as 1 byte elsewhere; both stay within the line here.
+            if (addr & offset_mask) + u64::from(size_bytes) > line_bytes {
+                return Stop::Other(access);
+            }
+            let line = addr >> shift;
+            let start = (line & set_mask) as usize * ways;
+            let Some(slots) = entries.get_mut(start..start + ways) else {
+                return Stop::Other(access);
+            };
+            if let Some(dropped) = lru_touch_or_shift(slots, line, if write { DIRTY } else { 0 }) {
+                if keep_room {
+                    return Stop::Missed(access, split_entry(dropped));
+                }
+                undo_shift(slots, dropped);
+                return Stop::Other(access);
+            }
+            if let Some(h) = hits_by_reference.get_mut((reference as usize).min(last_reference)) {
+                *h += 1;
+            }
+        }
+        Stop::End
+    }
+
+    /// For an LRU level: looks `line` up; on a hit moves it to the front (dirty when
+    /// `make_dirty`) and returns `None`; on a miss makes room at the front of its set (fill it
+    /// with [`Level::lru_fill_front`] before touching the level again) and returns the line
+    /// that fell out with its dirty bit, `Some(None)` when nothing did.
+    #[inline]
+    pub(crate) fn lru_lookup_or_make_room(
+        &mut self,
+        line: u64,
+        make_dirty: bool,
+    ) -> Option<Option<(u64, bool)>> {
+        let dirty = if make_dirty { DIRTY } else { 0 };
+        let start = self.set_of(line) * self.ways;
+        let slots = self.entries.get_mut(start..start + self.ways)?;
+        // As in `take_lru_hits`: unrolled scans for the usual associativities.
+        let dropped = match slots.len() {
+            8 => lru_touch_or_shift(fixed::<8>(slots)?, line, dirty),
+            16 => lru_touch_or_shift(fixed::<16>(slots)?, line, dirty),
+            _ => lru_touch_or_shift(slots, line, dirty),
+        }?;
+        Some(split_entry(dropped))
+    }
+
+    /// Puts `line` in the front slot [`Level::lru_lookup_or_make_room`] freed.
+    #[inline]
+    pub(crate) fn lru_fill_front(&mut self, line: u64, dirty: bool) {
+        let start = self.set_of(line) * self.ways;
+        if let Some(front) = self.entries.get_mut(start) {
+            *front = line | if dirty { DIRTY } else { 0 };
+        }
+    }
+
     /// Whether `line` is present, without touching the replacement state.
     pub(crate) fn contains(&self, line: u64) -> bool {
         let start = self.set_of(line) * self.ways;
@@ -195,6 +289,63 @@ impl Level {
         }
         way
     }
+}
+
+/// Where [`Level::take_lru_hits`] stopped.
+pub(crate) enum Stop {
+    /// The accesses ran out.
+    End,
+    /// At an access it did not resolve (it spans lines, or it missed without `keep_room`).
+    Other((u64, u32, bool, u32)),
+    /// At a single-line miss, with room made in its set and the line that fell out.
+    Missed((u64, u32, bool, u32), Option<(u64, bool)>),
+}
+
+/// `slots` as an array of `N` entries, when it has that many.
+#[inline(always)]
+fn fixed<const N: usize>(slots: &mut [u64]) -> Option<&mut [u64; N]> {
+    slots.try_into().ok()
+}
+
+/// An entry as (line, dirty), or `None` for an empty slot.
+fn split_entry(entry: u64) -> Option<(u64, bool)> {
+    (entry != INVALID).then_some((entry & LINE_MASK, entry & DIRTY != 0))
+}
+
+/// Reverses a missed [`lru_touch_or_shift`] that dropped `dropped`.
+fn undo_shift(slots: &mut [u64], dropped: u64) {
+    if let Some((_, older)) = slots.split_first_mut() {
+        if !older.is_empty() {
+            older.rotate_left(1);
+        }
+        if let Some(last) = older.last_mut() {
+            *last = dropped;
+        }
+    }
+}
+
+/// Finds `line` in an LRU-ordered set (most recent first). On a hit moves it to the front with
+/// `dirty` or'ed in and returns `None`. On a miss every entry has moved down one place, the
+/// front is free for the missing line, and the entry that fell off the end (`INVALID` when the
+/// set was not full) is returned. One pass: entries shift while the scan goes on, so a hit
+/// needs no second loop and a miss has already made room.
+#[inline(always)]
+fn lru_touch_or_shift(slots: &mut [u64], line: u64, dirty: u64) -> Option<u64> {
+    let (front, older) = slots.split_first_mut()?;
+    let mut carried = *front;
+    if carried & LINE_MASK == line {
+        *front = carried | dirty;
+        return None;
+    }
+    for slot in older.iter_mut() {
+        let here = std::mem::replace(slot, carried);
+        if here & LINE_MASK == line {
+            *front = here | dirty;
+            return None;
+        }
+        carried = here;
+    }
+    Some(carried)
 }
 
 #[cfg(test)]

@@ -27,12 +27,65 @@ impl Hasher for LineHasher {
     }
 }
 
-type LineMap = HashMap<u64, u32, BuildHasherDefault<LineHasher>>;
+/// Lines per chunk of [`LastAccess`]: one 64-byte host cache line of timestamps.
+const CHUNK_LINES: u64 = 16;
+
+/// No access yet (timestamps stay below `u32::MAX`: the tree never has that many slots).
+const NEVER: u32 = u32::MAX;
+
+/// The latest access time of every line seen, in chunks of `CHUNK_LINES` consecutive lines:
+/// kernels touch lines in runs, so a chunk serves several lookups from one host cache line and
+/// the hash table indexes 16 times fewer keys than a map per line (it stays in the host's
+/// caches on large working sets).
+#[derive(Debug, Clone, Default)]
+struct LastAccess {
+    chunks: HashMap<u64, u32, BuildHasherDefault<LineHasher>>,
+    times: Vec<[u32; CHUNK_LINES as usize]>,
+    live: u64,
+}
+
+impl LastAccess {
+    /// Sets `line`'s time to `now`; returns the previous one.
+    #[inline]
+    fn insert(&mut self, line: u64, now: u32) -> Option<u32> {
+        let next_chunk = self.times.len() as u32;
+        let chunk = *self.chunks.entry(line / CHUNK_LINES).or_insert(next_chunk);
+        if chunk == next_chunk {
+            self.times.push([NEVER; CHUNK_LINES as usize]);
+        }
+        let slot = self
+            .times
+            .get_mut(chunk as usize)?
+            .get_mut((line % CHUNK_LINES) as usize)?;
+        let previous = std::mem::replace(slot, now);
+        if previous == NEVER {
+            self.live += 1;
+            return None;
+        }
+        Some(previous)
+    }
+
+    /// Every (time, line) pair.
+    fn entries(&self) -> Vec<(u32, u64)> {
+        let mut out = Vec::with_capacity(self.live as usize);
+        for (&chunk, &index) in &self.chunks {
+            let Some(times) = self.times.get(index as usize) else {
+                continue;
+            };
+            for (offset, &t) in (0..).zip(times) {
+                if t != NEVER {
+                    out.push((t, chunk * CHUNK_LINES + offset));
+                }
+            }
+        }
+        out
+    }
+}
 
 /// Distances of a stream of line accesses in a fully associative LRU stack.
 #[derive(Debug, Clone, Default)]
 pub struct StackDistance {
-    last: LineMap,
+    last: LastAccess,
     tree: Vec<u32>,
     next: u32,
 }
@@ -43,7 +96,7 @@ impl StackDistance {
     /// An empty stack.
     pub fn new() -> StackDistance {
         StackDistance {
-            last: LineMap::default(),
+            last: LastAccess::default(),
             tree: vec![0; MIN_SLOTS + 1],
             next: 0,
         }
@@ -51,7 +104,7 @@ impl StackDistance {
 
     /// Number of distinct lines seen.
     pub fn distinct_lines(&self) -> u64 {
-        self.last.len() as u64
+        self.last.live
     }
 
     /// Records an access to `line`; returns how many distinct other lines were accessed since
@@ -66,7 +119,7 @@ impl StackDistance {
         self.next += 1;
         let previous = self.last.insert(line, now);
         let distance = previous.map(|prev| {
-            let live = self.last.len() as u64;
+            let live = self.last.live;
             let after = live - u64::from(self.prefix(prev));
             self.add(prev, -1);
             after
@@ -96,7 +149,7 @@ impl StackDistance {
 
     /// Renumbers the live timestamps `0..live` (keeping their order) in a tree with room to grow.
     fn compact(&mut self) {
-        let mut live: Vec<(u32, u64)> = self.last.iter().map(|(&line, &t)| (t, line)).collect();
+        let mut live = self.last.entries();
         live.sort_unstable();
         let slots = (4 * live.len()).max(MIN_SLOTS).min(u32::MAX as usize - 1);
         for (i, (_, line)) in live.iter().enumerate() {

@@ -42,6 +42,13 @@ impl Lin {
         })
     }
 
+    fn coefficient(&self, loop_id: usize) -> i64 {
+        self.terms
+            .iter()
+            .filter(|(l, _)| *l == loop_id)
+            .fold(0i64, |sum, (_, c)| sum.wrapping_add(*c))
+    }
+
     /// The value in wrapping arithmetic: exact when [`Program::safe`] proved it cannot overflow.
     #[inline]
     fn eval_wrapping(&self, vars: &[i64]) -> i64 {
@@ -106,6 +113,21 @@ pub struct Program {
     /// Interval analysis proved every address in `[0, 2^63)` and every loop variable far from
     /// overflow, so the stream may use unchecked (wrapping) arithmetic.
     safe: bool,
+    /// Per loop: the references of statements directly in its body, evaluated when it starts
+    /// and moved by their `step_delta` on each of its iterations.
+    direct_refs: Vec<Vec<usize>>,
+    /// Per loop: `Some(range)` when its body is statements only, whose references are
+    /// `range` in execution order, so whole iterations can be produced in one tight loop.
+    tight: Vec<Option<(usize, usize)>>,
+    /// Per reference: how far its address moves per iteration of its innermost loop.
+    step_delta: Vec<i64>,
+    /// Per reference: its access with the address left to fill in.
+    templates: Vec<Access>,
+    /// The most references one statement has (a statement is emitted whole).
+    max_statement_refs: usize,
+    /// Every subscript mentions only enclosing loops, so addresses can be kept up to date
+    /// incrementally (each loop moves only its own references).
+    enclosed: bool,
 }
 
 impl Program {
@@ -148,6 +170,17 @@ impl Program {
             steps: kernel.loops.iter().map(|l| l.step).collect(),
             executions: vec![0; kernel.statements.len()],
             safe: false,
+            direct_refs: vec![Vec::new(); kernel.loops.len()],
+            tight: vec![None; kernel.loops.len()],
+            step_delta: Vec::new(),
+            templates: Vec::new(),
+            max_statement_refs: kernel
+                .statements
+                .iter()
+                .map(|s| s.refs.len())
+                .max()
+                .unwrap_or(0),
+            enclosed: true,
         };
         for l in &kernel.loops {
             program
@@ -167,6 +200,19 @@ impl Program {
             })
             .collect();
         program.emit(&kernel.body, kernel, &first_refs);
+        program.step_delta = vec![0; program.refs.len()];
+        program.templates = program
+            .refs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| Access {
+                reference: i as u32,
+                addr: 0,
+                size_bytes: r.size_bytes,
+                write: r.write,
+            })
+            .collect();
+        program.plan_increments(&kernel.body, kernel, &first_refs, &mut Vec::new());
         let mut vars = vec![0i64; kernel.loops.len()];
         let mut executions = vec![0u64; kernel.statements.len()];
         count(
@@ -231,6 +277,49 @@ impl Program {
         }
     }
 
+    /// Fills `direct_refs`, `tight`, `step_delta` and `enclosed` for `nodes`, which sit inside
+    /// the loops `enclosing` (outermost first).
+    fn plan_increments(
+        &mut self,
+        nodes: &[Node],
+        kernel: &Kernel,
+        first_refs: &[usize],
+        enclosing: &mut Vec<usize>,
+    ) {
+        for node in nodes {
+            match node {
+                Node::Statement(s) => {
+                    let first = first_refs[*s];
+                    for r in first..first + kernel.statements[*s].refs.len() {
+                        self.plan_reference(r, enclosing);
+                    }
+                }
+                Node::Loop { id, body } => {
+                    enclosing.push(*id);
+                    self.plan_increments(body, kernel, first_refs, enclosing);
+                    enclosing.pop();
+                    let direct = &self.direct_refs[*id];
+                    let statements_only = body.iter().all(|n| matches!(n, Node::Statement(_)));
+                    let in_order = direct.windows(2).all(|w| w[1] == w[0] + 1);
+                    if let (true, true, Some(first), Some(last)) =
+                        (statements_only, in_order, direct.first(), direct.last())
+                    {
+                        self.tight[*id] = Some((*first, *last + 1));
+                    }
+                }
+            }
+        }
+    }
+
+    fn plan_reference(&mut self, r: usize, enclosing: &[usize]) {
+        let addr = &self.refs[r].addr;
+        self.enclosed &= addr.terms.iter().all(|(l, _)| enclosing.contains(l));
+        if let Some(&inner) = enclosing.last() {
+            self.step_delta[r] = addr.coefficient(inner).wrapping_mul(self.steps[inner]);
+            self.direct_refs[inner].push(r);
+        }
+    }
+
     /// How many times each statement executes.
     pub fn executions(&self) -> &[u64] {
         &self.executions
@@ -248,14 +337,25 @@ impl Program {
 
     /// A fresh stream of every access, in execution order.
     pub fn accesses(&self) -> AccessStream<'_> {
+        let vars = vec![0; self.steps.len()];
+        let addrs = self
+            .refs
+            .iter()
+            .map(|r| r.addr.eval_wrapping(&vars) as u64)
+            .collect();
         AccessStream {
             program: self,
-            vars: vec![0; self.steps.len()],
+            vars,
             ends: vec![0; self.steps.len()],
             pc: 0,
             next_ref: 0,
             end_ref: 0,
             error: None,
+            trips_left: vec![0; self.steps.len()],
+            addrs,
+            buffer: vec![UNUSED; BATCH + self.max_statement_refs],
+            filled: 0,
+            consumed: 0,
         }
     }
 }
@@ -325,8 +425,21 @@ fn inner_bounds_use(body: &[Node], kernel: &Kernel, id: usize) -> bool {
     })
 }
 
-/// The accesses of a [`Program`], produced one at a time. When an address would leave the
-/// 64-bit address space the stream ends early and [`AccessStream::error`] says why.
+/// How many accesses the stream produces at a time: small enough that the batch stays in the
+/// first-level cache while a simulator consumes it.
+const BATCH: usize = 1024;
+
+/// Filler for buffer slots not written yet.
+const UNUSED: Access = Access {
+    reference: 0,
+    addr: 0,
+    size_bytes: 0,
+    write: false,
+};
+
+/// The accesses of a [`Program`], produced in batches ([`AccessStream::next_batch`]) or one at
+/// a time (as an iterator). When an address would leave the 64-bit address space the stream
+/// ends early and [`AccessStream::error`] says why.
 #[derive(Debug, Clone)]
 pub struct AccessStream<'p> {
     program: &'p Program,
@@ -336,12 +449,153 @@ pub struct AccessStream<'p> {
     next_ref: usize,
     end_ref: usize,
     error: Option<KernelError>,
+    /// Per loop: iterations still to run, the current one included.
+    trips_left: Vec<u64>,
+    /// Per reference: its address at the current loop variables, kept up to date incrementally.
+    addrs: Vec<u64>,
+    /// `BATCH` slots plus room for one whole statement; `filled` of them hold accesses, of
+    /// which `consumed` were handed out.
+    buffer: Vec<Access>,
+    filled: usize,
+    consumed: usize,
 }
 
 impl AccessStream<'_> {
     /// Why the stream stopped early, if it did.
     pub fn error(&self) -> Option<&KernelError> {
         self.error.as_ref()
+    }
+
+    /// The next accesses in execution order (about a thousand at a time); empty at the end.
+    pub fn next_batch(&mut self) -> &[Access] {
+        if self.consumed == self.filled {
+            self.refill();
+        }
+        let from = self.consumed;
+        self.consumed = self.filled;
+        &self.buffer[from..self.filled]
+    }
+
+    fn refill(&mut self) {
+        let mut buffer = std::mem::take(&mut self.buffer);
+        self.filled = if self.program.safe && self.program.enclosed {
+            self.fill_incremental(&mut buffer)
+        } else {
+            self.fill_checked(&mut buffer)
+        };
+        self.buffer = buffer;
+        self.consumed = 0;
+    }
+
+    fn fill_checked(&mut self, out: &mut [Access]) -> usize {
+        let mut n = 0;
+        while n < BATCH {
+            match self.next_checked() {
+                Some(a) => out[n] = a,
+                None => break,
+            }
+            n += 1;
+        }
+        n
+    }
+
+    /// Runs the program until `out` holds a batch (returns how many accesses it wrote), with
+    /// addresses moved by a constant per iteration instead of evaluated: exact, because
+    /// [`Program::safe`] proved that no address or loop variable overflows.
+    fn fill_incremental(&mut self, out: &mut [Access]) -> usize {
+        let p = self.program;
+        let mut n = 0;
+        while n < BATCH {
+            let Some(&op) = p.ops.get(self.pc) else {
+                break;
+            };
+            match op {
+                Op::Stmt { first, count } => {
+                    let refs = first..first + count;
+                    let slots = &mut out[n..n + count];
+                    for ((slot, t), a) in slots
+                        .iter_mut()
+                        .zip(&p.templates[refs.clone()])
+                        .zip(&self.addrs[refs])
+                    {
+                        *slot = Access { addr: *a, ..*t };
+                    }
+                    n += count;
+                    self.pc += 1;
+                }
+                Op::Enter { id, exit } => {
+                    let (Some(start), Some(end)) =
+                        (p.starts[id].eval(&self.vars), p.ends[id].eval(&self.vars))
+                    else {
+                        self.fail();
+                        break;
+                    };
+                    self.enter(id, start, end, exit);
+                }
+                Op::Back { id, body } => n += self.back(id, body, &mut out[n..BATCH]),
+            }
+        }
+        n
+    }
+
+    fn enter(&mut self, id: usize, start: i64, end: i64, exit: usize) {
+        let p = self.program;
+        let trips = trip_count(start, end, p.steps[id]);
+        if trips == 0 {
+            self.pc = exit;
+            return;
+        }
+        self.vars[id] = start;
+        self.trips_left[id] = trips;
+        for &r in &p.direct_refs[id] {
+            self.addrs[r] = p.refs[r].addr.eval_wrapping(&self.vars) as u64;
+        }
+        self.pc += 1;
+    }
+
+    /// The end of an iteration of loop `id`: when the body is statements only, runs as many
+    /// further whole iterations as fit in `out` (returns how many accesses it wrote); else
+    /// steps once back to `body`.
+    fn back(&mut self, id: usize, body: usize, out: &mut [Access]) -> usize {
+        let p = self.program;
+        let left = self.trips_left[id];
+        if left <= 1 {
+            self.pc += 1;
+            return 0;
+        }
+        let step = p.steps[id];
+        if let Some((first, end)) = p.tight[id] {
+            let width = end - first;
+            let iterations = (left - 1).min((out.len() / width) as u64);
+            if iterations > 0 {
+                let written = iterations as usize * width;
+                let addrs = &mut self.addrs[first..end];
+                let deltas = &p.step_delta[first..end];
+                let templates = &p.templates[first..end];
+                // Reference by reference, so each address stays in a register across the
+                // iterations instead of going through memory once per access.
+                for (j, ((a, d), t)) in addrs.iter_mut().zip(deltas).zip(templates).enumerate() {
+                    let mut addr = *a;
+                    let mut i = j;
+                    while let Some(slot) = out[..written].get_mut(i) {
+                        addr = addr.wrapping_add_signed(*d);
+                        *slot = Access { addr, ..*t };
+                        i += width;
+                    }
+                    *a = addr;
+                }
+                self.trips_left[id] = left - iterations;
+                self.vars[id] = self.vars[id].wrapping_add(step.wrapping_mul(iterations as i64));
+                return written;
+            }
+        }
+        self.trips_left[id] = left - 1;
+        self.vars[id] = self.vars[id].wrapping_add(step);
+        for &r in &p.direct_refs[id] {
+            self.addrs[r] = self.addrs[r].wrapping_add_signed(p.step_delta[r]);
+        }
+        self.pc = body;
+        0
     }
 
     fn fail(&mut self) -> Option<Access> {
@@ -364,25 +618,18 @@ impl AccessStream<'_> {
         self.next_ref = self.end_ref;
         None
     }
-}
 
-impl Iterator for AccessStream<'_> {
-    type Item = Access;
-
-    #[inline]
-    fn next(&mut self) -> Option<Access> {
+    /// One access, every address evaluated with overflow checks: for programs the interval
+    /// analysis could not prove safe.
+    fn next_checked(&mut self) -> Option<Access> {
         loop {
             if self.next_ref < self.end_ref {
                 let r = &self.program.refs[self.next_ref];
                 let reference = self.next_ref as u32;
                 self.next_ref += 1;
-                let addr = if self.program.safe {
-                    r.addr.eval_wrapping(&self.vars)
-                } else {
-                    match r.addr.eval(&self.vars).filter(|a| *a >= 0) {
-                        Some(a) => a,
-                        None => return self.fail(),
-                    }
+                let addr = match r.addr.eval(&self.vars).filter(|a| *a >= 0) {
+                    Some(a) => a,
+                    None => return self.fail(),
                 };
                 return Some(Access {
                     reference,
@@ -429,5 +676,19 @@ impl Iterator for AccessStream<'_> {
                 }
             }
         }
+    }
+}
+
+impl Iterator for AccessStream<'_> {
+    type Item = Access;
+
+    #[inline]
+    fn next(&mut self) -> Option<Access> {
+        if self.consumed == self.filled {
+            self.refill();
+        }
+        let a = *self.buffer[..self.filled].get(self.consumed)?;
+        self.consumed += 1;
+        Some(a)
     }
 }

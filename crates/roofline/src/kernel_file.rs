@@ -101,11 +101,19 @@ fn run_once(
     let mut stream = program.accesses();
     let mut bytes = 0u64;
     let mut count = 0u64;
-    for a in stream.by_ref() {
-        sim.access(a.addr, a.size_bytes, a.write, a.reference);
-        bytes += u64::from(a.size_bytes);
-        count += 1;
-        if count == CHUNK {
+    loop {
+        let batch = stream.next_batch();
+        if batch.is_empty() {
+            break;
+        }
+        sim.access_many(
+            batch
+                .iter()
+                .map(|a| (a.addr, a.size_bytes, a.write, a.reference)),
+        );
+        bytes += batch.iter().map(|a| u64::from(a.size_bytes)).sum::<u64>();
+        count += batch.len() as u64;
+        if count >= CHUNK {
             progress(count);
             count = 0;
         }

@@ -299,21 +299,31 @@ fn simulate_kernel(
     let bar = ui.progress_bar(total, "simulating");
     let line_shift = levels[0].line_bytes.trailing_zeros();
     let mut stream = program.accesses();
-    const CHUNK: usize = 1 << 22;
+    // The bar is redrawn every few million accesses, not per batch.
+    const BAR_STEP: u64 = 1 << 22;
+    let mut since_bar = 0u64;
     loop {
-        let mut n = 0;
-        for a in stream.by_ref().take(CHUNK) {
-            sim.access(a.addr, a.size_bytes, a.write, a.reference);
-            if let Some(c) = curve.as_deref_mut() {
-                c.access(a.addr >> line_shift);
-            }
-            n += 1;
-        }
-        bar.inc(n as u64);
-        if n < CHUNK {
+        let batch = stream.next_batch();
+        if batch.is_empty() {
             break;
         }
+        sim.access_many(
+            batch
+                .iter()
+                .map(|a| (a.addr, a.size_bytes, a.write, a.reference)),
+        );
+        if let Some(c) = curve.as_deref_mut() {
+            for a in batch {
+                c.access(a.addr >> line_shift);
+            }
+        }
+        since_bar += batch.len() as u64;
+        if since_bar >= BAR_STEP {
+            bar.inc(since_bar);
+            since_bar = 0;
+        }
     }
+    bar.inc(since_bar);
     bar.finish_and_clear();
     if let Some(e) = stream.error() {
         return Err(e.clone().into());
