@@ -1,5 +1,7 @@
-//! Naming knees: which knee of which curve is which cache level, matched against what the
-//! machine description advertises (the measured size may differ, notably an effective L3).
+//! Naming knees: which knee of which curve is which cache level. Data levels are the pointer
+//! chase's knees matched in order to the levels the machine description advertises (the
+//! measured size may differ, notably an effective L3); the L1i is the smallest first big step
+//! over the code curves, whatever is advertised ([`l1i_knee`]).
 
 use loopscope_machine::{CacheKind, Machine, MeasuredCache};
 
