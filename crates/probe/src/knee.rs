@@ -288,7 +288,8 @@ fn knee_between(points: &[Point], low: &Segment, high: &Segment, sigma: f64) -> 
     let sharpness = 1.0 / (1.0 + (width - step).max(0.0));
     let confidence = ((1.0 - (-z / 5.0).exp()) * sharpness).clamp(0.0, 1.0);
     let (before, after) = (low.log_level.exp(), high.log_level.exp());
-    let cliff = steepest_rise(points, low.first, high.first, before, after);
+    let range = (low.first, high.first, high.last);
+    let cliff = steepest_rise(points, range, before, after);
     let (cliff_lo, cliff_hi) = (points[cliff].size_bytes, points[cliff + 1].size_bytes);
     Knee {
         size_bytes: plausible_size(cliff_lo, cliff_hi, SNAP_SLACK_OCTAVES).unwrap_or(cliff_lo),
@@ -313,16 +314,18 @@ pub const NEARLY_STEEPEST: f64 = 0.7;
 
 /// Where a point's time lies between the levels `before` (every access hits) and `after`
 /// (every access misses): the miss fraction, since the time per access is
-/// `before + miss * (after - before)`. Clamped so one wild sample cannot dominate a mean.
+/// `before + miss * (after - before)`, clamped to `0..=1`: a point below the lower level (the
+/// tail of the level before) or above the upper one is no more than no misses or all.
 pub fn miss_fraction(value: f64, before: f64, after: f64) -> f64 {
     let span = after - before;
     if span.is_nan() || span.abs() <= f64::MIN_POSITIVE {
         return 0.0;
     }
-    ((value - before) / span).clamp(-0.5, 1.5)
+    ((value - before) / span).clamp(0.0, 1.0)
 }
 
-/// The first index `j` whose gap to `j + 1` (for `first <= j < last`) has a rise of the miss
+/// The first index `j` whose gap to `j + 1` (for `first <= j < last`, windows within
+/// `first..=last_outer`) has a rise of the miss
 /// fraction per octave of at least [`NEARLY_STEEPEST`] of the steepest: the mean miss fraction
 /// over the points up to an eighth of an octave above the gap, less that over the points up to
 /// an eighth below, over the distance of their centres (at least an eighth of an octave, so
@@ -339,12 +342,13 @@ pub fn miss_fraction(value: f64, before: f64, after: f64) -> f64 {
 /// gap nearly as steep is taken.
 pub fn steepest_rise(
     points: &[Point],
-    first: usize,
-    last: usize,
+    (first, last, last_outer): (usize, usize, usize),
     before: f64,
     after: f64,
 ) -> usize {
     let n = points.len();
+    // The windows stay within the two plateaus: beyond them lie other levels.
+    let outer = last_outer.min(n.saturating_sub(1));
     let last = last.min(n.saturating_sub(1));
     if n < 2 || first >= last {
         return first.min(n.saturating_sub(2));
@@ -363,12 +367,12 @@ pub fn steepest_rise(
         (sx / k, sm / k)
     };
     let score = |j: usize| {
-        let lo = (0..=j)
+        let lo = (first..=j)
             .rev()
             .take_while(|&i| x[j] - x[i] <= STEEP_WINDOW_OCTAVES)
             .last()
             .unwrap_or(j);
-        let hi = (j + 1..n)
+        let hi = (j + 1..=outer.max(j + 1))
             .take_while(|&i| x[i] - x[j + 1] <= STEEP_WINDOW_OCTAVES)
             .last()
             .unwrap_or(j + 1);
@@ -771,11 +775,12 @@ mod tests {
             .map(|&(s, v)| point(s * KIB, v))
             .collect();
         // In ln t the first gaps rise as much as the third; in time only the third does.
-        assert_eq!(steepest_rise(&points, 0, 4, 1.0, 10.0), 2);
+        assert_eq!(steepest_rise(&points, (0, 4, 4), 1.0, 10.0), 2);
         assert_eq!(miss_fraction(5.5, 1.0, 10.0), 0.5);
-        assert_eq!(miss_fraction(100.0, 1.0, 10.0), 1.5);
+        assert_eq!(miss_fraction(100.0, 1.0, 10.0), 1.0);
+        assert_eq!(miss_fraction(0.5, 1.0, 10.0), 0.0);
         assert_eq!(miss_fraction(2.0, 1.0, 1.0), 0.0);
-        assert_eq!(steepest_rise(&points[..1], 0, 4, 1.0, 10.0), 0);
+        assert_eq!(steepest_rise(&points[..1], (0, 4, 4), 1.0, 10.0), 0);
     }
 
     #[test]

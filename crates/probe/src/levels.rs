@@ -343,6 +343,29 @@ mod tests {
     }
 
     #[test]
+    fn a_loaded_zen4_chase_keeps_its_l2_knee() {
+        // Under load the L2 step smears into a ramp from 300 KiB to 2 MiB, no cliff: its knee
+        // must stay a knee of its own (not be sized in the L1's tail and merged into it).
+        let doc: serde_json::Value =
+            serde_json::from_str(include_str!("../testdata/zen4_loaded_chase.json")).unwrap();
+        let points: Vec<Point> = doc["curves"][0]["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| Point {
+                size_bytes: p[0].as_u64().unwrap(),
+                value: p[1].as_f64().unwrap(),
+                median: p[2].as_f64().unwrap(),
+            })
+            .collect();
+        let knees = find_knees(&points, &KneeOptions::default());
+        let sizes: Vec<u64> = knees.iter().map(|k| k.size_bytes / K).collect();
+        assert_eq!(sizes.len(), 3, "{knees:?}");
+        assert_eq!(sizes[0], 32);
+        assert!((896..=1152).contains(&sizes[1]), "{knees:?}");
+    }
+
+    #[test]
     fn missing_knees_leave_levels_empty() {
         assert_eq!(match_knees(&[], &[32 * K]), vec![None]);
         assert_eq!(
