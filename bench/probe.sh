@@ -7,7 +7,8 @@
 #     the same points, the paper's 0 to 40 KB in 400-byte steps (goal: >= 1000x faster);
 # (c) total probe time (goal: <= 60 s full, <= 10 s quick).
 #
-# Usage: bench/probe.sh [RUNS]   (MODE=--quick bench/probe.sh runs the quick probe in (a))
+# Usage: bench/probe.sh [RUNS]   (MODE=--quick bench/probe.sh runs the quick probe in (a);
+#        KEEP=DIR keeps every run's JSON, curves included, in DIR)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${1:-5}
@@ -17,7 +18,7 @@ if [[ ! -x $BIN ]]; then
     cargo build --release -q -p loopscope
 fi
 OUT=$(mktemp -d)
-trap 'rm -rf "$OUT"' EXIT
+trap 'if [[ -n ${KEEP:-} ]]; then mkdir -p "$KEEP" && cp "$OUT"/*.json "$KEEP"/; fi; rm -rf "$OUT"' EXIT
 
 echo "machine load before: $(cut -d' ' -f1-3 /proc/loadavg) (timings are noisy while others compile)"
 for i in $(seq 1 "$RUNS"); do

@@ -6,6 +6,7 @@ use rand::seq::SliceRandom;
 
 use crate::knee::Point;
 use crate::mem::Mapping;
+use crate::timer::undisturbed_samples;
 use crate::{ProbeError, Timer};
 
 /// Distance between two chased pointers: one per cache line.
@@ -81,14 +82,13 @@ impl ChaseBuffer {
         // Building the cycle touched every line already; a short walk settles the replacement
         // state without paying a full pass of misses over footprints far beyond the caches.
         let mut p = unsafe { chase(start, lines.min(1 << 16)) };
-        let mut samples = Vec::with_capacity(repeats as usize);
-        for _ in 0..repeats.max(1) {
+        let samples = undisturbed_samples(repeats, &mut || {
             let t0 = timer.start();
             // SAFETY: as above; `p` is an element of the same cycle.
             p = unsafe { chase(p, loads) };
             let t1 = timer.stop();
-            samples.push(timer.elapsed_ns(t0, t1) / loads as f64);
-        }
+            timer.elapsed_ns(t0, t1) / loads as f64
+        });
         std::hint::black_box(p);
         Ok(point_from_samples(size_bytes as u64, samples))
     }

@@ -9,6 +9,7 @@ use crate::code::{
     CodeKind, CodeRegion, Generated, LINE_BYTES, RewriteTimes, jump_chain, nop_function,
 };
 use crate::knee::Point;
+use crate::timer::undisturbed_samples;
 use crate::{ProbeError, Timer};
 
 /// Back-to-back calls per timed sample (the paper's 5).
@@ -77,17 +78,17 @@ impl CodeProbe {
         let (code, units) = generate(kind, size_bytes, &mut self.rng)?;
         let rewrite = self.region.rewrite(&code)?;
         self.region.call();
-        let mut samples = Vec::with_capacity(repeats as usize);
         let mut exec_ns = 0.0;
-        for _ in 0..repeats.max(1) {
+        let region = &self.region;
+        let samples = undisturbed_samples(repeats, &mut || {
             let ns = timer.time_ns(|| {
                 for _ in 0..CALLS_PER_SAMPLE {
-                    self.region.call();
+                    region.call();
                 }
             });
             exec_ns += ns;
-            samples.push(ns / f64::from(CALLS_PER_SAMPLE) / units as f64);
-        }
+            ns / f64::from(CALLS_PER_SAMPLE) / units as f64
+        });
         Ok(CodeSample {
             point: point_from_samples(size_bytes as u64, samples),
             rewrite,

@@ -1,5 +1,7 @@
-//! Naming knees: which knee of which curve is which cache level, matched against what the
-//! machine description advertises (the measured size may differ, notably an effective L3).
+//! Naming knees: which knee of which curve is which cache level. Data levels are the pointer
+//! chase's knees matched in order to the levels the machine description advertises (the
+//! measured size may differ, notably an effective L3); the L1i is the smallest first big step
+//! over the code curves, whatever is advertised ([`l1i_knee`]).
 
 use loopscope_machine::{CacheKind, Machine, MeasuredCache};
 
@@ -102,8 +104,8 @@ pub fn cache_knees(curve: &Curve) -> Vec<Knee> {
         .collect()
 }
 
-/// Names the knees of the `pointer_chase` curve (data levels) and of the `jump_chain` curve
-/// (L1i).
+/// Names the knees of the `pointer_chase` curve (data levels) and of the code curves (L1i,
+/// see [`l1i_knee`]).
 pub fn assign_levels(machine: &Machine, curves: &[Curve]) -> Levels {
     let mut out = Vec::new();
     let mut memory_latency_ns = None;
@@ -158,46 +160,64 @@ pub fn assign_levels(machine: &Machine, curves: &[Curve]) -> Levels {
             memory_latency_ns = Some(median_between(chase, from, u64::MAX, last));
         }
     }
-    // The random-order chain defeats next-line prefetch, so its L1i step is the cleaner one.
-    if let Some(jumps) = curve("random_jump_chain").or_else(|| curve("jump_chain")) {
-        let l1i = machine
-            .caches
-            .iter()
-            .find(|c| c.level == 1 && c.kind == CacheKind::Instruction)
-            .map(|c| c.size_bytes);
-        let sizes: Vec<(u64, f64)> = jumps
-            .knees
-            .iter()
-            .map(|k| (k.size_bytes, k.ratio))
-            .collect();
-        let pick = match l1i {
-            Some(target) => match_knees(&sizes, &[target])[0],
-            None => (!sizes.is_empty()).then_some(0),
-        };
-        if let Some(j) = pick {
-            out.push(LevelKnee {
-                level: 1,
-                kind: CacheKind::Instruction,
-                knee: jumps.knees[j],
-                latency_ns: median_between(
-                    jumps,
-                    0,
-                    jumps.knees[j].rise_start_bytes,
-                    jumps.knees[j].before,
-                ),
-                advertised_bytes: l1i,
-                method: if jumps.name == "jump_chain" {
-                    "sequential jump chain"
-                } else {
-                    "random jump chain"
-                },
-            });
-        }
+    if let Some(l1i) = l1i_knee(machine, curves) {
+        out.push(l1i);
     }
     Levels {
         knees: out,
         memory_latency_ns,
     }
+}
+
+/// Smallest level ratio of an instruction curve's knee that can be the L1i: leaving the L1i
+/// sends fetch to L2, which at least halves the rate of straight-line code and costs a jump
+/// chain an L2 latency per line. Smaller steps before it are front-end throughput limits
+/// (op cache to decoders; 1.3x at 7 and 24 KiB in a Zen 3's NOP body).
+pub const MIN_L1I_RATIO: f64 = 1.5;
+
+/// The instruction curves, most informative first (ties in size go to the first).
+const CODE_CURVES: [(&str, &str); 3] = [
+    ("random_jump_chain", "random jump chain"),
+    ("jump_chain", "sequential jump chain"),
+    ("nop_body", "NOP body"),
+];
+
+/// The L1i: the smallest first step of at least [`MIN_L1I_RATIO`] over the instruction curves.
+///
+/// Every curve's code is fetched through the L1i, but a structure in front of it can keep
+/// serving the code past the L1i's capacity, which moves that curve's first big step later
+/// and never earlier: an op cache holds a jump chain (one op per 64-byte line) over more bytes
+/// than the L1i (Zen 4: 768 entries, a 48 KiB step), and branch-directed prefetch hides L1i
+/// misses while the BTB holds the chain. A NOP body has 16 ops per line, so no op cache holds
+/// it past the L1i, but a sequential prefetcher can hide its step (Intel). So the smallest
+/// first step over the curves is the L1i. The latency stays the jump chain's time per line.
+pub fn l1i_knee(machine: &Machine, curves: &[Curve]) -> Option<LevelKnee> {
+    let (curve, method, knee) = CODE_CURVES
+        .iter()
+        .filter_map(|&(name, method)| {
+            let curve = curves.iter().find(|c| c.name == name)?;
+            let knee = curve.knees.iter().find(|k| k.ratio >= MIN_L1I_RATIO)?;
+            Some((curve, method, *knee))
+        })
+        .min_by_key(|(_, _, k)| k.size_bytes)?;
+    let per_line = curves
+        .iter()
+        .find(|c| c.name == "random_jump_chain" || c.name == "jump_chain")
+        .unwrap_or(curve);
+    let below = knee.rise_start_bytes.min(knee.cliff_lo_bytes);
+    let fallback = per_line.knees.first().map_or(knee.before, |k| k.before);
+    Some(LevelKnee {
+        level: 1,
+        kind: CacheKind::Instruction,
+        knee,
+        advertised_bytes: machine
+            .caches
+            .iter()
+            .find(|c| c.level == 1 && c.kind == CacheKind::Instruction)
+            .map(|c| c.size_bytes),
+        method,
+        latency_ns: median_between(per_line, 0, below, fallback),
+    })
 }
 
 /// The measured caches, with latencies in ns and core cycles.
@@ -214,7 +234,7 @@ pub fn level_caches(levels: &[LevelKnee], core_hz: f64) -> Vec<MeasuredCache> {
             confidence: l.knee.confidence,
             method: match l.kind {
                 CacheKind::Instruction => format!(
-                    "{}: in-place rewritten code, one taken jump per 64-byte line; latency is time per line",
+                    "{}: in-place rewritten code, smallest first step over the code curves; latency is a jump chain's time per line",
                     l.method
                 ),
                 _ => format!("{}: random cyclic permutation of 64-byte lines", l.method),
@@ -226,6 +246,8 @@ pub fn level_caches(levels: &[LevelKnee], core_hz: f64) -> Vec<MeasuredCache> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::knee::{KneeOptions, Point, find_knees};
+    use loopscope_machine::Cache;
 
     const K: u64 = 1024;
 
@@ -247,6 +269,100 @@ mod tests {
         // Between two knees equally far from the target, the bigger step wins.
         let knees = [(362 * K, 2.3), (724 * K, 1.4)];
         assert_eq!(match_knees(&knees, &[512 * K]), vec![Some(0)]);
+    }
+
+    /// Curves of one full run on a Zen 4 guest (L1d and L1i 32 KiB, L2 1 MiB 8-way), knees
+    /// found afresh.
+    fn zen4_curves() -> Vec<Curve> {
+        let doc: serde_json::Value =
+            serde_json::from_str(include_str!("../testdata/zen4_curves.json")).unwrap();
+        let field = |p: &serde_json::Value, i: usize| p[i].as_f64().unwrap();
+        doc["curves"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                let points: Vec<Point> = c["points"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| Point {
+                        size_bytes: p[0].as_u64().unwrap(),
+                        value: field(p, 1),
+                        median: field(p, 2),
+                    })
+                    .collect();
+                Curve {
+                    name: c["name"].as_str().unwrap().into(),
+                    unit: c["unit"].as_str().unwrap().into(),
+                    knees: find_knees(&points, &KneeOptions::default()),
+                    points,
+                }
+            })
+            .collect()
+    }
+
+    fn zen4_machine() -> Machine {
+        let mut machine = Machine::unknown();
+        for (level, kind, size, ways) in [
+            (1, CacheKind::Data, 32 * K, 8),
+            (1, CacheKind::Instruction, 32 * K, 8),
+            (2, CacheKind::Unified, 1024 * K, 8),
+            (3, CacheKind::Unified, 32768 * K, 16),
+        ] {
+            machine
+                .caches
+                .push(Cache::new(level, kind, size, 64, ways, 1));
+        }
+        machine
+    }
+
+    #[test]
+    fn a_zen4_run_gives_its_l1d_l1i_and_l2() {
+        let curves = zen4_curves();
+        let levels = assign_levels(&zen4_machine(), &curves);
+        let size = |level: u8, kind: CacheKind| {
+            levels
+                .knees
+                .iter()
+                .find(|l| l.level == level && l.kind == kind)
+                .map(|l| (l.knee.size_bytes, l.method))
+        };
+        assert_eq!(size(1, CacheKind::Data), Some((32 * K, "pointer chase")));
+        assert_eq!(size(1, CacheKind::Instruction), Some((32 * K, "NOP body")));
+        // Misses creep in from 300 KiB (43 % at 912 KiB), the step is at 1 MiB.
+        assert_eq!(
+            size(2, CacheKind::Unified),
+            Some((1024 * K, "pointer chase"))
+        );
+        // The jump chains' first steps are the op cache's reach (768 entries of 64 bytes).
+        for name in ["random_jump_chain", "jump_chain"] {
+            let curve = curves.iter().find(|c| c.name == name).unwrap();
+            assert_eq!(curve.knees[0].size_bytes, 48 * K, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_loaded_zen4_chase_keeps_its_l2_knee() {
+        // Under load the L2 step smears into a ramp from 300 KiB to 2 MiB, no cliff: its knee
+        // must stay a knee of its own (not be sized in the L1's tail and merged into it).
+        let doc: serde_json::Value =
+            serde_json::from_str(include_str!("../testdata/zen4_loaded_chase.json")).unwrap();
+        let points: Vec<Point> = doc["curves"][0]["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| Point {
+                size_bytes: p[0].as_u64().unwrap(),
+                value: p[1].as_f64().unwrap(),
+                median: p[2].as_f64().unwrap(),
+            })
+            .collect();
+        let knees = find_knees(&points, &KneeOptions::default());
+        let sizes: Vec<u64> = knees.iter().map(|k| k.size_bytes / K).collect();
+        assert_eq!(sizes.len(), 3, "{knees:?}");
+        assert_eq!(sizes[0], 32);
+        assert!((896..=1152).contains(&sizes[1]), "{knees:?}");
     }
 
     #[test]

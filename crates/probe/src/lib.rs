@@ -4,10 +4,14 @@
 //! The instruction-cache probe follows spec 003 (Nagamatsu & Hoshino): one executable mapping
 //! whose code is rewritten in place for every size point (no recompilation), timed with a
 //! calibrated TSC. Two code kinds are generated: the paper's NOP body and a jump chain that
-//! fetches one new cache line per instruction (a NOP sled hides the L1i step on modern cores).
+//! fetches one new cache line per instruction, in order or in a random order. Each hides the
+//! L1i on some cores (a sequential prefetcher keeps a NOP sled fed on Intel; Zen 4's op cache
+//! holds a jump chain over 48 KiB), never by making a step appear early, so the L1i is the
+//! smallest first big step over the code curves ([`l1i_knee`]).
 //! The `recompile` baseline rebuilds a C program per point with the system `cc`, so the
 //! speed-up of in-place rewriting is measured, not quoted. Data caches are found by pointer
-//! chasing over a random cyclic permutation; knees are detected automatically.
+//! chasing over a random cyclic permutation; knees are detected automatically, each sized at
+//! the steepest rise of its miss fraction ([`steepest_rise`]).
 //!
 //! This room measures and returns values. It never prints, exits or reads the environment for
 //! policy; interruption is a flag the caller sets. It is one of the two crates allowed `unsafe`
@@ -51,7 +55,10 @@ pub use bandwidth::{BandwidthSample, Kernel, measure_bandwidth};
 pub use chase::{CHASE_STRIDE_BYTES, ChaseBuffer, point_from_samples};
 pub use flops::{ACCUMULATORS, FlopsSample, Precision, flops_per_call, measure_flops};
 pub use icache::{CALLS_PER_SAMPLE, CodeProbe, CodeSample, generate};
-pub use levels::{LevelKnee, Levels, assign_levels, cache_knees, level_caches, match_knees};
+pub use levels::{
+    LevelKnee, Levels, MIN_L1I_RATIO, assign_levels, cache_knees, l1i_knee, level_caches,
+    match_knees,
+};
 pub use recompile::{
     BaselineReport, SweepPhases, c_source, dynamic_sweep, paper_sizes, recompile_sweep,
     run_baseline, speedup_size_change, speedup_total,
@@ -66,8 +73,12 @@ pub use code::{
 };
 pub use error::ProbeError;
 pub use knee::{
-    Knee, KneeOptions, Point, Segment, adaptive_sweep, find_knees, geometric_sizes, log_noise,
-    plateaus, plausible_size, refinement_sizes, segment,
+    Knee, KneeOptions, NEARLY_STEEPEST, Point, Segment, adaptive_sweep, find_knees,
+    geometric_sizes, log_noise, miss_fraction, out_of_order, plateaus, plausible_size,
+    refinement_sizes, segment, steepest_rise,
 };
 pub use mem::{HUGE_PAGE_BYTES, Mapping, anon_huge_kib};
-pub use timer::{Timer, TimerSource, allowed_cpus, core_hz, monotonic_raw_ns, pin_current_thread};
+pub use timer::{
+    Timer, TimerSource, allowed_cpus, context_switches, core_hz, monotonic_raw_ns,
+    pin_current_thread, undisturbed_samples,
+};

@@ -175,6 +175,45 @@ pub fn monotonic_raw_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// Context switches (voluntary and involuntary) of the calling thread so far, or `None`
+/// when the kernel does not say.
+pub fn context_switches() -> Option<u64> {
+    // SAFETY: `rusage` is plain data for which all zeroes is a valid value.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid, writable rusage; RUSAGE_THREAD only reads the caller's counts.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
+    (rc == 0).then(|| (usage.ru_nvcsw + usage.ru_nivcsw) as u64)
+}
+
+/// Up to `repeats` samples from `sample`, keeping only those taken with the caches as the
+/// previous sample left them: no context switch during the sample nor during the one before
+/// (another task on this CPU evicts what the sample relies on, and its run time lands inside
+/// the timed interval). At most `2 * repeats + 4` attempts; when too few are clean, the
+/// disturbed ones fill up the rest, so the minimum still has something to choose from.
+pub fn undisturbed_samples(repeats: u32, sample: &mut dyn FnMut() -> f64) -> Vec<f64> {
+    let repeats = repeats.max(1) as usize;
+    let (mut clean, mut disturbed) = (Vec::with_capacity(repeats), Vec::new());
+    let mut before = context_switches();
+    let mut warm = true;
+    for _ in 0..2 * repeats + 4 {
+        let value = sample();
+        let after = context_switches();
+        let quiet = before.is_some() && before == after;
+        if quiet && warm {
+            clean.push(value);
+        } else {
+            disturbed.push(value);
+        }
+        (before, warm) = (after, quiet);
+        if clean.len() >= repeats {
+            break;
+        }
+    }
+    let missing = repeats.saturating_sub(clean.len());
+    clean.extend(disturbed.into_iter().take(missing));
+    clean
+}
+
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 fn read_tsc() -> u64 {
@@ -298,6 +337,22 @@ fn add_chain(iterations: u64) {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn undisturbed_sampling_returns_the_samples_asked_for() {
+        assert!(context_switches().is_some());
+        let mut next = 0.0;
+        let samples = undisturbed_samples(5, &mut || {
+            next += 1.0;
+            next
+        });
+        assert_eq!(samples.len(), 5);
+        assert!(
+            samples.iter().all(|&v| (1.0..=14.0).contains(&v)),
+            "{samples:?}"
+        );
+        assert_eq!(undisturbed_samples(0, &mut || 1.0), vec![1.0]);
+    }
     use super::*;
 
     #[test]

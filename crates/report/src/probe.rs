@@ -394,6 +394,8 @@ mod tests {
                 points,
                 knees: vec![Knee {
                     size_bytes: 1 << 15,
+                    cliff_lo_bytes: 1 << 15,
+                    cliff_hi_bytes: 1 << 16,
                     rise_start_bytes: 1 << 15,
                     rise_mid_bytes: 1 << 15,
                     end_bytes: 1 << 16,
