@@ -160,7 +160,11 @@ pub fn assign_levels(machine: &Machine, curves: &[Curve]) -> Levels {
             memory_latency_ns = Some(median_between(chase, from, u64::MAX, last));
         }
     }
-    if let Some(l1i) = l1i_knee(machine, curves) {
+    let l2_bytes = out
+        .iter()
+        .find(|l| l.level == 2 && l.kind != CacheKind::Instruction)
+        .map(|l| l.knee.size_bytes);
+    if let Some(l1i) = l1i_knee(machine, curves, l2_bytes) {
         out.push(l1i);
     }
     Levels {
@@ -175,31 +179,42 @@ pub fn assign_levels(machine: &Machine, curves: &[Curve]) -> Levels {
 /// (op cache to decoders; 1.3x at 7 and 24 KiB in a Zen 3's NOP body).
 pub const MIN_L1I_RATIO: f64 = 1.5;
 
-/// The instruction curves, most informative first (ties in size go to the first).
-const CODE_CURVES: [(&str, &str); 3] = [
+/// The jump chains, random order first (ties in size go to it: it defeats next-line
+/// prefetch).
+const JUMP_CURVES: [(&str, &str); 2] = [
     ("random_jump_chain", "random jump chain"),
     ("jump_chain", "sequential jump chain"),
-    ("nop_body", "NOP body"),
 ];
 
-/// The L1i: the smallest first step of at least [`MIN_L1I_RATIO`] over the instruction curves.
+/// The first knee of at least [`MIN_L1I_RATIO`] of the curve `name`.
+fn first_big_knee<'a>(curves: &'a [Curve], name: &str) -> Option<(&'a Curve, Knee)> {
+    let curve = curves.iter().find(|c| c.name == name)?;
+    let knee = curve.knees.iter().find(|k| k.ratio >= MIN_L1I_RATIO)?;
+    Some((curve, *knee))
+}
+
+/// The L1i, from the code curves; `l2_bytes` is the measured L2 (data side), when known.
 ///
-/// Every curve's code is fetched through the L1i, but a structure in front of it can keep
-/// serving the code past the L1i's capacity, which moves that curve's first big step later
-/// and never earlier: an op cache holds a jump chain (one op per 64-byte line) over more bytes
-/// than the L1i (Zen 4: 768 entries, a 48 KiB step), and branch-directed prefetch hides L1i
-/// misses while the BTB holds the chain. A NOP body has 16 ops per line, so no op cache holds
-/// it past the L1i, but a sequential prefetcher can hide its step (Intel). So the smallest
-/// first step over the curves is the L1i. The latency stays the jump chain's time per line.
-pub fn l1i_knee(machine: &Machine, curves: &[Curve]) -> Option<LevelKnee> {
-    let (curve, method, knee) = CODE_CURVES
-        .iter()
-        .filter_map(|&(name, method)| {
-            let curve = curves.iter().find(|c| c.name == name)?;
-            let knee = curve.knees.iter().find(|k| k.ratio >= MIN_L1I_RATIO)?;
-            Some((curve, method, *knee))
-        })
-        .min_by_key(|(_, _, k)| k.size_bytes)?;
+/// The NOP body's first big step is counted in bytes: on a Zen 4 guest it stays at 32 KiB
+/// with 4-, 8- and 16-byte NOPs, where an op cache's 6.75K ops would put it at 27, 54 and
+/// 108 KiB. It is the L1i unless a sequential prefetcher hides that step (Intel), which
+/// leaves the L2's as the first; an L1 is at most a quarter of its L2, so a first step past
+/// a quarter of the measured L2 is taken for the L2's. The jump chains step where a branch
+/// or op structure in front of the L1i runs out, counted in lines: Zen 4's op cache holds
+/// one jump per entry over 48 KiB (768 entries), its predictor takes one jump per cycle up
+/// to 16 KiB in some runs and not others; so they are used only without that NOP step, their
+/// smallest first big step then taken (a sequential jump chain on Intel steps at the L1i).
+/// The latency is a jump chain's time per line below the size found.
+pub fn l1i_knee(machine: &Machine, curves: &[Curve], l2_bytes: Option<u64>) -> Option<LevelKnee> {
+    let nop = first_big_knee(curves, "nop_body")
+        .filter(|(_, k)| l2_bytes.is_none_or(|l2| k.size_bytes <= l2 / 4))
+        .map(|(c, k)| (c, "NOP body", k));
+    let (curve, method, knee) = nop.or_else(|| {
+        JUMP_CURVES
+            .iter()
+            .filter_map(|&(name, method)| first_big_knee(curves, name).map(|(c, k)| (c, method, k)))
+            .min_by_key(|(_, _, k)| k.size_bytes)
+    })?;
     let per_line = curves
         .iter()
         .find(|c| c.name == "random_jump_chain" || c.name == "jump_chain")
@@ -363,6 +378,54 @@ mod tests {
         assert_eq!(sizes.len(), 3, "{knees:?}");
         assert_eq!(sizes[0], 32);
         assert!((896..=1152).contains(&sizes[1]), "{knees:?}");
+    }
+
+    fn code_curve(name: &str, knees: &[(u64, f64)]) -> Curve {
+        Curve {
+            name: name.into(),
+            unit: "ns per line".into(),
+            points: Vec::new(),
+            knees: knees
+                .iter()
+                .map(|&(size, ratio)| Knee {
+                    size_bytes: size * K,
+                    cliff_lo_bytes: size * K,
+                    cliff_hi_bytes: size * K + 1024,
+                    rise_start_bytes: size * K,
+                    rise_mid_bytes: size * K,
+                    end_bytes: size * K + 1024,
+                    before: 1.0,
+                    after: ratio,
+                    ratio,
+                    confidence: 0.9,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn the_l1i_is_the_nop_step_unless_it_is_the_l2s() {
+        let machine = Machine::unknown();
+        let size = |curves: &[Curve], l2: Option<u64>| {
+            let l = l1i_knee(&machine, curves, l2).unwrap();
+            (l.knee.size_bytes / K, l.method)
+        };
+        // Zen 4, a run where the predictor took a jump per cycle up to 16 KiB.
+        let zen4 = [
+            code_curve("random_jump_chain", &[(16, 3.6), (256, 9.0)]),
+            code_curve("jump_chain", &[(16, 4.7), (512, 7.7)]),
+            code_curve("nop_body", &[(8, 1.3), (32, 2.2)]),
+        ];
+        assert_eq!(size(&zen4, Some(1024 * K)), (32, "NOP body"));
+        // Intel: the NOP body's first big step is the L2's; the chains give the L1i.
+        let intel = [
+            code_curve("random_jump_chain", &[(36, 2.5), (66, 2.0)]),
+            code_curve("jump_chain", &[(32, 2.2)]),
+            code_curve("nop_body", &[(1536, 1.8)]),
+        ];
+        assert_eq!(size(&intel, Some(1024 * K)), (32, "sequential jump chain"));
+        assert_eq!(size(&intel[..2], None), (32, "sequential jump chain"));
+        assert!(l1i_knee(&machine, &intel[2..], Some(1024 * K)).is_none());
     }
 
     #[test]
