@@ -16,7 +16,7 @@
 //! within an eighth of an octave. The earlier rule, the cache-like size nearest the rise's
 //! midpoint in `ln t`, followed the creep: 768 KiB for a Zen 4 guest's 1 MiB L2, whose misses
 //! start near 300 KiB. Adaptive sampling spends extra points across each rise and around its
-//! steepest part, measures the points already there again, and measures again any point of a
+//! estimate, measures the points already there again, and measures again any point of a
 //! rise that stands above a larger footprint's (misses only grow with the footprint, so that
 //! point was disturbed), keeping the faster.
 
@@ -421,8 +421,8 @@ const CREEP_OCTAVES: f64 = 0.25;
 
 /// The gap `j` to `j + 1` where the capacity lies, for `(first, last, last_outer)` as in
 /// [`steepest_rise`]. Two shapes, told apart by where misses start (the monotone fit of the
-/// miss fraction reaching [`ONSET_MISS`]) against where they rise fastest:
-/// - they start at the steepest rise (within [`CREEP_OCTAVES`]): the misses are the walk's
+/// miss fraction reaching a tenth) against where they rise fastest:
+/// - they start at the steepest rise (within a quarter octave): the misses are the walk's
 ///   own, as under LRU, pseudo-LRU or random replacement, and the steepest rise is the
 ///   capacity;
 /// - they start well before it: something else shares the cache (on a Zen 4 guest misses
@@ -511,7 +511,7 @@ pub fn geometric_sizes(lo: u64, hi: u64, per_octave: u32, granule: u64) -> Vec<u
 }
 
 /// The sizes a knee hangs on: its rise, and an eighth of an octave either side of its
-/// steepest part.
+/// capacity estimate ([`capacity_gap`]).
 fn knee_span(knee: &Knee) -> (u64, u64) {
     let widen = STEEP_WINDOW_OCTAVES.exp2();
     (
@@ -710,7 +710,7 @@ mod tests {
                 assert!(knee.confidence > 0.5, "{knee:?}");
             }
             // Refinement spent points near the knees (the rise and an eighth of an octave
-            // either side of its steepest part), not everywhere.
+            // either side of its capacity estimate), not everywhere.
             assert!(points.len() < grid.len() + 3 * 8, "{}", points.len());
             assert!((knees[1].before - 5.0).abs() < 0.5, "{:?}", knees[1]);
         }

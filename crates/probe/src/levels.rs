@@ -1,7 +1,8 @@
 //! Naming knees: which knee of which curve is which cache level. Data levels are the pointer
 //! chase's knees matched in order to the levels the machine description advertises (the
-//! measured size may differ, notably an effective L3); the L1i is the smallest first big step
-//! over the code curves, whatever is advertised ([`l1i_knee`]).
+//! measured size may differ, notably an effective L3); the L1i is the NOP body's first big step
+//! (counted in bytes), or the jump chains' when the NOP body has none below a quarter of the
+//! L2, whatever is advertised ([`l1i_knee`]).
 
 use loopscope_machine::{CacheKind, Machine, MeasuredCache};
 
@@ -249,7 +250,7 @@ pub fn level_caches(levels: &[LevelKnee], core_hz: f64) -> Vec<MeasuredCache> {
             confidence: l.knee.confidence,
             method: match l.kind {
                 CacheKind::Instruction => format!(
-                    "{}: in-place rewritten code, smallest first step over the code curves; latency is a jump chain's time per line",
+                    "{}: in-place rewritten code, first step of at least 1.5x (NOP body unless it is the L2's); latency is a jump chain's time per line",
                     l.method
                 ),
                 _ => format!("{}: random cyclic permutation of 64-byte lines", l.method),

@@ -4,10 +4,11 @@
 //! The instruction-cache probe follows spec 003 (Nagamatsu & Hoshino): one executable mapping
 //! whose code is rewritten in place for every size point (no recompilation), timed with a
 //! calibrated TSC. Two code kinds are generated: the paper's NOP body and a jump chain that
-//! fetches one new cache line per instruction, in order or in a random order. Each hides the
-//! L1i on some cores (a sequential prefetcher keeps a NOP sled fed on Intel; Zen 4's op cache
-//! holds a jump chain over 48 KiB), never by making a step appear early, so the L1i is the
-//! smallest first big step over the code curves ([`l1i_knee`]).
+//! fetches one new cache line per instruction, in order or in a random order. The NOP body's
+//! first big step is counted in bytes (the same with 4-, 8- and 16-byte NOPs), so it is the
+//! L1i; the jump chains' steps are counted in lines (Zen 4's op cache holds a chain over
+//! 48 KiB), so they give the L1i only where a sequential prefetcher hides the NOP body's step
+//! (Intel): see [`l1i_knee`].
 //! The `recompile` baseline rebuilds a C program per point with the system `cc`, so the
 //! speed-up of in-place rewriting is measured, not quoted. Data caches are found by pointer
 //! chasing over a random cyclic permutation; knees are detected automatically, each sized at
