@@ -166,7 +166,13 @@ impl<'c> Model<'c> {
                     .collect();
                 still_cached.push((combo, count_instances(&c.set, values)?));
             }
-            let conflict = count_instances(&piece.conflicted, values)?;
+            let conflict = match &piece.conflicted {
+                Some(set) => count_instances(set, values)?,
+                None => {
+                    evicted_by.iter().map(|(_, v)| v).sum::<i128>()
+                        - still_cached.iter().map(|(_, v)| v).sum::<i128>()
+                }
+            };
             pieces.push(PieceCounts {
                 sources: piece
                     .candidates

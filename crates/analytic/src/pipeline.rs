@@ -41,9 +41,10 @@ pub(crate) struct Piece<'c> {
     pub evicted: Vec<Set<'c>>,
     /// `Z_{n,c}`, computed when the associativity is at most [`COMBINATION_WAYS`].
     pub still_cached: Vec<Combination<'c>>,
-    /// The executions with at least `ways` distinct other blocks of their set accessed since
-    /// the hit source: the conflict misses of the piece.
-    pub conflicted: Set<'c>,
+    /// Above [`COMBINATION_WAYS`], the executions with at least `ways` distinct other blocks of
+    /// their set accessed since the hit source: the conflict misses of the piece (at most four
+    /// ways they are `Σ third − Σ fourth`).
+    pub conflicted: Option<Set<'c>>,
     /// `J′_{n,m}` per position, kept for `--explain`.
     pub evictors: Vec<Set<'c>>,
 }
@@ -284,17 +285,14 @@ impl<'c> Builder<'_, 'c> {
             j1.push(j1m);
             j2.push(j2m);
         }
-        let still_cached = if self.cache.ways <= COMBINATION_WAYS {
-            self.combinations(&set, &j, &j1)?
-        } else {
-            Vec::new()
-        };
-        let conflicted = match &tags_seen {
-            Some(all) => self
-                .at_least_all(&set, all, &rows_seen_or_empty(&rows_seen, &set)?)?
-                .pop()
-                .unwrap_or(set.subtract(&set)?),
-            None => set.subtract(&set)?,
+        let (still_cached, conflicted) = match (&tags_seen, &rows_seen) {
+            _ if self.cache.ways <= COMBINATION_WAYS => (self.combinations(&set, &j, &j1)?, None),
+            (Some(all), Some(rows)) => {
+                let at_least = self.at_least_all(&set, all, rows)?;
+                (Vec::new(), at_least.into_iter().last())
+            }
+            // No position at all: nothing can evict.
+            _ => (Vec::new(), Some(set.subtract(&set)?)),
         };
         Ok(Piece {
             candidates: members,
@@ -398,16 +396,4 @@ fn next_combination(combo: &mut [u32], ways: u32) -> bool {
         combo[i] = 0;
     }
     false
-}
-
-/// `J′` of all positions together (`None` before any position): the executions with at least
-/// one evicting block.
-fn rows_seen_or_empty<'c>(
-    rows: &Option<Set<'c>>,
-    piece: &Set<'c>,
-) -> Result<Set<'c>, AnalyticError> {
-    Ok(match rows {
-        Some(r) => r.copy()?,
-        None => piece.subtract(piece)?,
-    })
 }

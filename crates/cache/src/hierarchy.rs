@@ -159,31 +159,50 @@ impl Hierarchy {
         if first == last && self.first_level_hit(first, write, r) {
             return;
         }
-        self.demand_lines(addr, size_bytes, write, reference);
+        self.demand_lines(addr, size_bytes, write, reference, false);
     }
 
-    /// An access through the full demand path, once per first-level line it touches.
-    fn demand_lines(&mut self, addr: u64, size_bytes: u32, write: bool, reference: u32) {
+    /// An access through the demand path (the plain hierarchy's when `plain`), once per
+    /// first-level line it touches.
+    fn demand_lines(
+        &mut self,
+        addr: u64,
+        size_bytes: u32,
+        write: bool,
+        reference: u32,
+        plain: bool,
+    ) {
         let shift = self.levels[0].shift;
         let first = addr >> shift;
         let last = addr.saturating_add(u64::from(size_bytes.max(1)) - 1) >> shift;
         let r = (reference as usize).min(self.last_reference);
         for line in first..=last {
-            self.demand(0, line << shift, write, r);
+            if plain {
+                self.plain_demand(0, line << shift, write, r);
+            } else {
+                self.demand(0, line << shift, write, r);
+            }
         }
+    }
+
+    /// Simulates a batch of a kernel's access stream ([`loopscope_kernel::AccessStream`]), in
+    /// order, through [`Hierarchy::access_many`].
+    pub fn access_kernel_batch(&mut self, batch: &[loopscope_kernel::Access]) {
+        self.access_many(
+            batch
+                .iter()
+                .map(|a| (a.addr, a.size_bytes, a.write, a.reference)),
+        );
     }
 
     /// Simulates `(addr, size_bytes, write, reference)` accesses in order: the same counts as
     /// calling [`Hierarchy::access`] on each, faster on long streams (first-level hits are
     /// counted in bulk).
     pub fn access_many(&mut self, accesses: impl IntoIterator<Item = (u64, u32, bool, u32)>) {
-        if !self.trackers.is_empty() || !self.fast_first_level {
-            for (addr, size_bytes, write, reference) in accesses {
-                self.access(addr, size_bytes, write, reference);
-            }
-            return;
-        }
-        if self.configs[0].replacement != Replacement::Lru {
+        if !self.trackers.is_empty()
+            || !self.fast_first_level
+            || self.configs[0].replacement != Replacement::Lru
+        {
             for (addr, size_bytes, write, reference) in accesses {
                 self.access(addr, size_bytes, write, reference);
             }
@@ -199,10 +218,10 @@ impl Hierarchy {
                     self.plain_demand_after_first_miss(addr, write, r, victim);
                 }
                 Stop::Other((addr, size_bytes, write, reference)) if self.plain => {
-                    self.plain_demand_lines(addr, size_bytes, write, reference);
+                    self.demand_lines(addr, size_bytes, write, reference, true);
                 }
                 Stop::Other((addr, size_bytes, write, reference)) => {
-                    self.demand_lines(addr, size_bytes, write, reference);
+                    self.demand_lines(addr, size_bytes, write, reference, false);
                 }
             }
         }
@@ -239,17 +258,6 @@ impl Hierarchy {
         rs.accesses += 1;
         rs.hits += 1;
         true
-    }
-
-    /// [`Hierarchy::demand_lines`] for a plain hierarchy.
-    fn plain_demand_lines(&mut self, addr: u64, size_bytes: u32, write: bool, reference: u32) {
-        let shift = self.levels[0].shift;
-        let first = addr >> shift;
-        let last = addr.saturating_add(u64::from(size_bytes.max(1)) - 1) >> shift;
-        let r = (reference as usize).min(self.last_reference);
-        for line in first..=last {
-            self.plain_demand(0, line << shift, write, r);
-        }
     }
 
     /// [`Hierarchy::demand`] for a plain hierarchy, from level `k` (the first level when

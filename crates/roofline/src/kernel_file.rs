@@ -106,11 +106,7 @@ fn run_once(
         if batch.is_empty() {
             break;
         }
-        sim.access_many(
-            batch
-                .iter()
-                .map(|a| (a.addr, a.size_bytes, a.write, a.reference)),
-        );
+        sim.access_kernel_batch(batch);
         bytes += batch.iter().map(|a| u64::from(a.size_bytes)).sum::<u64>();
         count += batch.len() as u64;
         if count >= CHUNK {

@@ -307,11 +307,7 @@ fn simulate_kernel(
         if batch.is_empty() {
             break;
         }
-        sim.access_many(
-            batch
-                .iter()
-                .map(|a| (a.addr, a.size_bytes, a.write, a.reference)),
-        );
+        sim.access_kernel_batch(batch);
         if let Some(c) = curve.as_deref_mut() {
             for a in batch {
                 c.access(a.addr >> line_shift);
