@@ -7,7 +7,9 @@
 //! exclusive (victim) levels. [`Hierarchy`] counts per level and per reference: accesses, hits,
 //! misses, evictions, write-backs and bytes moved, and optionally the 3C split (compulsory: first
 //! touch of the line at that level; capacity: a fully associative LRU cache of the same size
-//! would miss too; conflict: the rest). [`StackDistance`] and [`MissCurve`] give LRU stack
+//! would miss too; conflict: the rest). [`Hierarchy::access_many`] takes a stream in batches
+//! and is several times faster than [`Hierarchy::access`] per access when the first level is
+//! LRU and write-back, with the same counts. [`StackDistance`] and [`MissCurve`] give LRU stack
 //! distances in O(log n) per access, hence the misses of a fully associative LRU cache of every
 //! size in one pass. Addresses come from anywhere: a kernel's access stream or a trace
 //! ([`parse_trace_line`]).
