@@ -31,28 +31,46 @@ pub fn simulated_traffic(
     run_once(&program, &mut sim, progress)?;
     let warm: Vec<LevelStats> = sim.stats().to_vec();
     let access_bytes = run_once(&program, &mut sim, progress)?;
+    let boundary = sim
+        .stats()
+        .iter()
+        .zip(&warm)
+        .enumerate()
+        .map(|(index, (after, before))| {
+            let bytes =
+                (after.fill_bytes - before.fill_bytes) + (after.write_bytes - before.write_bytes);
+            (outer_level(levels, index), bytes)
+        })
+        .collect();
+    Ok(assemble(kernel, &program, access_bytes, boundary, timed))
+}
+
+/// The traffic of one run: `access_bytes` between the registers and L1 (listed only when
+/// `timed(L1)`, as the paper does not time L1), then the bytes crossing each cache level's outer
+/// boundary, listed when non-zero or when `timed` says the level has a bandwidth.
+pub(crate) fn assemble(
+    kernel: &Kernel,
+    program: &Program,
+    access_bytes: u64,
+    boundary: Vec<(Level, u64)>,
+    timed: impl Fn(Level) -> bool,
+) -> Traffic {
     let mut traffic_levels = Vec::new();
     if timed(Level::Cache(1)) {
         traffic_levels.push(level_traffic(Level::Cache(1), access_bytes));
     }
-    for (index, (after, before)) in sim.stats().iter().zip(&warm).enumerate() {
-        let outer = match levels.get(index + 1) {
-            Some(next) => level_of(next, index + 1),
-            None => Level::Memory,
-        };
-        let bytes =
-            (after.fill_bytes - before.fill_bytes) + (after.write_bytes - before.write_bytes);
+    for (outer, bytes) in boundary {
         if bytes > 0 || timed(outer) {
             traffic_levels.push(level_traffic(outer, bytes));
         }
     }
-    Ok(Traffic {
+    Traffic {
         levels: traffic_levels,
-        flops: executed_flops(kernel, &program),
+        flops: executed_flops(kernel, program),
         iterations: innermost_iterations(kernel, program.executions()).max(1),
         l1: None,
         word_bytes: kernel.arrays.first().map_or(8, |a| a.elem.bytes()).max(1),
-    })
+    }
 }
 
 /// Floating-point operations of one execution of the whole kernel.
@@ -70,6 +88,14 @@ fn level_traffic(level: Level, bytes: u64) -> LevelTraffic {
         level,
         bytes,
         volume_bytes: None,
+    }
+}
+
+/// The level whose traffic the misses of `levels[index]` are: the next level out, or memory.
+pub(crate) fn outer_level(levels: &[LevelConfig], index: usize) -> Level {
+    match levels.get(index + 1) {
+        Some(next) => level_of(next, index + 1),
+        None => Level::Memory,
     }
 }
 
@@ -121,7 +147,7 @@ fn run_once(
     }
 }
 
-fn kernel_error(e: loopscope_kernel::KernelError) -> RooflineError {
+pub(crate) fn kernel_error(e: loopscope_kernel::KernelError) -> RooflineError {
     RooflineError::Kernel {
         bad_input: e.is_bad_input(),
         message: e.to_string(),

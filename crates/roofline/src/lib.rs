@@ -11,7 +11,8 @@
 //!
 //! The kernel enters as a [`Traffic`]: bytes through each level and FLOPs over some iterations.
 //! It comes from the paper's per-iteration counts ([`parse_counts`]) or from a kernel file
-//! run through the exact cache simulator ([`simulated_traffic`]). This room must not measure the machine, print, or read files: the command
+//! run through the exact cache simulator ([`simulated_traffic`]) or the analytic cache model of
+//! spec 000 ([`modelled_traffic`]). This room must not measure the machine, print, or read files: the command
 //! line gathers bandwidths (from a machine file's `measured` section, [`best_bandwidths`]) and
 //! renders. The one thing it runs is a kernel's generated timing harness ([`harness_source`],
 //! [`run_harness`]), for a measured rate beside the prediction.
@@ -39,6 +40,7 @@ mod harness;
 mod kernel_file;
 mod level;
 mod model;
+mod modelled;
 mod pairs;
 mod procedure;
 mod profiles;
@@ -52,6 +54,7 @@ pub use error::RooflineError;
 pub use harness::{HarnessArray, HarnessKernel, HarnessRun, harness_source, run_harness};
 pub use kernel_file::{KernelHarness, simulated_accesses, simulated_traffic};
 pub use level::Level;
+pub use modelled::{ModelLimits, ModelledLevel, modelled_traffic};
 pub use model::{Classic, LevelTime, Limit, Prediction, classic, predict};
 pub use procedure::{
     Analysis, Boundary, Comparison, L1Check, L1Thresholds, L1Verdict, Options, analyse, boundaries,

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
@@ -12,9 +13,10 @@ use loopscope_machine::{Machine, read_machine_file, write_atomically};
 use loopscope_report::format_bytes;
 use loopscope_report::{RooflineAxis, render_roofline, render_roofline_svg};
 use loopscope_roofline::{
-    Analysis, Ceilings, Counts, HarnessKernel, HarnessRun, KernelHarness, Options, PAPER_PROFILES,
+    Analysis, Ceilings, Counts, HarnessKernel, HarnessRun, KernelHarness, ModelLimits, ModelledLevel,
+    Options, PAPER_PROFILES,
     Traffic, analyse, harness_source, paper_profile, parse_bandwidths, parse_counts, parse_volumes,
-    run_harness, simulated_accesses, simulated_traffic, theoretical_peak_gflops,
+    modelled_traffic, run_harness, simulated_accesses, simulated_traffic, theoretical_peak_gflops,
 };
 use serde::Serialize;
 
@@ -48,6 +50,13 @@ pub struct RooflineArgs {
     /// steady state of repeated runs) or `model` (the analytic cache model).
     #[arg(long, value_enum, default_value_t = TrafficSource::Sim, requires = "kernel")]
     pub traffic: TrafficSource,
+    /// With --traffic model: seconds each level's sets may take to build; a level that needs
+    /// more is taken from the simulator instead.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0, requires = "kernel")]
+    pub time_limit: f64,
+    /// With --traffic model: bound on isl's elementary operations per level.
+    #[arg(long, value_name = "N", default_value_t = 200_000_000, requires = "kernel")]
+    pub max_operations: u64,
     /// Compile the kernel file into a timing harness with `cc -O2`, run it, and print the
     /// measured GFLOP/s beside the prediction.
     #[arg(long, requires = "kernel", conflicts_with = "measured_gflops")]
@@ -130,7 +139,7 @@ struct Output<'a> {
 struct KernelInput {
     file: String,
     params: BTreeMap<String, i64>,
-    traffic_source: &'static str,
+    traffic_source: String,
     caches: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     harness: Option<HarnessReport>,
@@ -234,7 +243,7 @@ fn render_kernel_input(input: &KernelInput) -> String {
         .map(|(name, value)| format!("{name}={value}"))
         .collect();
     let mut out = format!(
-        "kernel       {} ({}), traffic from the {} of {} (steady state of repeated runs)\n",
+        "kernel       {} ({}), traffic from the {} of {}, steady state of repeated runs\n",
         input.file,
         params.join(", "),
         input.traffic_source,
@@ -272,11 +281,6 @@ fn kernel_traffic(
     ceilings: &Ceilings,
     ui: &Ui,
 ) -> anyhow::Result<(Traffic, KernelInput)> {
-    if args.traffic == TrafficSource::Model {
-        return Err(bad_input(
-            "--traffic model: the analytic cache model is not available yet; use --traffic sim",
-        ));
-    }
     let (text, kernel, params) = read_kernel(args, path, ui)?;
     // Built before simulating, so a kernel the harness cannot take fails fast.
     let to_measure = args
@@ -294,20 +298,32 @@ fn kernel_traffic(
         }
     };
     let layout = kernel.layout(&params, &[])?;
-    let bar = ui.progress_bar(simulated_accesses(&kernel, &params, &layout)?, "simulating");
-    let traffic = simulated_traffic(
-        &kernel,
-        &params,
-        &layout,
-        &levels,
-        |level| ceilings.level(level).is_some(),
-        &mut |n| bar.inc(n),
-    )?;
-    bar.finish_and_clear();
+    let timed = |level| ceilings.level(level).is_some();
+    let simulate = || -> anyhow::Result<Traffic> {
+        let bar = ui.progress_bar(simulated_accesses(&kernel, &params, &layout)?, "simulating");
+        let traffic =
+            simulated_traffic(&kernel, &params, &layout, &levels, timed, &mut |n| bar.inc(n))?;
+        bar.finish_and_clear();
+        Ok(traffic)
+    };
+    let (traffic, traffic_source) = match args.traffic {
+        TrafficSource::Sim => (simulate()?, "exact cache simulator".to_owned()),
+        TrafficSource::Model => {
+            let limits = ModelLimits {
+                time_limit: Duration::from_secs_f64(args.time_limit.clamp(0.0, 1e9)),
+                max_operations: args.max_operations,
+            };
+            let bar = ui.progress_bar(0, "modelling");
+            let modelled = modelled_traffic(&kernel, &params, &layout, &levels, timed, limits);
+            bar.finish_and_clear();
+            let (traffic, per_level) = modelled?;
+            with_simulated_fallback(traffic, &per_level, path, ui, simulate)?
+        }
+    };
     let input = KernelInput {
         file: path.display().to_string(),
         params: kernel.params.iter().cloned().zip(params).collect(),
-        traffic_source: "exact cache simulator",
+        traffic_source,
         caches: levels
             .iter()
             .map(|l| format!("{} {}", l.name, format_bytes(l.size_bytes)))
@@ -316,6 +332,54 @@ fn kernel_traffic(
         to_measure,
     };
     Ok((traffic, input))
+}
+
+/// The model's traffic, with the levels it could not do taken from the simulator (with a
+/// warning naming each and why), and the description of where the traffic came from.
+fn with_simulated_fallback(
+    mut traffic: Traffic,
+    per_level: &[ModelledLevel],
+    path: &Path,
+    ui: &Ui,
+    simulate: impl FnOnce() -> anyhow::Result<Traffic>,
+) -> anyhow::Result<(Traffic, String)> {
+    let failed: Vec<&ModelledLevel> = per_level.iter().filter(|l| l.bytes.is_err()).collect();
+    let modelled: Vec<&str> = per_level
+        .iter()
+        .filter(|l| l.bytes.is_ok())
+        .map(|l| l.name.as_str())
+        .collect();
+    let seconds = per_level.iter().map(|l| l.duration_s).fold(0.0, f64::max);
+    let mut source = format!(
+        "analytic cache model ({}: {seconds:.2} s)",
+        if modelled.is_empty() {
+            "no level".to_owned()
+        } else {
+            modelled.join(", ")
+        }
+    );
+    if failed.is_empty() {
+        return Ok((traffic, source));
+    }
+    for l in &failed {
+        if let Err(e) = &l.bytes {
+            ui.warn(format!(
+                "{}: {} not modelled ({e}); its traffic comes from the simulator",
+                path.display(),
+                l.name
+            ));
+        }
+    }
+    let simulated = simulate()?;
+    for l in &failed {
+        if let Some(sim) = simulated.level(l.outer) {
+            traffic.levels.push(sim.clone());
+        }
+    }
+    traffic.levels.sort_by_key(|l| l.level);
+    let names: Vec<&str> = failed.iter().map(|l| l.name.as_str()).collect();
+    source.push_str(&format!(" and exact cache simulator ({})", names.join(", ")));
+    Ok((traffic, source))
 }
 
 /// Compiles and times the kernel file in the generated harness.
