@@ -251,7 +251,7 @@ fn render_kernel_input(input: &KernelInput) -> String {
     );
     if let Some(h) = &input.harness {
         out.push_str(&format!(
-            "measured     {}: {:.3e} s per run, median of 5 samples of {} runs\n",
+            "measured     {}: {:.3e} s per run, fastest of 5 samples of {} runs (thread CPU time)\n",
             h.compiler, h.seconds_per_run, h.repetitions
         ));
     }
