@@ -145,7 +145,11 @@ fn apply_cpuinfo(machine: &mut Machine, info: &CpuInfo) {
         .into_iter()
         .filter(|f| info.flags.contains(f.cpuinfo_flag()))
         .collect();
-    machine.peak_flops_per_cycle = PeakFlops::from_isa(&machine.isa);
+    machine.peak_flops_per_cycle = PeakFlops::for_core(
+        &machine.isa,
+        &machine.vendor,
+        machine.microarchitecture.as_deref(),
+    );
 }
 
 /// Reads `cpu0/cache/index*`: the caches one core sees (the machine is taken as homogeneous).
@@ -244,7 +248,11 @@ mod cpuid {
         machine.tsc_hz = tsc_hz(&cpuid);
         if machine.isa.is_empty() {
             machine.isa = isa(&cpuid);
-            machine.peak_flops_per_cycle = PeakFlops::from_isa(&machine.isa);
+            machine.peak_flops_per_cycle = PeakFlops::for_core(
+                &machine.isa,
+                &machine.vendor,
+                machine.microarchitecture.as_deref(),
+            );
         }
         if machine.caches.is_empty() {
             machine.caches = caches(&cpuid);

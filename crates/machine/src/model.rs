@@ -227,8 +227,25 @@ pub struct PeakFlops {
 impl PeakFlops {
     /// The peak the crate-level rule derives from these ISA features.
     pub fn from_isa(isa: &[IsaFeature]) -> PeakFlops {
+        PeakFlops::with_vector_limit(isa, 512)
+    }
+
+    /// [`PeakFlops::from_isa`] for a known core: AMD family 0x19 (Zen 3, Zen 4) decodes
+    /// AVX-512 but executes it as two halves on its two 256-bit FMA pipes, so its peak is the
+    /// AVX2 one. `microarchitecture` is as detection writes it, `family 0x19 model 0x11`.
+    pub fn for_core(isa: &[IsaFeature], vendor: &str, microarchitecture: Option<&str>) -> PeakFlops {
+        let family = microarchitecture.and_then(|m| {
+            let mut words = m.split_whitespace();
+            words.find(|w| *w == "family")?;
+            u32::from_str_radix(words.next()?.trim_start_matches("0x"), 16).ok()
+        });
+        let halves_avx512 = vendor == "AuthenticAMD" && family == Some(0x19);
+        PeakFlops::with_vector_limit(isa, if halves_avx512 { 256 } else { 512 })
+    }
+
+    fn with_vector_limit(isa: &[IsaFeature], datapath_bits: u32) -> PeakFlops {
         let has = |f| isa.contains(&f);
-        let vector_bits = if has(IsaFeature::Avx512f) {
+        let vector_bits = if has(IsaFeature::Avx512f) && datapath_bits >= 512 {
             512
         } else if has(IsaFeature::Avx) {
             256
@@ -348,6 +365,19 @@ mod tests {
         let snb = PeakFlops::from_isa(&[Sse2, Avx]);
         assert_eq!((snb.dp, snb.sp), (8, 16));
         assert_eq!(PeakFlops::from_isa(&[Sse2]).dp, 4);
+    }
+
+    #[test]
+    fn zen4_runs_avx512_on_256_bit_pipes() {
+        use IsaFeature::*;
+        let isa = [Sse2, Avx, Avx2, Fma, Avx512f];
+        let zen4 = PeakFlops::for_core(&isa, "AuthenticAMD", Some("family 0x19 model 0x11"));
+        assert_eq!((zen4.dp, zen4.sp), (16, 32));
+        let zen5 = PeakFlops::for_core(&isa, "AuthenticAMD", Some("family 0x1a model 0x2"));
+        assert_eq!(zen5.dp, 32);
+        let skx = PeakFlops::for_core(&isa, "GenuineIntel", Some("family 0x6 model 0x55"));
+        assert_eq!(skx.dp, 32);
+        assert_eq!(PeakFlops::for_core(&isa, "AuthenticAMD", None).dp, 32);
     }
 
     #[test]
