@@ -426,7 +426,10 @@ fn model_traffic_equals_the_simulator_on_a_streaming_kernel() {
         [("L2".to_owned(), 40_000), ("MEM".to_owned(), 40_000)]
     );
     let source = v["kernel"]["traffic_source"].as_str().unwrap();
-    assert!(source.starts_with("analytic cache model (L1, L2:"), "{source}");
+    assert!(
+        source.starts_with("analytic cache model (L1, L2:"),
+        "{source}"
+    );
     assert!(!source.contains("simulator"), "{source}");
 }
 
@@ -474,7 +477,10 @@ fn levels_the_model_cannot_do_come_from_the_simulator_with_a_warning() {
         [("L2".to_owned(), 40_000), ("MEM".to_owned(), 40_000)]
     );
     let source = v["kernel"]["traffic_source"].as_str().unwrap();
-    assert!(source.contains("exact cache simulator (L1, L2)"), "{source}");
+    assert!(
+        source.contains("exact cache simulator (L1, L2)"),
+        "{source}"
+    );
 }
 
 #[test]

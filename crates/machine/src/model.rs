@@ -233,7 +233,11 @@ impl PeakFlops {
     /// [`PeakFlops::from_isa`] for a known core: AMD family 0x19 (Zen 3, Zen 4) decodes
     /// AVX-512 but executes it as two halves on its two 256-bit FMA pipes, so its peak is the
     /// AVX2 one. `microarchitecture` is as detection writes it, `family 0x19 model 0x11`.
-    pub fn for_core(isa: &[IsaFeature], vendor: &str, microarchitecture: Option<&str>) -> PeakFlops {
+    pub fn for_core(
+        isa: &[IsaFeature],
+        vendor: &str,
+        microarchitecture: Option<&str>,
+    ) -> PeakFlops {
         let family = microarchitecture.and_then(|m| {
             let mut words = m.split_whitespace();
             words.find(|w| *w == "family")?;

@@ -54,8 +54,8 @@ pub use error::RooflineError;
 pub use harness::{HarnessArray, HarnessKernel, HarnessRun, harness_source, run_harness};
 pub use kernel_file::{KernelHarness, simulated_accesses, simulated_traffic};
 pub use level::Level;
-pub use modelled::{ModelLimits, ModelledLevel, modelled_traffic};
 pub use model::{Classic, LevelTime, Limit, Prediction, classic, predict};
+pub use modelled::{ModelLimits, ModelledLevel, modelled_traffic};
 pub use procedure::{
     Analysis, Boundary, Comparison, L1Check, L1Thresholds, L1Verdict, Options, analyse, boundaries,
     l1_verdict,

@@ -97,7 +97,13 @@ pub fn modelled_traffic(
         .iter()
         .filter_map(|m| m.bytes.as_ref().ok().map(|b| (m.outer, *b)))
         .collect();
-    let traffic = assemble(kernel, &program, run_access_bytes(kernel, &program), boundary, timed);
+    let traffic = assemble(
+        kernel,
+        &program,
+        run_access_bytes(kernel, &program),
+        boundary,
+        timed,
+    );
     Ok((traffic, modelled))
 }
 
@@ -146,7 +152,14 @@ fn model_level(
     let ctx = Ctx::with_max_operations(limits.max_operations);
     let bytes = Model::new_within(&ctx, program, cache, limits.time_limit)
         .and_then(|model| model.evaluate(&[]))
-        .map(|refs| warm_run_lines(&refs, config.size_bytes / config.line_bytes, program, written))
+        .map(|refs| {
+            warm_run_lines(
+                &refs,
+                config.size_bytes / config.line_bytes,
+                program,
+                written,
+            )
+        })
         .map(|lines| lines.saturating_mul(config.line_bytes))
         .map_err(|e| e.to_string());
     ModelledLevel {
@@ -253,9 +266,6 @@ mod tests {
         // 16 distinct lines: in a 16-line level they stay; only conflicts recur.
         assert_eq!(warm_run_lines(&refs, 16, &program(), &written), 3 + 2);
         // In a 15-line level they are all missed again; `b`'s lines also go back out.
-        assert_eq!(
-            warm_run_lines(&refs, 15, &program(), &written),
-            13 + 2 * 7
-        );
+        assert_eq!(warm_run_lines(&refs, 15, &program(), &written), 13 + 2 * 7);
     }
 }

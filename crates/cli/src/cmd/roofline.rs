@@ -13,10 +13,10 @@ use loopscope_machine::{Machine, read_machine_file, write_atomically};
 use loopscope_report::format_bytes;
 use loopscope_report::{RooflineAxis, render_roofline, render_roofline_svg};
 use loopscope_roofline::{
-    Analysis, Ceilings, Counts, HarnessKernel, HarnessRun, KernelHarness, ModelLimits, ModelledLevel,
-    Options, PAPER_PROFILES,
-    Traffic, analyse, harness_source, paper_profile, parse_bandwidths, parse_counts, parse_volumes,
-    modelled_traffic, run_harness, simulated_accesses, simulated_traffic, theoretical_peak_gflops,
+    Analysis, Ceilings, Counts, HarnessKernel, HarnessRun, KernelHarness, ModelLimits,
+    ModelledLevel, Options, PAPER_PROFILES, Traffic, analyse, harness_source, modelled_traffic,
+    paper_profile, parse_bandwidths, parse_counts, parse_volumes, run_harness, simulated_accesses,
+    simulated_traffic, theoretical_peak_gflops,
 };
 use serde::Serialize;
 
@@ -52,10 +52,20 @@ pub struct RooflineArgs {
     pub traffic: TrafficSource,
     /// With --traffic model: seconds each level's sets may take to build; a level that needs
     /// more is taken from the simulator instead.
-    #[arg(long, value_name = "SECONDS", default_value_t = 30.0, requires = "kernel")]
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 30.0,
+        requires = "kernel"
+    )]
     pub time_limit: f64,
     /// With --traffic model: bound on isl's elementary operations per level.
-    #[arg(long, value_name = "N", default_value_t = 200_000_000, requires = "kernel")]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 200_000_000,
+        requires = "kernel"
+    )]
     pub max_operations: u64,
     /// Compile the kernel file into a timing harness with `cc -O2`, run it, and print the
     /// measured GFLOP/s beside the prediction.
@@ -301,8 +311,9 @@ fn kernel_traffic(
     let timed = |level| ceilings.level(level).is_some();
     let simulate = || -> anyhow::Result<Traffic> {
         let bar = ui.progress_bar(simulated_accesses(&kernel, &params, &layout)?, "simulating");
-        let traffic =
-            simulated_traffic(&kernel, &params, &layout, &levels, timed, &mut |n| bar.inc(n))?;
+        let traffic = simulated_traffic(&kernel, &params, &layout, &levels, timed, &mut |n| {
+            bar.inc(n)
+        })?;
         bar.finish_and_clear();
         Ok(traffic)
     };
@@ -378,7 +389,10 @@ fn with_simulated_fallback(
     }
     traffic.levels.sort_by_key(|l| l.level);
     let names: Vec<&str> = failed.iter().map(|l| l.name.as_str()).collect();
-    source.push_str(&format!(" and exact cache simulator ({})", names.join(", ")));
+    source.push_str(&format!(
+        " and exact cache simulator ({})",
+        names.join(", ")
+    ));
     Ok((traffic, source))
 }
 
