@@ -8,7 +8,8 @@
 //! previous run. They are taken to recur when the kernel's footprint (its distinct lines, the
 //! compulsory misses) exceeds the level's lines, and to hit otherwise: the LRU answer when the
 //! lines spread evenly over the sets. (Wrapping the kernel in a repetition loop and subtracting
-//! one run from two is exact, but made the sets ten times slower to build and count.) Each
+//! one run from two is exact, but made the sets ten to a hundred times slower to build and
+//! count.) Each
 //! level is modelled as a cache of its own geometry seeing every access (spec 000 models one
 //! cache), in its own thread with its own isl context; in a real hierarchy an outer level sees
 //! only the inner level's misses, which under LRU with equal lines and a larger outer level
@@ -83,10 +84,11 @@ pub fn modelled_traffic(
         handles
             .into_iter()
             .zip(levels)
-            .map(|(h, config)| {
+            .enumerate()
+            .map(|(index, (h, config))| {
                 h.join().unwrap_or_else(|_| ModelledLevel {
                     name: config.name.clone(),
-                    outer: Level::Memory,
+                    outer: outer_level(levels, index),
                     bytes: Err("the model thread panicked".into()),
                     duration_s: 0.0,
                 })
