@@ -177,6 +177,30 @@ fn machine_file_supplies_bandwidths_and_peaks() {
 }
 
 #[test]
+fn one_thread_takes_the_machine_files_one_thread_figures() {
+    let file = machine_file(MACHINE);
+    let path = file.path().to_str().unwrap();
+    let doc = json(&["--counts", "mem=3,flops=12", "-m", path, "--threads", "1"]);
+    let ceilings = &doc["ceilings"];
+    // One core of 16 FLOP/cycle at 2 GHz; the 2-thread measured peak of 48 is 24 per thread.
+    assert_eq!(ceilings["peak_gflops"].as_f64().unwrap(), 32.0);
+    assert_eq!(ceilings["effective_gflops"].as_f64().unwrap(), 24.0);
+    // MEM: the 1-thread load run (25), not the 2-thread copy; L2 has no 1-thread run.
+    let levels = ceilings["levels"].as_array().unwrap();
+    assert_eq!(levels.len(), 1, "{levels:?}");
+    assert_eq!(levels[0]["bandwidth"]["gb_per_s"].as_f64().unwrap(), 25.0);
+    assert!(
+        ceilings["peak_source"]
+            .as_str()
+            .unwrap()
+            .ends_with("for 1 thread"),
+        "{ceilings}"
+    );
+    let output = loopscope(&["--counts", "mem=3,flops=12", "-m", path, "--threads", "0"]);
+    assert_eq!(output.status.code(), Some(2));
+}
+
+#[test]
 fn missing_bandwidth_names_the_level_and_probe() {
     let without_l2 = MACHINE.replace("level = \"L2\"", "level = \"L3\"");
     let file = machine_file(&without_l2);

@@ -129,8 +129,13 @@ impl Ceilings {
     }
 
     /// Takes every level's bandwidth from `probe`'s measurements; see [`best_bandwidths`].
-    pub fn add_measured(&mut self, measured: &Measured, file: &str) -> Result<(), RooflineError> {
-        for (level, gb_per_s, how) in best_bandwidths(measured) {
+    pub fn add_measured(
+        &mut self,
+        measured: &Measured,
+        threads: Option<u32>,
+        file: &str,
+    ) -> Result<(), RooflineError> {
+        for (level, gb_per_s, how) in best_bandwidths(measured, threads) {
             self.set_bandwidth(
                 level,
                 BandwidthFn::Constant { gb_per_s },
@@ -173,19 +178,27 @@ fn positive(what: &str, value: f64) -> Result<(), RooflineError> {
 }
 
 /// Per level, the bandwidth the model should use from `probe`'s measurements: among the runs
-/// with the most threads (the paper's whole-chip figures), the highest, counting write-allocate
-/// traffic (the paper counts a store twice). Returns `(level, GB/s, description)`.
-pub fn best_bandwidths(measured: &Measured) -> Vec<(Level, f64, String)> {
+/// with `threads` threads, or with the most threads when `None` (the paper's whole-chip
+/// figures), the highest, counting write-allocate traffic (the paper counts a store twice).
+/// Returns `(level, GB/s, description)`.
+pub fn best_bandwidths(measured: &Measured, threads: Option<u32>) -> Vec<(Level, f64, String)> {
     let mut best: Vec<(Level, f64, String, u32)> = Vec::new();
     for run in &measured.bandwidth {
         let Ok(level) = run.level.parse::<Level>() else {
             continue;
         };
+        if threads.is_some_and(|t| t != run.threads) {
+            continue;
+        }
         let gb_per_s = run.gb_per_s_with_write_allocate.unwrap_or(run.gb_per_s);
         if !(gb_per_s.is_finite() && gb_per_s > 0.0) {
             continue;
         }
-        let how = format!("measured {} kernel, {} threads", run.kernel, run.threads);
+        let plural = if run.threads == 1 { "" } else { "s" };
+        let how = format!(
+            "measured {} kernel, {} thread{plural}",
+            run.kernel, run.threads
+        );
         match best.iter_mut().find(|b| b.0 == level) {
             Some(slot) if (run.threads, gb_per_s) > (slot.3, slot.1) => {
                 *slot = (level, gb_per_s, how, run.threads);
@@ -198,13 +211,13 @@ pub fn best_bandwidths(measured: &Measured) -> Vec<(Level, f64, String)> {
     best.into_iter().map(|(l, b, h, _)| (l, b, h)).collect()
 }
 
-/// The theoretical whole-machine double-precision peak in GFLOP/s, when the nominal clock is
-/// known: FLOPs per cycle and core × cores × clock.
-pub fn theoretical_peak_gflops(machine: &Machine) -> Option<f64> {
+/// The theoretical double-precision peak in GFLOP/s of `cores` cores (the whole machine when
+/// `None`), when the nominal clock is known: FLOPs per cycle and core × cores × clock.
+pub fn theoretical_peak_gflops(machine: &Machine, cores: Option<u32>) -> Option<f64> {
     let hz = machine.nominal_hz?;
     let per_cycle = machine.peak_flops_per_cycle.dp;
-    (per_cycle > 0 && machine.cores > 0)
-        .then(|| f64::from(per_cycle) * f64::from(machine.cores) * hz as f64 / 1e9)
+    let cores = cores.unwrap_or(machine.cores).min(machine.cores);
+    (per_cycle > 0 && cores > 0).then(|| f64::from(per_cycle) * f64::from(cores) * hz as f64 / 1e9)
 }
 
 /// The paper's effective bandwidth from a base test (§3.2): the mean bandwidth of the runs
@@ -279,11 +292,20 @@ mod tests {
             ],
             ..Measured::default()
         };
-        let best = best_bandwidths(&measured);
+        let best = best_bandwidths(&measured, None);
         assert_eq!(best.len(), 2);
         assert_eq!((best[0].0, best[0].1), (Level::Cache(2), 150.0));
         assert_eq!((best[1].0, best[1].1), (Level::Memory, 30.0));
         assert!(best[1].2.contains("copy"), "{}", best[1].2);
+        // One thread, as `--measure`'s harness runs: only the one-thread runs count.
+        let single = best_bandwidths(&measured, Some(1));
+        assert_eq!(single.len(), 1);
+        assert_eq!((single[0].0, single[0].1), (Level::Memory, 30.0));
+        assert!(
+            single[0].2.ends_with("load kernel, 1 thread"),
+            "{}",
+            single[0].2
+        );
     }
 
     #[test]

@@ -89,6 +89,11 @@ pub struct RooflineArgs {
     /// `L3=2457600` (default: the bytes the kernel moves through the level).
     #[arg(long, value_name = "LEVEL=BYTES,...")]
     pub volume: Option<String>,
+    /// Threads the kernel runs on: the machine file's peak and bandwidths are taken for that
+    /// many (its runs with that thread count). Default: the whole machine, or 1 with --measure,
+    /// whose harness runs the kernel on one thread.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub threads: Option<u32>,
     /// Theoretical peak Ppeak in GFLOP/s (whole chip); fractions of peak refer to it.
     #[arg(long, value_name = "GFLOP/s")]
     pub peak_gflops: Option<f64>,
@@ -456,13 +461,18 @@ fn machine_ceilings(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<Ceilings> {
             "this machine".to_owned(),
         ),
     };
+    let threads = args.threads.or(args.measure.then_some(1));
     let measured_peak = machine
         .measured
         .as_ref()
         .and_then(|m| m.peak_gflops.as_ref())
-        .map(|p| p.dp)
+        .map(|p| match threads {
+            // The FMA kernel scales with the cores it runs on.
+            Some(t) if p.threads > 0 => p.dp / f64::from(p.threads) * f64::from(t),
+            _ => p.dp,
+        })
         .filter(|p| p.is_finite() && *p > 0.0);
-    let theoretical = theoretical_peak_gflops(&machine);
+    let theoretical = theoretical_peak_gflops(&machine, threads);
     let (peak, effective, source) = match (args.peak_gflops, theoretical, measured_peak) {
         (Some(peak), _, measured) => (peak, measured.unwrap_or(peak).min(peak), "--peak-gflops"),
         // A turbo clock can beat the nominal one: the measured rate is then the better peak.
@@ -488,10 +498,16 @@ fn machine_ceilings(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<Ceilings> {
     if name.is_empty() {
         name = "machine".to_owned();
     }
-    let source = format!("{name}: {source}");
+    let source = match threads {
+        Some(t) => format!(
+            "{name}: {source}, for {t} thread{}",
+            if t == 1 { "" } else { "s" }
+        ),
+        None => format!("{name}: {source}"),
+    };
     let mut ceilings = Ceilings::new(peak, effective, source).context("--peak-gflops")?;
     if let Some(measured) = &machine.measured {
-        ceilings.add_measured(measured, &name)?;
+        ceilings.add_measured(measured, threads, &name)?;
     }
     if ceilings.levels.is_empty() && args.bandwidth.is_none() {
         ui.note(format!("{name}: no measured bandwidths"));
