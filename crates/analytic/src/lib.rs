@@ -50,6 +50,6 @@ mod program;
 mod text;
 
 pub use error::AnalyticError;
-pub use evaluate::{Model, PieceCounts, ReferenceMisses};
+pub use evaluate::{ConflictSource, Model, PieceCounts, ReferenceMisses};
 pub use from_kernel::program_from_kernel;
 pub use program::{Affine, Array, Cache, Loop, Node, Program, Reference, Statement};
