@@ -166,8 +166,11 @@ fn bad_input_exits_2_with_one_line() {
     }
 }
 
-/// `(reference text, conflict, [(evictor text, misses)])` of each `sources` entry.
-fn sources_of(v: &serde_json::Value) -> Vec<(String, u64, Vec<(String, u64)>)> {
+/// `(reference text, conflict, [(evictor text, misses)])`.
+type Source = (String, u64, Vec<(String, u64)>);
+
+/// Each `sources` entry of a `misses --json` document.
+fn sources_of(v: &serde_json::Value) -> Vec<Source> {
     v["sources"]
         .as_array()
         .unwrap_or_else(|| panic!("no sources: {v}"))
