@@ -1,6 +1,6 @@
 //! `loopscope misses`: compulsory and conflict misses of every reference of a kernel, per cache
 //! level, from the analytic model of spec 000 (no simulation), with `--check` against the exact
-//! simulator.
+//! simulator and `--sources` for which references compete for the sets of the conflict misses.
 
 use std::path::PathBuf;
 use std::time::Instant;
