@@ -43,7 +43,9 @@ symbolic analysis next to the kernel file, which would make repeated runs look f
 includes Python's start-up, printed separately (`kerncraft --version`). Kerncraft refuses
 kernels whose subscripts do not follow the loop order (matmul, transpose, the column walk),
 loop conditions other than `<` (triangular) and imperfect nests; the reason is printed and the
-run continues. Run: `bench/misses.py` (builds loopscope in release mode; a few minutes).
+run continues. Run: `bench/misses.py` (builds loopscope in release mode; the matmul sizes make it
+take about half an hour on this shared machine); `ONLY=triad.c,2d-5pt.c bench/misses.py` runs
+only the named kernel files (the conflict case always runs).
 """
 import json
 import os
@@ -204,7 +206,8 @@ def main():
     equal_all, modelled, total = True, 0, 0
     model_times = []
     reports = []
-    for kernel, *sizes in CASES:
+    only = [k for k in os.environ.get("ONLY", "").split(",") if k]
+    for kernel, *sizes in (c for c in CASES if not only or c[0] in only):
         for defines in sizes:
             report, err = run_loopscope(loopscope, kernel, defines)
             reports.append((kernel, defines, report))
