@@ -29,8 +29,8 @@ bytes per unit of work). The total misses of a level are therefore
 
     misses_per_iteration x innermost iterations x element bytes / line bytes
 
-with the innermost iterations taken from loopscope's count of the statement's executions (the
-same loop bounds) and the element size from the kernel's declarations. These are line fills,
+with the innermost iterations the product of the loops' trip counts (the nests LC accepts are
+perfect and rectangular) and the element size from the kernel's declarations. These are line fills,
 what the simulator and loopscope count as misses. LC's write-backs (`evicts`) are not compared.
 LC describes the steady state of a kernel run again and again: where every array fits in a level
 (its first condition) it predicts 0 misses, while the single cold run that the simulator and
@@ -100,6 +100,22 @@ def element_bytes(kernel):
     return {"double": 8, "long": 8, "float": 4, "int": 4}[found.group(1) if found else "double"]
 
 
+def innermost_iterations(kernel, values):
+    """Executions of the innermost loop body of a perfect nest of `for (int v = lo; v < hi; ...)`
+    loops with bounds in the -D constants (the kernels layer conditions accept), or None."""
+    with open(os.path.join(KERNELS, kernel)) as f:
+        loops = re.findall(r"for\s*\(\s*int\s+\w+\s*=\s*([^;]+);\s*\w+\s*<\s*([^;]+);", f.read())
+    total = 1
+    for lo, hi in loops:
+        try:
+            trips = eval(hi, {"__builtins__": {}}, dict(values)) - eval(lo, {"__builtins__": {}},
+                                                                       dict(values))
+        except Exception:  # a bound in an outer loop variable: not a rectangular nest
+            return None
+        total *= max(0, trips)
+    return total if loops else None
+
+
 def holds(condition, values):
     """Whether a layer condition (sympy text over the kernel's constants) holds at `values`."""
     if isinstance(condition, bool):
@@ -165,7 +181,11 @@ def compare(report, kc_binary, machine_file, kernel, defines):
     label = ",".join(defines)
     rows, kc_s, reason = run_kerncraft(kc_binary, machine_file, kernel, defines)
     model_s = max(l["duration_s"] for l in report["levels"])
-    iterations = max(r["accesses"] for r in report["references"]) if report["references"] else 0
+    # From the loop bounds: loopscope lists no references when no level was modelled.
+    values = {d.split("=")[0]: int(d.split("=")[1]) for d in defines}
+    iterations = innermost_iterations(kernel, values)
+    if iterations is None:
+        iterations = max((r["accesses"] for r in report["references"]), default=0)
     elem = element_bytes(kernel)
     out = []
     for k, (level, sim) in enumerate(zip(report["levels"], report["check"]["levels"])):
