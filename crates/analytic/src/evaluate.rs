@@ -7,7 +7,7 @@ use loopscope_polyhedral::{Ctx, Set};
 use serde::Serialize;
 
 use crate::AnalyticError;
-use crate::pipeline::{TargetSets, build};
+use crate::pipeline::{Piece, TargetSets, build};
 use crate::program::{Cache, Position, Program};
 
 /// The counts of one hit-source piece `C_n`.
@@ -29,6 +29,23 @@ pub struct PieceCounts {
     pub conflict: i128,
 }
 
+/// One reference whose accesses compete with another's for a cache set: how many of the other's
+/// conflict misses it took part in.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ConflictSource {
+    /// Position number of the competing (evicting) reference, `P0`, `P1`, …
+    pub position: String,
+    /// Its index in position order (the kernel's reference order).
+    pub index: usize,
+    /// Its statement name.
+    pub statement: String,
+    /// Conflict misses of the analysed reference for which this reference brought at least one
+    /// other block into the set between the hit source and the access. One miss usually has
+    /// several such references, so these counts overlap: their sum can exceed the conflict
+    /// misses.
+    pub misses: i128,
+}
+
 /// The misses of one reference.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ReferenceMisses {
@@ -48,6 +65,9 @@ pub struct ReferenceMisses {
     pub conflict: i128,
     /// Per-piece detail.
     pub pieces: Vec<PieceCounts>,
+    /// Where the conflict misses come from, per competing reference in position order (those
+    /// with no share left out); `None` unless asked for ([`Model::evaluate_with_sources`]).
+    pub sources: Option<Vec<ConflictSource>>,
 }
 
 impl ReferenceMisses {
@@ -63,6 +83,21 @@ impl ReferenceMisses {
 fn count_instances(set: &Set<'_>, values: &[(&str, i64)]) -> Result<i128, AnalyticError> {
     let dims = set.dims()? as u32;
     Ok(set.project_out(dims - 2, 2)?.count(values)?)
+}
+
+/// The conflict misses of a piece built with the patent's combinations (at most
+/// [`crate::pipeline::COMBINATION_WAYS`] ways): the executions with at least one other block in
+/// their set since the hit source (`∪_m J′_{n,m}`) and not in any common expression `Z_{n,c}`
+/// (1 … ways − 1 distinct blocks, still hits). Its count is `Σ third − Σ fourth`.
+fn conflicted_from_combinations<'c>(piece: &Piece<'c>) -> Result<Set<'c>, AnalyticError> {
+    let mut out = piece.set.subtract(&piece.set)?;
+    for j1 in &piece.evictors {
+        out = out.union(j1)?;
+    }
+    for z in &piece.still_cached {
+        out = out.subtract(&z.set)?;
+    }
+    Ok(out)
 }
 
 /// The sets of a whole program (or of chosen references), built once with symbolic parameters
@@ -134,7 +169,20 @@ impl<'c> Model<'c> {
     pub fn evaluate(&self, values: &[(&str, i64)]) -> Result<Vec<ReferenceMisses>, AnalyticError> {
         self.targets
             .iter()
-            .map(|t| self.evaluate_target(t, values))
+            .map(|t| self.evaluate_target(t, values, false))
+            .collect()
+    }
+
+    /// Like [`Model::evaluate`], and also attributes each reference's conflict misses to the
+    /// references competing for their sets ([`ReferenceMisses::sources`]). This costs a few set
+    /// operations per hit-source piece that has conflict misses at these values.
+    pub fn evaluate_with_sources(
+        &self,
+        values: &[(&str, i64)],
+    ) -> Result<Vec<ReferenceMisses>, AnalyticError> {
+        self.targets
+            .iter()
+            .map(|t| self.evaluate_target(t, values, true))
             .collect()
     }
 
@@ -142,6 +190,7 @@ impl<'c> Model<'c> {
         &self,
         t: &TargetSets<'c>,
         values: &[(&str, i64)],
+        with_sources: bool,
     ) -> Result<ReferenceMisses, AnalyticError> {
         let pos = &self.positions[t.target];
         let accesses = t.executions.count(values)?;
@@ -193,8 +242,50 @@ impl<'c> Model<'c> {
             accesses,
             compulsory: accesses - pieces.iter().map(|p| p.executions).sum::<i128>(),
             conflict: pieces.iter().map(|p| p.conflict).sum(),
+            sources: if with_sources {
+                Some(self.sources(t, &pieces, values)?)
+            } else {
+                None
+            },
             pieces,
         })
+    }
+
+    /// Per competing position `m`: the conflict misses of target `t` whose set received a block
+    /// from `m` since their hit source, i.e. `|conflicted_n ∩ dom H′_{n,m}|` summed over the
+    /// pieces `n`. `H′` is taken before S42's ordered subtraction, so a block brought in by two
+    /// positions counts for both: the question is "did `m` compete", not "who came first".
+    fn sources(
+        &self,
+        t: &TargetSets<'c>,
+        counts: &[PieceCounts],
+        values: &[(&str, i64)],
+    ) -> Result<Vec<ConflictSource>, AnalyticError> {
+        let mut per_position = vec![0i128; self.positions.len()];
+        for (piece, c) in t.pieces.iter().zip(counts) {
+            if c.conflict == 0 {
+                continue;
+            }
+            let conflicted = match &piece.conflicted {
+                Some(set) => set.copy()?,
+                None => conflicted_from_combinations(piece)?,
+            };
+            for (m, tags) in piece.competing.iter().enumerate() {
+                let rows = tags.domain()?.intersect(&conflicted)?;
+                per_position[m] += count_instances(&rows, values)?;
+            }
+        }
+        Ok(per_position
+            .into_iter()
+            .enumerate()
+            .filter(|(_, n)| *n > 0)
+            .map(|(m, misses)| ConflictSource {
+                position: self.positions[m].label.clone(),
+                index: m,
+                statement: self.positions[m].statement.clone(),
+                misses,
+            })
+            .collect())
     }
 
     /// The hit-source candidates (S5) of the `n`-th analysed reference: label and lexmax piece in

@@ -6,7 +6,10 @@
 //! by distinct evicting blocks and their common expressions) are built once with the loop bounds'
 //! parameters symbolic ([`Model::new`]); counting them at parameter values ([`Model::evaluate`])
 //! costs the same for a trip count of 10 or of 10⁷. Range queries are prefix differences of two
-//! evaluations (spec §4.4).
+//! evaluations (spec §4.4). [`Model::evaluate_with_sources`] also says where each reference's
+//! conflict misses come from: for every reference (itself included), in how many of them it
+//! brought another line into the set since the hit source (spec §5's "causes of the misses";
+//! exact, and overlapping across references).
 //!
 //! This room takes its own small program description ([`Program`]): the kernel language's IR is
 //! converted into it by [`program_from_kernel`]. It never prints, reads files or simulates.
@@ -50,6 +53,6 @@ mod program;
 mod text;
 
 pub use error::AnalyticError;
-pub use evaluate::{Model, PieceCounts, ReferenceMisses};
+pub use evaluate::{ConflictSource, Model, PieceCounts, ReferenceMisses};
 pub use from_kernel::program_from_kernel;
 pub use program::{Affine, Array, Cache, Loop, Node, Program, Reference, Statement};

@@ -47,6 +47,11 @@ pub(crate) struct Piece<'c> {
     pub conflicted: Option<Set<'c>>,
     /// `J′_{n,m}` per position, kept for `--explain`.
     pub evictors: Vec<Set<'c>>,
+    /// `H′_{n,m}` per position (S41, before S42 gives each tag to one position): target
+    /// instance → tags of the other blocks position `m` brings into the set between the hit
+    /// source and the target. Its domain is where `m` competes with the target, whether or not
+    /// an earlier position brought the same block too; kept for the conflict sources.
+    pub competing: Vec<Map<'c>>,
 }
 
 /// Everything the counts of one target need.
@@ -261,9 +266,12 @@ impl<'c> Builder<'_, 'c> {
         let mut tags_seen: Option<Map<'c>> = None;
         let mut rows_seen: Option<Set<'c>> = None;
         let (mut j, mut j1, mut j2) = (Vec::new(), Vec::new(), Vec::new());
+        let mut competing = Vec::with_capacity(self.positions.len());
         for m in self.positions {
             self.check_time()?;
             let h = self.evicting_tags(&set, &members, candidates, m)?;
+            // A reference-counted handle: keeping it costs no set operation.
+            competing.push(h.copy()?);
             let jm = match &tags_seen {
                 Some(seen) => h.subtract(seen)?,
                 None => h.copy()?,
@@ -301,6 +309,7 @@ impl<'c> Builder<'_, 'c> {
             still_cached,
             conflicted,
             evictors: j1,
+            competing,
         })
     }
 

@@ -165,3 +165,97 @@ fn bad_input_exits_2_with_one_line() {
         assert_bad_input(&loopscope(&args), "");
     }
 }
+
+/// `(reference text, conflict, [(evictor text, misses)])`.
+type Source = (String, u64, Vec<(String, u64)>);
+
+/// Each `sources` entry of a `misses --json` document.
+fn sources_of(v: &serde_json::Value) -> Vec<Source> {
+    v["sources"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no sources: {v}"))
+        .iter()
+        .map(|s| {
+            let evictors = s["evictors"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| {
+                    (
+                        e["text"].as_str().unwrap().to_owned(),
+                        e["misses"].as_u64().unwrap(),
+                    )
+                })
+                .collect();
+            (
+                s["text"].as_str().unwrap().to_owned(),
+                s["conflict"].as_u64().unwrap(),
+                evictors,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn sources_of_the_spec_example() {
+    let owned = |v: &[(&str, u64)]| -> Vec<(String, u64)> {
+        v.iter().map(|(t, n)| (t.to_string(), *n)).collect()
+    };
+    // §4.3: A[k]'s one conflict miss (k = 8) has B block 26 and C block 50 in its set since its
+    // hit source A[9].
+    let v = spec000(10, 10, 10, &["--sources"]);
+    assert_eq!(
+        sources_of(&v),
+        vec![("A[k]".into(), 1, owned(&[("B[j]", 1), ("C[k]", 1)]))]
+    );
+    assert_eq!(
+        v["sources"][0]["evictors"][0]["loops"],
+        serde_json::json!(["j"])
+    );
+    // §4.5 (19, 0, 17): the miss at k = 16 comes from A block 0 (A[k] itself, P2′) and C[k].
+    let v = spec000(19, 0, 17, &["--sources"]);
+    assert_eq!(
+        sources_of(&v),
+        vec![("A[k]".into(), 1, owned(&[("A[k]", 1), ("C[k]", 1)]))]
+    );
+    // Without the flag the field is null and the text has no sources table.
+    assert!(spec000(10, 10, 10, &[])["sources"].is_null());
+}
+
+#[test]
+fn sources_table_in_text_at_eight_ways() {
+    let k = example("stride-conflict.c");
+    let out = loopscope([
+        "misses",
+        &k,
+        "-D",
+        "N=16",
+        "-D",
+        "M=512",
+        "--cache",
+        "L1=32K:8:64",
+        "--sources",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("L1 conflict sources"), "{text}");
+    // Column walk over 4 KiB rows: the 16 lines of a column share one 8-way set, so each line
+    // misses on all 8 columns it holds, once compulsory and 7 times by conflict (7168 of 8192),
+    // and every conflict has a's own lines competing.
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("a[i][j]") && l.contains("7168"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(row.contains("a[i][j]  ") && row.contains("100.00"), "{row}");
+    let plain = loopscope([
+        "misses",
+        &k,
+        "-D",
+        "N=16",
+        "-D",
+        "M=512",
+        "--cache",
+        "L1=32K:8:64",
+    ]);
+    assert!(!String::from_utf8_lossy(&plain.stdout).contains("conflict sources"));
+}

@@ -1,6 +1,6 @@
 //! `loopscope misses`: compulsory and conflict misses of every reference of a kernel, per cache
 //! level, from the analytic model of spec 000 (no simulation), with `--check` against the exact
-//! simulator.
+//! simulator and `--sources` for which references compete for the sets of the conflict misses.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -8,9 +8,9 @@ use std::time::Instant;
 use clap::Args;
 use loopscope_analytic::{AnalyticError, Cache, Model, ReferenceMisses, program_from_kernel};
 use loopscope_cache::{Hierarchy, Inclusion, LevelConfig, Replacement};
-use loopscope_kernel::Program as Stream;
+use loopscope_kernel::{Kernel, Program as Stream};
 use loopscope_polyhedral::Ctx;
-use loopscope_report::format_bytes;
+use loopscope_report::{Align, format_bytes};
 use serde::Serialize;
 
 use crate::cmd::simulate::{
@@ -49,6 +49,11 @@ pub struct MissesArgs {
     /// Print the intermediate integer sets of spec 000 (hit sources, pieces, conflict factors).
     #[arg(long)]
     pub explain: bool,
+    /// Also say where the conflict misses come from: for each reference with conflict misses,
+    /// which references brought other lines into the same set since the line's last use, and
+    /// in how many of its misses (a "conflict sources" table per level; `sources` in JSON).
+    #[arg(long)]
+    pub sources: bool,
     /// Bound on isl's elementary operations per level; a level that needs more is reported as
     /// not modelled instead of running for hours.
     #[arg(long, value_name = "N", default_value_t = 200_000_000)]
@@ -71,8 +76,35 @@ struct Report {
     levels: Vec<LevelReport>,
     references: Vec<RefReport>,
     arrays: Vec<ArrayReport>,
+    /// `null` without `--sources`.
+    sources: Option<Vec<SourceReport>>,
     check: Option<Check>,
     duration_s: f64,
+}
+
+/// Where one reference's conflict misses at one level come from.
+#[derive(Debug, Serialize)]
+struct SourceReport {
+    level: String,
+    id: usize,
+    #[serde(flatten)]
+    label: RefLabel,
+    conflict: u64,
+    /// Competing references, most misses first. A miss counts under each of them, so their
+    /// `misses` overlap.
+    evictors: Vec<EvictorReport>,
+}
+
+#[derive(Debug, Serialize)]
+struct EvictorReport {
+    id: usize,
+    #[serde(flatten)]
+    label: RefLabel,
+    /// Loop variables around the reference, outermost first.
+    loops: Vec<String>,
+    /// Conflict misses of the reference above whose set this one touched (with another line)
+    /// between the line's previous access and the miss.
+    misses: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -171,6 +203,9 @@ pub fn run(args: &MissesArgs, ui: &Ui) -> anyhow::Result<()> {
     let modelled = model_levels(&program, &levels, args);
     let labels = kernel_labels(&loaded.kernel);
     let mut report = build_report(&loaded, &levels, &modelled, &labels);
+    if args.sources {
+        report.sources = Some(sources(&loaded.kernel, &levels, &modelled, &labels));
+    }
     if args.check {
         report.check = Some(check(&loaded, &levels, &report)?);
     }
@@ -258,7 +293,11 @@ fn model_level(program: &loopscope_analytic::Program, cache: Cache, args: &Misse
         if args.explain {
             explain = Some(model.explain());
         }
-        model.evaluate(&[])
+        if args.sources {
+            model.evaluate_with_sources(&[])
+        } else {
+            model.evaluate(&[])
+        }
     });
     Modelled {
         refs,
@@ -338,9 +377,67 @@ fn build_report(
         levels: out_levels,
         references,
         arrays,
+        sources: None,
         check: None,
         duration_s: 0.0,
     }
+}
+
+/// The conflict sources of every modelled level, references with conflict misses only.
+fn sources(
+    kernel: &Kernel,
+    levels: &[LevelConfig],
+    modelled: &[Modelled],
+    labels: &[RefLabel],
+) -> Vec<SourceReport> {
+    let mut out = Vec::new();
+    for (l, m) in levels.iter().zip(modelled) {
+        let Ok(refs) = &m.refs else { continue };
+        for (id, r) in refs.iter().enumerate() {
+            let (Some(label), Some(sources)) = (labels.get(id), &r.sources) else {
+                continue;
+            };
+            if r.conflict <= 0 {
+                continue;
+            }
+            let mut evictors: Vec<EvictorReport> = sources
+                .iter()
+                .filter_map(|s| {
+                    Some(EvictorReport {
+                        id: s.index,
+                        label: labels.get(s.index)?.clone(),
+                        loops: enclosing_loops(kernel, s.index),
+                        misses: to_u64(s.misses),
+                    })
+                })
+                .collect();
+            // Most misses first; position order among equals (the sort is stable).
+            evictors.sort_by_key(|e| std::cmp::Reverse(e.misses));
+            out.push(SourceReport {
+                level: l.name.clone(),
+                id,
+                label: label.clone(),
+                conflict: to_u64(r.conflict),
+                evictors,
+            });
+        }
+    }
+    out
+}
+
+/// The loop variables around the kernel's `index`-th reference, outermost first.
+fn enclosing_loops(kernel: &Kernel, index: usize) -> Vec<String> {
+    kernel
+        .references()
+        .nth(index)
+        .and_then(|(s, _)| kernel.statements.get(s))
+        .map(|s| {
+            s.loops
+                .iter()
+                .filter_map(|&l| kernel.loops.get(l).map(|l| l.var.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn add_to_array(
@@ -516,6 +613,9 @@ fn render(r: &Report, args: &MissesArgs) -> String {
     out.push_str(&table.render());
     out.push('\n');
     out.push_str(&render_refs(r));
+    if let Some(sources) = &r.sources {
+        out.push_str(&render_sources(r, sources));
+    }
     if let Some(c) = &r.check {
         let unmodelled: Vec<&str> = r
             .levels
@@ -555,6 +655,76 @@ fn signed(v: i64) -> String {
     }
 }
 
+/// One table per level with conflict misses: each reference's misses against the references
+/// that competed for their sets.
+fn render_sources(r: &Report, sources: &[SourceReport]) -> String {
+    let mut out = String::new();
+    for level in &r.levels {
+        let rows: Vec<&SourceReport> = sources.iter().filter(|s| s.level == level.name).collect();
+        if rows.is_empty() {
+            continue;
+        }
+        out.push_str(&format!(
+            "\n{} conflict sources: a miss counts under every reference that brought another line \
+             into its set\nsince the line's last use, so one miss can appear on several rows\n",
+            level.name
+        ));
+        let mut table = right_aligned(
+            &[
+                "reference",
+                "where",
+                "conflict",
+                "competing",
+                "kind",
+                "where",
+                "in loop",
+                "misses",
+                "% of conflict",
+            ],
+            7,
+        )
+        .align(2, Align::Right);
+        for s in rows {
+            for (k, e) in s.evictors.iter().enumerate() {
+                let first = k == 0;
+                table.row([
+                    if first {
+                        s.label.text.clone()
+                    } else {
+                        String::new()
+                    },
+                    if first {
+                        place(&s.label)
+                    } else {
+                        String::new()
+                    },
+                    if first {
+                        s.conflict.to_string()
+                    } else {
+                        String::new()
+                    },
+                    e.label.text.clone(),
+                    e.label.kind.to_owned(),
+                    place(&e.label),
+                    e.loops.join(" > "),
+                    e.misses.to_string(),
+                    percent(e.misses, s.conflict),
+                ]);
+            }
+        }
+        out.push_str(&table.render());
+    }
+    out
+}
+
+/// `line:column` of a reference, when known.
+fn place(label: &RefLabel) -> String {
+    match (label.line, label.column) {
+        (Some(l), Some(c)) => format!("{l}:{c}"),
+        _ => String::new(),
+    }
+}
+
 fn render_refs(r: &Report) -> String {
     let mut header = vec![
         "reference",
@@ -573,14 +743,10 @@ fn render_refs(r: &Report) -> String {
     }
     let mut table = right_aligned(&header, 4);
     for x in &r.references {
-        let place = match (x.label.line, x.label.column) {
-            (Some(l), Some(c)) => format!("{l}:{c}"),
-            _ => String::new(),
-        };
         let mut row = vec![
             x.label.text.clone(),
             x.label.kind.to_owned(),
-            place,
+            place(&x.label),
             x.level.clone(),
             x.accesses.to_string(),
             x.hits.to_string(),
