@@ -1,10 +1,11 @@
 //! Differential tests (spec §6.4): the model against an exact trace-driven LRU simulation on
-//! random small affine programs, per reference, compulsory and conflict misses exactly.
+//! random small affine programs, per reference, compulsory and conflict misses and the conflict
+//! sources exactly.
 //!
 //! Arrays are line-aligned and never share a line, the setting in which the faithful model (hit
 //! sources from the same array only) is exact.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::BTreeMap;
 
 use loopscope_analytic::{
     Affine, AnalyticError, Array, Cache, Loop, Model, Node, Program, Reference, Statement,
@@ -12,100 +13,8 @@ use loopscope_analytic::{
 use loopscope_polyhedral::{Ctx, PolyError};
 use proptest::prelude::*;
 
-/// Evaluates an affine expression.
-fn eval(e: &Affine, env: &[(String, i64)]) -> i64 {
-    e.constant
-        + e.terms
-            .iter()
-            .map(|(n, k)| k * env.iter().rev().find(|(v, _)| v == n).unwrap().1)
-            .sum::<i64>()
-}
-
-/// Per position (compulsory, conflict), by simulation.
-fn simulate(p: &Program, cache: Cache, params: &[(String, i64)]) -> Vec<(i128, i128)> {
-    struct Sim {
-        cache: Cache,
-        sets: Vec<VecDeque<i64>>,
-        seen: HashSet<(usize, i64)>,
-        out: Vec<(i128, i128)>,
-    }
-    fn walk(
-        p: &Program,
-        nodes: &[Node],
-        env: &mut Vec<(String, i64)>,
-        sim: &mut Sim,
-        pos: &mut usize,
-    ) {
-        for node in nodes {
-            match node {
-                Node::Loop(l) => {
-                    let start = *pos;
-                    let (lo, hi) = (eval(&l.lower, env), eval(&l.upper_inclusive, env));
-                    let mut end = start + count_refs(&l.body);
-                    for v in lo..=hi {
-                        *pos = start;
-                        env.push((l.var.clone(), v));
-                        walk(p, &l.body, env, sim, pos);
-                        env.pop();
-                        end = *pos;
-                    }
-                    *pos = end;
-                }
-                Node::Statement(s) => {
-                    for r in &s.refs {
-                        let (ai, a) = p
-                            .arrays
-                            .iter()
-                            .enumerate()
-                            .find(|(_, a)| a.name == r.array)
-                            .unwrap();
-                        let mut lin = 0;
-                        for (k, sub) in r.subscripts.iter().enumerate() {
-                            lin = lin * if k == 0 { 1 } else { a.extents[k] } + eval(sub, env);
-                        }
-                        let block =
-                            (a.base_bytes + a.element_bytes * lin).div_euclid(sim.cache.line_bytes);
-                        let set = &mut sim.sets[block.rem_euclid(sim.cache.sets) as usize];
-                        if let Some(i) = set.iter().position(|b| *b == block) {
-                            set.remove(i);
-                        } else {
-                            if sim.seen.contains(&(ai, block)) {
-                                sim.out[*pos].1 += 1;
-                            } else {
-                                sim.out[*pos].0 += 1;
-                            }
-                            if set.len() == sim.cache.ways as usize {
-                                set.pop_back();
-                            }
-                        }
-                        set.push_front(block);
-                        sim.seen.insert((ai, block));
-                        *pos += 1;
-                    }
-                }
-            }
-        }
-    }
-    fn count_refs(nodes: &[Node]) -> usize {
-        nodes
-            .iter()
-            .map(|n| match n {
-                Node::Loop(l) => count_refs(&l.body),
-                Node::Statement(s) => s.refs.len(),
-            })
-            .sum()
-    }
-    let n = count_refs(&p.body);
-    let mut sim = Sim {
-        cache,
-        sets: vec![VecDeque::new(); cache.sets as usize],
-        seen: HashSet::new(),
-        out: vec![(0, 0); n],
-    };
-    let mut env = params.to_vec();
-    walk(p, &p.body, &mut env, &mut sim, &mut 0);
-    sim.out
-}
+mod common;
+use common::brute_force;
 
 /// A random reference: array index, and per subscript (coefficient per enclosing loop, constant).
 type RefSpec = (usize, Vec<(Vec<i64>, i64)>);
@@ -244,7 +153,7 @@ fn check(
     };
     let ctx = Ctx::with_max_operations(MAX_OPERATIONS);
     let got = match Model::new(&ctx, &program, cache)
-        .and_then(|model| model.evaluate(&[("N", n), ("M", m)]))
+        .and_then(|model| model.evaluate_with_sources(&[("N", n), ("M", m)]))
     {
         Ok(got) => got,
         Err(AnalyticError::Sets(
@@ -254,11 +163,17 @@ fn check(
         }
         Err(e) => return Err(TestCaseError::fail(format!("{e} in {program:?}"))),
     };
-    let want = simulate(&program, cache, &[("N".into(), n), ("M".into(), m)]);
-    for (g, w) in got.iter().zip(&want) {
+    let want = brute_force(&program, cache, &[("N", n), ("M", m)]);
+    for (k, g) in got.iter().enumerate() {
+        let sources: BTreeMap<usize, i128> = g
+            .sources
+            .iter()
+            .flatten()
+            .map(|s| (s.index, s.misses))
+            .collect();
         prop_assert_eq!(
-            (g.compulsory, g.conflict),
-            *w,
+            (g.compulsory, g.conflict, &sources),
+            (want.compulsory[k], want.conflict[k], &want.sources[k]),
             "{} in {:?}",
             g.position,
             program
