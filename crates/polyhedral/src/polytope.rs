@@ -1,28 +1,87 @@
-//! Size-independent counting of the integer points of a bounded polytope `{t : A·t + b ≥ 0}`.
+//! Size-independent counting of the integer points of a bounded polytope
+//! `{t : A·t + b ≥ 0, E·t + e = 0}`.
 //!
-//! The method sums over the first coordinate. The slice counts, as a function of that
-//! coordinate, form a quasi-polynomial of degree at most `n − 1` between two consecutive
-//! projections of the polytope's vertices (the slice keeps its combinatorial type there), with
-//! a period dividing the lcm `L` of the slice system's maximal minors (the denominators of the
-//! slice's vertices). So each such stretch costs `L · n` slice counts plus a closed-form sum of
-//! Newton forward differences, whatever its length: the work depends on the constraint
-//! structure, never on how far apart the bounds are.
+//! Equalities are removed first: a unimodular change of variables turns `a·t = −e` into one
+//! fixed coordinate, so the polytope loses a dimension and keeps its points (a bijection of
+//! `Zⁿ`). Rows that are equal up to their constant keep only the tightest one, and opposite rows
+//! whose constants cancel are recognised as equalities; slices produce many of both.
+//!
+//! The rest is a sweep over one coordinate `tₖ`. Between two consecutive projections of the
+//! polytope's vertices on `tₖ` (a *stretch*), the slice keeps its combinatorial type, and its
+//! vertices move along the edges of the polytope that cross the stretch. A slice vertex on an
+//! edge with primitive integer direction `e` moves by `e/eₖ` per unit of `tₖ`, so after `L` steps,
+//! with `L` the lcm of those `|eₖ|`, every slice vertex has moved by an integer vector; the slice
+//! at `tₖ + L·u` is then the slice at `tₖ` plus `u` times a lattice polytope, whose point count is
+//! a polynomial in `u` of degree at most `n − 1` (McMullen). So a stretch costs at most `L·n`
+//! slice counts plus a closed-form sum of Newton forward differences, whatever its length: the
+//! work depends on the constraint structure, never on how far apart the bounds are.
+//!
+//! `L` is taken per stretch and per coordinate from the edges (not from all the maximal minors
+//! of the constraint matrix, a bound that is often thousands of times larger), and the sweep
+//! coordinate is the one whose stretches need the fewest slice counts. That choice is what makes
+//! the lifted division variables of [`crate::count`] cheap: a division such as
+//! `q = ⌊(180i + j)/16384⌋` takes few values, so sweeping `q` costs a handful of slices where
+//! sweeping `i` would need thousands.
 
 use crate::PolyError;
-use crate::rational::{Rat, Res, add, binom, ceil_div, det, floor_div, gcd, lcm, mul, solve};
+use crate::rational::{Rat, Res, add, binom, ceil_div, floor_div, gcd, lcm, mul, solve};
 
-/// Limit on the `n`-subsets of constraints examined for vertices, to bound the work.
-const MAX_SUBSETS: u128 = 2_000_000;
-/// Limit on the quasi-polynomial period, to bound the work.
-const MAX_PERIOD: i128 = 1 << 16;
+/// Limit on the `n`-subsets of constraints examined for vertices in one count (all slices
+/// together), to bound the work.
+const MAX_SUBSETS: u64 = 20_000_000;
+/// Limit on the slices counted in one count (all levels of the recursion together).
+const MAX_SLICES: u64 = 4_000_000;
 
-/// A polytope `{t ∈ Zⁿ : row·t + constant ≥ 0 for every row}` with integer data. It must be
-/// bounded (callers check boundedness on the set it comes from); an unbounded one has no
-/// meaningful count.
+/// The work spent so far in one count, checked against the limits.
+#[derive(Default)]
+pub(crate) struct Work {
+    subsets: u64,
+    slices: u64,
+}
+
+impl Work {
+    fn spend_subsets(&mut self, n: u128) -> Res<()> {
+        let total = self.subsets as u128 + n;
+        if total > MAX_SUBSETS as u128 {
+            return Err(PolyError::TooComplex {
+                what: "constraint subsets for vertex enumeration",
+                needed: total,
+                limit: MAX_SUBSETS as u128,
+            });
+        }
+        self.subsets = total as u64;
+        Ok(())
+    }
+
+    fn spend_slice(&mut self) -> Res<()> {
+        self.slices += 1;
+        if self.slices > MAX_SLICES {
+            return Err(PolyError::TooComplex {
+                what: "polytope slices",
+                needed: self.slices as u128,
+                limit: MAX_SLICES as u128,
+            });
+        }
+        Ok(())
+    }
+}
+
+type Row = (Vec<i128>, i128);
+
+/// A polytope `{t ∈ Zⁿ : row·t + constant ≥ 0 for every row, eq·t + constant = 0 for every
+/// equality}` with integer data. It must be bounded (callers check boundedness on the set it
+/// comes from); an unbounded one has no meaningful count.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct IntPolytope {
     dims: usize,
-    rows: Vec<(Vec<i128>, i128)>,
+    rows: Vec<Row>,
+    eqs: Vec<Row>,
+}
+
+/// A vertex and the rows tight at it.
+struct Vertex {
+    point: Vec<Rat>,
+    tight: Vec<usize>,
 }
 
 impl IntPolytope {
@@ -31,6 +90,7 @@ impl IntPolytope {
         IntPolytope {
             dims,
             rows: Vec::new(),
+            eqs: Vec::new(),
         }
     }
 
@@ -42,47 +102,174 @@ impl IntPolytope {
 
     /// Adds `coeffs·t + constant = 0`.
     pub(crate) fn add_equality(&mut self, coeffs: Vec<i128>, constant: i128) {
-        let neg = coeffs.iter().map(|c| -c).collect();
-        self.rows.push((coeffs, constant));
-        self.rows.push((neg, -constant));
+        debug_assert_eq!(coeffs.len(), self.dims);
+        self.eqs.push((coeffs, constant));
     }
 
     /// The number of integer points. Errors when the work bound is exceeded.
     pub(crate) fn count(&self) -> Result<i128, PolyError> {
-        let Some(p) = self.normalized() else {
-            return Ok(0);
-        };
-        p.count_normalized()
+        self.count_with(&mut Work::default())
+    }
+
+    /// The number of integer points, spending from `work`.
+    pub(crate) fn count_with(&self, work: &mut Work) -> Result<i128, PolyError> {
+        match self.clone().reduced()? {
+            Some(p) => p.count_reduced(work),
+            None => Ok(0),
+        }
+    }
+
+    /// The same points without equalities and with normalised rows; `None` when empty.
+    fn reduced(mut self) -> Res<Option<IntPolytope>> {
+        loop {
+            let Some(p) = self.normalized()? else {
+                return Ok(None);
+            };
+            self = p;
+            let Some((a, e)) = self.eqs.pop() else {
+                return Ok(Some(self));
+            };
+            match self.eliminate(&a, e)? {
+                Some(p) => self = p,
+                None => return Ok(None),
+            }
+        }
     }
 
     /// Divides each row by the gcd of its coefficients (rounding the constant down, which keeps
-    /// the same integer points), drops duplicates; `None` when a constant row is violated.
-    fn normalized(&self) -> Option<IntPolytope> {
-        let mut rows: Vec<(Vec<i128>, i128)> = Vec::with_capacity(self.rows.len());
+    /// the same integer points), keeps the tightest of rows equal up to the constant, and turns
+    /// opposite rows whose constants cancel into equalities; `None` when a row with no
+    /// coefficient is violated, an equality has no integer solution or opposite rows exclude
+    /// each other.
+    fn normalized(&self) -> Res<Option<IntPolytope>> {
+        let mut eqs: Vec<Row> = Vec::with_capacity(self.eqs.len());
+        for (c, b) in &self.eqs {
+            let g = c.iter().fold(0, |g, &v| gcd(g, v));
+            if g == 0 {
+                if *b != 0 {
+                    return Ok(None);
+                }
+                continue;
+            }
+            if b % g != 0 {
+                return Ok(None);
+            }
+            eqs.push((c.iter().map(|v| v / g).collect(), b / g));
+        }
+        let mut rows: Vec<Row> = Vec::with_capacity(self.rows.len());
         for (c, b) in &self.rows {
             let g = c.iter().fold(0, |g, &v| gcd(g, v));
             if g == 0 {
                 if *b < 0 {
-                    return None;
+                    return Ok(None);
                 }
                 continue;
             }
-            let row = (c.iter().map(|v| v / g).collect(), floor_div(*b, g));
-            if !rows.contains(&row) {
-                rows.push(row);
+            let c: Vec<i128> = c.iter().map(|v| v / g).collect();
+            let b = floor_div(*b, g);
+            match rows.iter_mut().find(|(r, _)| *r == c) {
+                Some(row) => row.1 = row.1.min(b),
+                None => rows.push((c, b)),
             }
         }
-        Some(IntPolytope {
+        let mut keep = vec![true; rows.len()];
+        for i in 0..rows.len() {
+            if !keep[i] {
+                continue;
+            }
+            let neg: Vec<i128> = rows[i].0.iter().map(|v| -v).collect();
+            if let Some(j) = (i + 1..rows.len()).find(|&j| keep[j] && rows[j].0 == neg) {
+                // c·t ≥ −bᵢ and c·t ≤ bⱼ.
+                let slack = add(rows[i].1, rows[j].1, "normalise")?;
+                if slack < 0 {
+                    return Ok(None);
+                }
+                if slack == 0 {
+                    keep[i] = false;
+                    keep[j] = false;
+                    eqs.push(rows[i].clone());
+                }
+            }
+        }
+        let rows = rows
+            .into_iter()
+            .zip(keep)
+            .filter_map(|(r, k)| k.then_some(r))
+            .collect();
+        Ok(Some(IntPolytope {
             dims: self.dims,
             rows,
-        })
+            eqs,
+        }))
     }
 
-    fn count_normalized(&self) -> Res<i128> {
+    /// Removes the equality `a·t + e = 0` (`a` primitive, non-zero) by a unimodular change of
+    /// variables `t = U·y` with `a·U = (1, 0, …, 0)`: then `y₀ = −e` and the other `y` are free,
+    /// so substituting `y₀` leaves a polytope of one dimension less with the same points.
+    fn eliminate(&self, a: &[i128], e: i128) -> Res<Option<IntPolytope>> {
+        let n = self.dims;
+        // Columns of U, as column operations on the row `a` are applied to U too.
+        let mut u: Vec<Vec<i128>> = (0..n)
+            .map(|j| (0..n).map(|i| i128::from(i == j)).collect())
+            .collect();
+        let mut row = a.to_vec();
+        loop {
+            let nonzero: Vec<usize> = (0..n).filter(|&j| row[j] != 0).collect();
+            let Some(&p) = nonzero.iter().min_by_key(|&&j| row[j].unsigned_abs()) else {
+                return Ok(None);
+            };
+            if nonzero.len() == 1 {
+                if row[p] < 0 {
+                    row[p] = -row[p];
+                    for v in &mut u[p] {
+                        *v = -*v;
+                    }
+                }
+                u.swap(0, p);
+                row.swap(0, p);
+                break;
+            }
+            for &j in &nonzero {
+                if j != p {
+                    let q = floor_div(row[j], row[p]);
+                    row[j] -= q * row[p];
+                    for i in 0..n {
+                        u[j][i] = add(u[j][i], -mul(q, u[p][i], "unimodular")?, "unimodular")?;
+                    }
+                }
+            }
+        }
+        // `a` is primitive, so the remaining entry is 1: y₀ = −e.
+        debug_assert_eq!(row[0], 1);
+        let y0 = -e;
+        let transform = |(c, b): &Row| -> Res<Row> {
+            let mut coeffs = Vec::with_capacity(n - 1);
+            let mut constant = *b;
+            for (j, col) in u.iter().enumerate() {
+                let mut v = 0i128;
+                for (ci, ui) in c.iter().zip(col) {
+                    v = add(v, mul(*ci, *ui, "unimodular")?, "unimodular")?;
+                }
+                if j == 0 {
+                    constant = add(constant, mul(v, y0, "unimodular")?, "unimodular")?;
+                } else {
+                    coeffs.push(v);
+                }
+            }
+            Ok((coeffs, constant))
+        };
+        Ok(Some(IntPolytope {
+            dims: n - 1,
+            rows: self.rows.iter().map(transform).collect::<Res<_>>()?,
+            eqs: self.eqs.iter().map(transform).collect::<Res<_>>()?,
+        }))
+    }
+
+    fn count_reduced(&self, work: &mut Work) -> Res<i128> {
         match self.dims {
             0 => Ok(1),
             1 => self.count_interval(),
-            _ => self.count_by_sweep(),
+            _ => self.count_by_sweep(work),
         }
     }
 
@@ -105,56 +292,70 @@ impl IntPolytope {
         }
     }
 
-    /// The slice at `t₀ = v`, as a polytope in the remaining coordinates.
-    fn slice(&self, v: i128) -> Res<Option<IntPolytope>> {
-        let mut rows = Vec::with_capacity(self.rows.len());
-        for (c, b) in &self.rows {
-            rows.push((c[1..].to_vec(), add(*b, mul(c[0], v, "slice")?, "slice")?));
-        }
+    /// The slice at `tₖ = v`, as a polytope in the other coordinates.
+    fn slice(&self, k: usize, v: i128) -> Res<IntPolytope> {
+        let cut = |rows: &[Row]| -> Res<Vec<Row>> {
+            rows.iter()
+                .map(|(c, b)| {
+                    let mut rest = c.clone();
+                    let ck = rest.remove(k);
+                    Ok((rest, add(*b, mul(ck, v, "slice")?, "slice")?))
+                })
+                .collect()
+        };
         Ok(IntPolytope {
             dims: self.dims - 1,
-            rows,
-        }
-        .normalized())
+            rows: cut(&self.rows)?,
+            eqs: cut(&self.eqs)?,
+        })
     }
 
-    fn slice_count(&self, v: i128) -> Res<i128> {
-        match self.slice(v)? {
-            Some(p) => p.count_normalized(),
-            None => Ok(0),
-        }
+    fn slice_count(&self, k: usize, v: i128, work: &mut Work) -> Res<i128> {
+        work.spend_slice()?;
+        self.slice(k, v)?.count_with(work)
     }
 
-    fn count_by_sweep(&self) -> Res<i128> {
-        let critical = self.vertex_first_coordinates()?;
-        if critical.is_empty() {
+    fn count_by_sweep(&self, work: &mut Work) -> Res<i128> {
+        let vertices = self.vertices(work)?;
+        if vertices.is_empty() {
             // A bounded non-empty polytope has vertices (callers guarantee boundedness).
             return Ok(0);
         }
-        let period = self.slice_period()?;
+        let edges = self.edges(&vertices)?;
+        let mut best: Option<(u128, usize, Vec<Rat>, Vec<i128>)> = None;
+        for k in 0..self.dims {
+            let (critical, periods) = stretches(&vertices, &edges, k)?;
+            let cost = sweep_cost(&critical, &periods, self.dims as i128);
+            if best.as_ref().is_none_or(|b| cost < b.0) {
+                best = Some((cost, k, critical, periods));
+            }
+        }
+        let Some((_, k, critical, periods)) = best else {
+            return Ok(0);
+        };
         let mut total = 0i128;
         for (i, c) in critical.iter().enumerate() {
             if c.den == 1 {
-                total = add(total, self.slice_count(c.num)?, "sum")?;
+                total = add(total, self.slice_count(k, c.num, work)?, "sum")?;
             }
             if let Some(next) = critical.get(i + 1) {
                 let (a, b) = (c.floor() + 1, next.ceil() - 1);
                 if a <= b {
-                    total = add(total, self.sum_stretch(a, b, period)?, "sum")?;
+                    total = add(total, self.sum_stretch(k, a, b, periods[i], work)?, "sum")?;
                 }
             }
         }
         Ok(total)
     }
 
-    /// Σ slice counts over `a..=b`, a stretch with no vertex projection strictly inside.
-    fn sum_stretch(&self, a: i128, b: i128, period: i128) -> Res<i128> {
-        let degree = self.dims as i128 - 1;
-        let samples = degree + 1;
-        if b - a < 2 * samples * period {
+    /// Σ slice counts at `tₖ` over `a..=b`, a stretch with no vertex projection strictly inside
+    /// whose slice counts are a quasi-polynomial of period `period`.
+    fn sum_stretch(&self, k: usize, a: i128, b: i128, period: i128, work: &mut Work) -> Res<i128> {
+        let samples = self.dims as i128;
+        if direct_stretch(b - a, period, samples) {
             let mut s = 0;
             for v in a..=b {
-                s = add(s, self.slice_count(v)?, "sum")?;
+                s = add(s, self.slice_count(k, v, work)?, "sum")?;
             }
             return Ok(s);
         }
@@ -162,48 +363,75 @@ impl IntPolytope {
         for rho in 0..period {
             let last_u = floor_div(b - a - rho, period);
             let values = (0..samples)
-                .map(|u| self.slice_count(a + rho + period * u))
+                .map(|u| self.slice_count(k, a + rho + period * u, work))
                 .collect::<Res<Vec<_>>>()?;
             total = add(total, sum_polynomial(&values, last_u)?, "sum")?;
         }
         Ok(total)
     }
 
-    /// The first coordinates of all vertices, sorted and distinct.
-    fn vertex_first_coordinates(&self) -> Res<Vec<Rat>> {
+    /// All vertices, distinct, with the rows tight at each.
+    fn vertices(&self, work: &mut Work) -> Res<Vec<Vertex>> {
         let n = self.dims;
         let m = self.rows.len();
-        let subsets = binom(m as i128, n)? as u128;
-        if subsets > MAX_SUBSETS {
-            return Err(PolyError::TooComplex {
-                what: "constraint subsets for vertex enumeration",
-                needed: subsets,
-                limit: MAX_SUBSETS,
-            });
-        }
-        let mut out: Vec<Rat> = Vec::new();
+        work.spend_subsets(binom(m as i128, n)? as u128)?;
+        let mut points: Vec<Vec<Rat>> = Vec::new();
         let mut pick = Vec::with_capacity(n);
         self.each_subset(0, n, &mut pick, &mut |rows| {
             let mat: Vec<Vec<i128>> = rows.iter().map(|&r| self.rows[r].0.clone()).collect();
             let rhs: Vec<i128> = rows.iter().map(|&r| -self.rows[r].1).collect();
             if let Some(x) = solve(&mat, &rhs)? {
-                if self.satisfies(&x)? && !out.contains(&x[0]) {
-                    out.push(x[0]);
+                if !points.contains(&x) && self.satisfies(&x)? {
+                    points.push(x);
                 }
             }
             Ok(())
         })?;
-        out.sort_by(|a, b| a.cmp_val(*b));
+        points
+            .into_iter()
+            .map(|point| {
+                let mut tight = Vec::new();
+                for (r, row) in self.rows.iter().enumerate() {
+                    if self.slack(row, &point)?.is_zero() {
+                        tight.push(r);
+                    }
+                }
+                Ok(Vertex { point, tight })
+            })
+            .collect()
+    }
+
+    /// Pairs of vertices joined by an edge: their common tight rows have rank `n − 1`.
+    fn edges(&self, vertices: &[Vertex]) -> Res<Vec<(usize, usize)>> {
+        let mut out = Vec::new();
+        for (i, u) in vertices.iter().enumerate() {
+            for (j, w) in vertices.iter().enumerate().skip(i + 1) {
+                let common: Vec<Vec<i128>> = u
+                    .tight
+                    .iter()
+                    .filter(|r| w.tight.contains(r))
+                    .map(|&r| self.rows[r].0.clone())
+                    .collect();
+                if common.len() + 1 >= self.dims && rank(&common)? + 1 == self.dims {
+                    out.push((i, j));
+                }
+            }
+        }
+        // Keep the vertex indices and let `stretches` read the points.
         Ok(out)
     }
 
+    fn slack(&self, (c, b): &Row, x: &[Rat]) -> Res<Rat> {
+        let mut s = Rat::int(*b);
+        for (ci, xi) in c.iter().zip(x) {
+            s = s.add(Rat::int(*ci).mul(*xi)?)?;
+        }
+        Ok(s)
+    }
+
     fn satisfies(&self, x: &[Rat]) -> Res<bool> {
-        for (c, b) in &self.rows {
-            let mut s = Rat::int(*b);
-            for (ci, xi) in c.iter().zip(x) {
-                s = s.add(Rat::int(*ci).mul(*xi)?)?;
-            }
-            if s.num < 0 {
+        for row in &self.rows {
+            if self.slack(row, x)?.num < 0 {
                 return Ok(false);
             }
         }
@@ -230,29 +458,109 @@ impl IntPolytope {
         }
         Ok(())
     }
+}
 
-    /// lcm of the non-zero maximal minors of the slice system (coefficients of `t₁…`).
-    fn slice_period(&self) -> Res<i128> {
-        let k = self.dims - 1;
-        let mut period = 1i128;
-        let mut pick = Vec::with_capacity(k);
-        self.each_subset(0, k, &mut pick, &mut |rows| {
-            let mat: Vec<Vec<i128>> = rows.iter().map(|&r| self.rows[r].0[1..].to_vec()).collect();
-            let d = det(&mat)?;
-            if d != 0 {
-                period = lcm(period, d)?;
-            }
-            Ok(())
-        })?;
-        if period > MAX_PERIOD {
-            return Err(PolyError::TooComplex {
-                what: "quasi-polynomial period",
-                needed: period as u128,
-                limit: MAX_PERIOD as u128,
-            });
+/// The vertex projections on `tₖ` (sorted, distinct) and, for each stretch between two
+/// consecutive ones, the period of its slice counts: the lcm of `|eₖ|` over the primitive
+/// directions `e` of the edges that cross it.
+fn stretches(
+    vertices: &[Vertex],
+    edges: &[(usize, usize)],
+    k: usize,
+) -> Res<(Vec<Rat>, Vec<i128>)> {
+    let mut critical: Vec<Rat> = Vec::new();
+    for v in vertices {
+        if !critical.contains(&v.point[k]) {
+            critical.push(v.point[k]);
         }
-        Ok(period)
     }
+    critical.sort_by(|a, b| a.cmp_val(*b));
+    let mut periods = vec![1i128; critical.len().saturating_sub(1)];
+    for &(i, j) in edges {
+        let (p, q) = (&vertices[i].point, &vertices[j].point);
+        let step = primitive_k(p, q, k)?;
+        if step == 0 {
+            continue;
+        }
+        let (lo, hi) = if p[k].cmp_val(q[k]).is_lt() {
+            (p[k], q[k])
+        } else {
+            (q[k], p[k])
+        };
+        for (s, period) in periods.iter_mut().enumerate() {
+            if lo.cmp_val(critical[s]).is_le() && hi.cmp_val(critical[s + 1]).is_ge() {
+                *period = lcm(*period, step)?;
+            }
+        }
+    }
+    Ok((critical, periods))
+}
+
+/// `|eₖ|` for the primitive integer direction `e` of the segment `p → q`.
+fn primitive_k(p: &[Rat], q: &[Rat], k: usize) -> Res<i128> {
+    let diff: Vec<Rat> = p
+        .iter()
+        .zip(q)
+        .map(|(a, b)| b.sub(*a))
+        .collect::<Res<_>>()?;
+    let den = diff.iter().try_fold(1i128, |l, d| lcm(l, d.den))?;
+    let ints: Vec<i128> = diff
+        .iter()
+        .map(|d| mul(d.num, den / d.den, "edge"))
+        .collect::<Res<_>>()?;
+    let g = ints.iter().fold(0, |g, &v| gcd(g, v));
+    Ok(if g == 0 { 0 } else { (ints[k] / g).abs() })
+}
+
+/// Whether a stretch of `width + 1` values is cheaper to count slice by slice than by
+/// interpolation (`samples` values per residue of `period`).
+fn direct_stretch(width: i128, period: i128, samples: i128) -> bool {
+    width < 2 * samples * period
+}
+
+/// Slice counts a sweep along a coordinate needs: one per integral vertex projection, and per
+/// stretch either every value or `samples` per residue of its period.
+fn sweep_cost(critical: &[Rat], periods: &[i128], samples: i128) -> u128 {
+    let mut cost = critical.iter().filter(|c| c.den == 1).count() as u128;
+    for (i, &period) in periods.iter().enumerate() {
+        let (a, b) = (critical[i].floor() + 1, critical[i + 1].ceil() - 1);
+        if a > b {
+            continue;
+        }
+        cost += if direct_stretch(b - a, period, samples) {
+            (b - a + 1) as u128
+        } else {
+            (samples * period) as u128
+        };
+    }
+    cost
+}
+
+/// The rank of an integer matrix (exact rational elimination).
+fn rank(m: &[Vec<i128>]) -> Res<usize> {
+    let mut a: Vec<Vec<Rat>> = m
+        .iter()
+        .map(|r| r.iter().map(|&v| Rat::int(v)).collect())
+        .collect();
+    let cols = a.first().map_or(0, Vec::len);
+    let mut rank = 0;
+    for col in 0..cols {
+        let Some(p) = (rank..a.len()).find(|&r| !a[r][col].is_zero()) else {
+            continue;
+        };
+        a.swap(rank, p);
+        let pivot = a[rank].clone();
+        for row in a.iter_mut().skip(rank + 1) {
+            if !row[col].is_zero() {
+                let f = row[col].div(pivot[col])?;
+                for (v, p) in row.iter_mut().zip(&pivot).skip(col) {
+                    *v = v.sub(f.mul(*p)?)?;
+                }
+            }
+        }
+        rank += 1;
+    }
+    Ok(rank)
 }
 
 /// Σ_{u=0}^{last} p(u) for the polynomial of degree < values.len() with p(u) = values[u].
@@ -280,10 +588,12 @@ mod tests {
         let n = p.dims;
         let mut t = vec![lo; n];
         let mut count = 0;
+        let value = |c: &[i128], b: i128, t: &[i128]| -> i128 {
+            c.iter().zip(t).map(|(a, x)| a * x).sum::<i128>() + b
+        };
         loop {
-            if p.rows
-                .iter()
-                .all(|(c, b)| c.iter().zip(&t).map(|(a, x)| a * x).sum::<i128>() + b >= 0)
+            if p.rows.iter().all(|(c, b)| value(c, *b, &t) >= 0)
+                && p.eqs.iter().all(|(c, b)| value(c, *b, &t) == 0)
             {
                 count += 1;
             }
@@ -340,6 +650,34 @@ mod tests {
         q.add_inequality(vec![1, 0], 0);
         q.add_inequality(vec![-1, 0], 100);
         assert_eq!(q.count().unwrap(), 34);
+        // 4i + 6j = 2k has solutions only for some k; no coefficient is ±1 after the gcd.
+        let mut r = IntPolytope::new(3);
+        r.add_equality(vec![4, 6, -10], 2);
+        for d in 0..3 {
+            let mut lo = vec![0; 3];
+            lo[d] = 1;
+            let mut hi = vec![0; 3];
+            hi[d] = -1;
+            r.add_inequality(lo, 0);
+            r.add_inequality(hi, 20);
+        }
+        assert_eq!(r.count().unwrap(), brute(&r, 0, 20));
+    }
+
+    #[test]
+    fn few_values_of_a_lifted_division() {
+        // { (i, j, q) : 0 ≤ i, j < 3000, q = ⌊(180i + j)/16384⌋ }: 9·10⁶ points, counted by
+        // sweeping q (34 values) rather than i, whose stretch period is 4096.
+        let mut p = IntPolytope::new(3);
+        p.add_inequality(vec![1, 0, 0], 0);
+        p.add_inequality(vec![-1, 0, 0], 2999);
+        p.add_inequality(vec![0, 1, 0], 0);
+        p.add_inequality(vec![0, -1, 0], 2999);
+        p.add_inequality(vec![180, 1, -16384], 0);
+        p.add_inequality(vec![-180, -1, 16384], 16383);
+        let mut work = Work::default();
+        assert_eq!(p.count_with(&mut work).unwrap(), 3000 * 3000);
+        assert!(work.slices < 2000, "{} slices", work.slices);
     }
 
     proptest::proptest! {
@@ -348,6 +686,7 @@ mod tests {
         fn matches_brute_force(
             dims in 1usize..=3,
             rows in proptest::collection::vec((proptest::collection::vec(-3i128..=3, 3), -12i128..=12), 0..5),
+            eq in proptest::option::of((proptest::collection::vec(-4i128..=4, 3), -6i128..=6)),
         ) {
             let mut p = IntPolytope::new(dims);
             for d in 0..dims {
@@ -358,6 +697,9 @@ mod tests {
             }
             for (c, b) in rows {
                 p.add_inequality(c[..dims].to_vec(), b);
+            }
+            if let Some((c, b)) = eq {
+                p.add_equality(c[..dims].to_vec(), b);
             }
             proptest::prop_assert_eq!(p.count().unwrap(), brute(&p, -6, 6));
         }
@@ -373,6 +715,25 @@ mod tests {
             p.add_inequality(vec![-1, 0], size);
             p.add_inequality(vec![0, 1], 0);
             p.add_inequality(vec![0, -1], size);
+            for (c, b) in rows {
+                p.add_inequality(c, b);
+            }
+            proptest::prop_assert_eq!(p.count().unwrap(), brute(&p, 0, size));
+        }
+
+        #[test]
+        fn long_stretches_3d_match_brute_force(
+            rows in proptest::collection::vec((proptest::collection::vec(-3i128..=3, 3), -30i128..=30), 0..4),
+            size in 14i128..=24,
+        ) {
+            // Interpolation in three dimensions, with edge periods above 1.
+            let mut p = IntPolytope::new(3);
+            for d in 0..3 {
+                let mut lo = vec![0; 3]; lo[d] = 1;
+                let mut hi = vec![0; 3]; hi[d] = -1;
+                p.add_inequality(lo, 0);
+                p.add_inequality(hi, size);
+            }
             for (c, b) in rows {
                 p.add_inequality(c, b);
             }
