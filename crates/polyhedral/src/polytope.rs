@@ -26,30 +26,30 @@
 use crate::PolyError;
 use crate::rational::{Rat, Res, add, binom, ceil_div, floor_div, gcd, lcm, mul, solve};
 
-/// Limit on the `n`-subsets of constraints examined for vertices in one count (all slices
-/// together), to bound the work.
-const MAX_SUBSETS: u64 = 20_000_000;
+/// Limit on the ray comparisons of vertex enumeration in one count (all slices together), to
+/// bound the work (about a second).
+const MAX_RAY_TESTS: u64 = 200_000_000;
 /// Limit on the slices counted in one count (all levels of the recursion together).
-const MAX_SLICES: u64 = 4_000_000;
+const MAX_SLICES: u64 = 1_000_000;
 
 /// The work spent so far in one count, checked against the limits.
 #[derive(Default)]
 pub(crate) struct Work {
-    subsets: u64,
+    ray_tests: u64,
     slices: u64,
 }
 
 impl Work {
-    fn spend_subsets(&mut self, n: u128) -> Res<()> {
-        let total = self.subsets as u128 + n;
-        if total > MAX_SUBSETS as u128 {
+    fn spend_ray_tests(&mut self, n: u128) -> Res<()> {
+        let total = self.ray_tests as u128 + n;
+        if total > MAX_RAY_TESTS as u128 {
             return Err(PolyError::TooComplex {
-                what: "constraint subsets for vertex enumeration",
+                what: "ray comparisons for vertex enumeration",
                 needed: total,
-                limit: MAX_SUBSETS as u128,
+                limit: MAX_RAY_TESTS as u128,
             });
         }
-        self.subsets = total as u64;
+        self.ray_tests = total as u64;
         Ok(())
     }
 
@@ -316,12 +316,32 @@ impl IntPolytope {
     }
 
     fn count_by_sweep(&self, work: &mut Work) -> Res<i128> {
+        // A coordinate with few values is cheaper to slice at each value than to find vertices
+        // for: lifted divisions often take one, two or three values, and every coordinate
+        // sliced away makes vertex enumeration cheaper for what remains.
+        let Some(bounds) = self.propagated_bounds()? else {
+            return Ok(0);
+        };
+        let narrowest = bounds
+            .iter()
+            .enumerate()
+            .filter_map(|(k, b)| b.map(|(lo, hi)| (hi - lo, k, lo, hi)))
+            .min();
+        if let Some((width, k, lo, hi)) = narrowest {
+            if width < self.dims as i128 {
+                let mut total = 0i128;
+                for v in lo..=hi {
+                    total = add(total, self.slice_count(k, v, work)?, "sum")?;
+                }
+                return Ok(total);
+            }
+        }
         let vertices = self.vertices(work)?;
         if vertices.is_empty() {
             // A bounded non-empty polytope has vertices (callers guarantee boundedness).
             return Ok(0);
         }
-        let edges = self.edges(&vertices)?;
+        let edges = self.edges(&vertices, work)?;
         let mut best: Option<(u128, usize, Vec<Rat>, Vec<i128>)> = None;
         for k in 0..self.dims {
             let (critical, periods) = stretches(&vertices, &edges, k)?;
@@ -370,93 +390,214 @@ impl IntPolytope {
         Ok(total)
     }
 
-    /// All vertices, distinct, with the rows tight at each.
+    /// Integer bounds on each coordinate that the rows imply through interval arithmetic (bound
+    /// propagation, `n + 1` rounds at most: weaker than a projection but cheap); `None` for a
+    /// coordinate not bounded that way, and `None` overall when bounds cross (no point).
+    #[allow(clippy::type_complexity)]
+    fn propagated_bounds(&self) -> Res<Option<Vec<Option<(i128, i128)>>>> {
+        let n = self.dims;
+        let mut lo: Vec<Option<i128>> = vec![None; n];
+        let mut hi: Vec<Option<i128>> = vec![None; n];
+        for _round in 0..=n {
+            let mut changed = false;
+            for (c, b) in &self.rows {
+                // c·t + b ≥ 0 gives c_k·t_k ≥ −b − Σ_{j≠k} max(c_j·t_j): needs every other
+                // term bounded above, so at most one coordinate may lack its bound.
+                let mut sum_max = *b;
+                let mut missing = None;
+                let mut usable = true;
+                for (j, &cj) in c.iter().enumerate().filter(|(_, c)| **c != 0) {
+                    match if cj > 0 { hi[j] } else { lo[j] } {
+                        Some(v) => sum_max = add(sum_max, mul(cj, v, "bounds")?, "bounds")?,
+                        None if missing.is_none() => missing = Some(j),
+                        None => usable = false,
+                    }
+                }
+                if !usable {
+                    continue;
+                }
+                for (k, &ck) in c.iter().enumerate() {
+                    if ck == 0 || missing.is_some_and(|u| u != k) {
+                        continue;
+                    }
+                    let own = match missing {
+                        Some(_) => 0,
+                        None => mul(
+                            ck,
+                            if ck > 0 { hi[k] } else { lo[k] }.unwrap_or(0),
+                            "bounds",
+                        )?,
+                    };
+                    let others = sum_max - own;
+                    if ck > 0 {
+                        let v = ceil_div(-others, ck);
+                        if lo[k].is_none_or(|l| v > l) {
+                            lo[k] = Some(v);
+                            changed = true;
+                        }
+                    } else {
+                        let v = floor_div(others, -ck);
+                        if hi[k].is_none_or(|h| v < h) {
+                            hi[k] = Some(v);
+                            changed = true;
+                        }
+                    }
+                }
+            }
+            if lo
+                .iter()
+                .zip(&hi)
+                .any(|(l, h)| matches!((l, h), (Some(l), Some(h)) if l > h))
+            {
+                return Ok(None);
+            }
+            if !changed {
+                break;
+            }
+        }
+        Ok(Some(
+            lo.into_iter().zip(hi).map(|(l, h)| l.zip(h)).collect(),
+        ))
+    }
+
+    /// All vertices, distinct, with the rows tight at each, by the double description method
+    /// on the homogenised cone `{(t, λ) : A·t + b·λ ≥ 0, λ ≥ 0}`: start from the simplicial
+    /// cone of `n + 1` independent rows and add the others one at a time, combining only
+    /// adjacent rays (no other ray is zero on all the rows both are zero on). Work grows with
+    /// the vertices met, not with the `C(m, n)` row subsets a direct enumeration would solve.
     fn vertices(&self, work: &mut Work) -> Res<Vec<Vertex>> {
         let n = self.dims;
         let m = self.rows.len();
-        work.spend_subsets(binom(m as i128, n)? as u128)?;
-        let mut points: Vec<Vec<Rat>> = Vec::new();
-        let mut pick = Vec::with_capacity(n);
-        self.each_subset(0, n, &mut pick, &mut |rows| {
-            let mat: Vec<Vec<i128>> = rows.iter().map(|&r| self.rows[r].0.clone()).collect();
-            let rhs: Vec<i128> = rows.iter().map(|&r| -self.rows[r].1).collect();
-            if let Some(x) = solve(&mat, &rhs)? {
-                if !points.contains(&x) && self.satisfies(&x)? {
-                    points.push(x);
+        // Homogenised rows, the cone's own `λ ≥ 0` last.
+        let mut h: Vec<Vec<i128>> = self
+            .rows
+            .iter()
+            .map(|(c, b)| c.iter().copied().chain([*b]).collect())
+            .collect();
+        h.push((0..=n).map(|i| i128::from(i == n)).collect());
+        if h.len() > 128 {
+            return Err(PolyError::TooComplex {
+                what: "constraints of one polytope",
+                needed: h.len() as u128,
+                limit: 128,
+            });
+        }
+        // n + 1 independent rows, `λ ≥ 0` first so that it is always among them.
+        let mut basis: Vec<usize> = Vec::with_capacity(n + 1);
+        for r in std::iter::once(m).chain(0..m) {
+            let mut trial: Vec<Vec<i128>> = basis.iter().map(|&b| h[b].clone()).collect();
+            trial.push(h[r].clone());
+            if rank(&trial)? == trial.len() {
+                basis.push(r);
+                if basis.len() == n + 1 {
+                    break;
                 }
             }
-            Ok(())
-        })?;
-        points
-            .into_iter()
-            .map(|point| {
-                let mut tight = Vec::new();
-                for (r, row) in self.rows.iter().enumerate() {
-                    if self.slack(row, &point)?.is_zero() {
-                        tight.push(r);
+        }
+        if basis.len() < n + 1 {
+            // The rows do not bound any direction of some coordinate: only an empty polytope
+            // can be given like that here (callers count bounded sets).
+            return Ok(Vec::new());
+        }
+        let square: Vec<Vec<i128>> = basis.iter().map(|&b| h[b].clone()).collect();
+        let mut rays: Vec<(Vec<i128>, u128)> = Vec::with_capacity(n + 1);
+        for (i, &b) in basis.iter().enumerate() {
+            let unit: Vec<i128> = (0..=n).map(|j| i128::from(j == i)).collect();
+            let Some(x) = solve(&square, &unit)? else {
+                return Ok(Vec::new());
+            };
+            let mask = basis
+                .iter()
+                .filter(|&&o| o != b)
+                .fold(0u128, |a, &o| a | 1 << o);
+            rays.push((primitive(&x)?, mask));
+        }
+        for r in (0..m).filter(|r| !basis.contains(r)) {
+            let row = &h[r];
+            let values: Vec<i128> = rays.iter().map(|(y, _)| dot(row, y)).collect::<Res<_>>()?;
+            let plus: Vec<usize> = (0..rays.len()).filter(|&i| values[i] > 0).collect();
+            let minus: Vec<usize> = (0..rays.len()).filter(|&i| values[i] < 0).collect();
+            work.spend_ray_tests((plus.len() * minus.len() * rays.len()) as u128)?;
+            let mut next: Vec<(Vec<i128>, u128)> = Vec::new();
+            for &p in &plus {
+                for &q in &minus {
+                    let common = rays[p].1 & rays[q].1;
+                    if (common.count_ones() as usize) + 1 < n {
+                        continue;
                     }
+                    let adjacent = rays
+                        .iter()
+                        .enumerate()
+                        .all(|(o, (_, z))| o == p || o == q || common & z != common);
+                    if !adjacent {
+                        continue;
+                    }
+                    let (vp, vq) = (values[p], -values[q]);
+                    let combined: Vec<i128> = rays[p]
+                        .0
+                        .iter()
+                        .zip(&rays[q].0)
+                        .map(|(a, b)| {
+                            add(
+                                mul(vq, *a, "vertices")?,
+                                mul(vp, *b, "vertices")?,
+                                "vertices",
+                            )
+                        })
+                        .collect::<Res<_>>()?;
+                    next.push((reduce(combined), common | 1 << r));
                 }
-                Ok(Vertex { point, tight })
-            })
-            .collect()
+            }
+            for (i, ray) in rays.into_iter().enumerate() {
+                if values[i] > 0 {
+                    next.push(ray);
+                } else if values[i] == 0 {
+                    next.push((ray.0, ray.1 | 1 << r));
+                }
+            }
+            rays = next;
+        }
+        let mut out = Vec::with_capacity(rays.len());
+        for (y, mask) in rays {
+            if y[n] <= 0 {
+                // A direction of recession: the polytope is unbounded, which callers exclude.
+                return Err(PolyError::Unbounded {
+                    set: "a polytope slice".into(),
+                });
+            }
+            let point = y[..n]
+                .iter()
+                .map(|&v| Rat::new(v, y[n]))
+                .collect::<Res<Vec<_>>>()?;
+            let tight = (0..m).filter(|&r| mask & 1 << r != 0).collect();
+            out.push(Vertex { point, tight });
+        }
+        Ok(out)
     }
 
-    /// Pairs of vertices joined by an edge: their common tight rows have rank `n − 1`.
-    fn edges(&self, vertices: &[Vertex]) -> Res<Vec<(usize, usize)>> {
+    /// Pairs of vertices joined by an edge: no third vertex is tight on every row both are
+    /// (the smallest face holding both then has two vertices, so it is a segment).
+    fn edges(&self, vertices: &[Vertex], work: &mut Work) -> Res<Vec<(usize, usize)>> {
+        let v = vertices.len() as u128;
+        work.spend_ray_tests(v * v * v / 2)?;
+        let masks: Vec<u128> = vertices
+            .iter()
+            .map(|v| v.tight.iter().fold(0u128, |a, &r| a | 1 << r))
+            .collect();
         let mut out = Vec::new();
-        for (i, u) in vertices.iter().enumerate() {
-            for (j, w) in vertices.iter().enumerate().skip(i + 1) {
-                let common: Vec<Vec<i128>> = u
-                    .tight
+        for i in 0..masks.len() {
+            for j in i + 1..masks.len() {
+                let common = masks[i] & masks[j];
+                let alone = masks
                     .iter()
-                    .filter(|r| w.tight.contains(r))
-                    .map(|&r| self.rows[r].0.clone())
-                    .collect();
-                if common.len() + 1 >= self.dims && rank(&common)? + 1 == self.dims {
+                    .enumerate()
+                    .all(|(o, z)| o == i || o == j || common & z != common);
+                if alone {
                     out.push((i, j));
                 }
             }
         }
-        // Keep the vertex indices and let `stretches` read the points.
         Ok(out)
-    }
-
-    fn slack(&self, (c, b): &Row, x: &[Rat]) -> Res<Rat> {
-        let mut s = Rat::int(*b);
-        for (ci, xi) in c.iter().zip(x) {
-            s = s.add(Rat::int(*ci).mul(*xi)?)?;
-        }
-        Ok(s)
-    }
-
-    fn satisfies(&self, x: &[Rat]) -> Res<bool> {
-        for row in &self.rows {
-            if self.slack(row, x)?.num < 0 {
-                return Ok(false);
-            }
-        }
-        Ok(true)
-    }
-
-    fn each_subset(
-        &self,
-        start: usize,
-        k: usize,
-        pick: &mut Vec<usize>,
-        f: &mut dyn FnMut(&[usize]) -> Res<()>,
-    ) -> Res<()> {
-        if k == 0 {
-            return f(pick);
-        }
-        for r in start..self.rows.len() {
-            if self.rows.len() - r < k {
-                break;
-            }
-            pick.push(r);
-            self.each_subset(r + 1, k - 1, pick, f)?;
-            pick.pop();
-        }
-        Ok(())
     }
 }
 
@@ -534,6 +675,32 @@ fn sweep_cost(critical: &[Rat], periods: &[i128], samples: i128) -> u128 {
         };
     }
     cost
+}
+
+fn dot(a: &[i128], b: &[i128]) -> Res<i128> {
+    a.iter().zip(b).try_fold(0i128, |s, (x, y)| {
+        add(s, mul(*x, *y, "vertices")?, "vertices")
+    })
+}
+
+/// The integer vector with coprime entries along a rational direction.
+fn primitive(x: &[Rat]) -> Res<Vec<i128>> {
+    let den = x.iter().try_fold(1i128, |l, d| lcm(l, d.den))?;
+    let ints: Vec<i128> = x
+        .iter()
+        .map(|d| mul(d.num, den / d.den, "vertices"))
+        .collect::<Res<_>>()?;
+    Ok(reduce(ints))
+}
+
+/// `v` divided by the gcd of its entries.
+fn reduce(v: Vec<i128>) -> Vec<i128> {
+    let g = v.iter().fold(0, |g, &x| gcd(g, x));
+    if g <= 1 {
+        v
+    } else {
+        v.into_iter().map(|x| x / g).collect()
+    }
 }
 
 /// The rank of an integer matrix (exact rational elimination).
