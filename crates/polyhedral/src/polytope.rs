@@ -241,8 +241,9 @@ impl IntPolytope {
                 if j != p {
                     let q = floor_div(row[j], row[p]);
                     row[j] = add(row[j], -mul(q, row[p], "unimodular")?, "unimodular")?;
-                    for i in 0..n {
-                        u[j][i] = add(u[j][i], -mul(q, u[p][i], "unimodular")?, "unimodular")?;
+                    let pivot_column = u[p].clone();
+                    for (v, w) in u[j].iter_mut().zip(&pivot_column) {
+                        *v = add(*v, -mul(q, *w, "unimodular")?, "unimodular")?;
                     }
                 }
             }
