@@ -78,11 +78,12 @@ impl ReferenceMisses {
 }
 
 /// Counts a set of target instances `[t…, tag, set]`. The block's tag and set are functions of
-/// the instance, so they are projected out first: they become floor divisions, which the counter
-/// handles by residue classes instead of as extra dimensions to sweep.
+/// the instance, so the set has exactly as many points as its projection on `t`; it is counted
+/// as it is, because projecting them out would turn them into existential variables that isl
+/// must first rewrite as explicit floor divisions (`compute_divs`, often the costliest step),
+/// only for the counter to lift those divisions back into dimensions.
 fn count_instances(set: &Set<'_>, values: &[(&str, i64)]) -> Result<i128, AnalyticError> {
-    let dims = set.dims()? as u32;
-    Ok(set.project_out(dims - 2, 2)?.count(values)?)
+    Ok(set.count(values)?)
 }
 
 /// The conflict misses of a piece built with the patent's combinations (at most

@@ -18,11 +18,15 @@
 //!
 //! isl's own point counting enumerates the points, which would make the model as slow as a
 //! simulation for large trip counts; barvinok (which counts symbolically) is GPL and not
-//! packaged. So counting is ours ([`Set::count`]): divisions are removed by splitting each
-//! dimension into residue classes of the division periods (which come from the address layout,
-//! not from trip counts), and each division-free polytope is counted by sweeping its first
-//! coordinate between vertex projections, where the slice counts form a quasi-polynomial that is
-//! summed in closed form. Work is bounded and exceeding the bound is an error, never a hang.
+//! packaged. So counting is ours ([`Set::count`]): each floor division of a basic set is lifted
+//! into a dimension of its own (it is a function of the point, so the count is unchanged) and
+//! the division-free polytope is counted by sweeping one coordinate between vertex projections,
+//! where the slice counts form a quasi-polynomial that is summed in closed form. The vertices
+//! come from the double description method, the quasi-polynomial's period from the edges that
+//! cross each stretch, and the swept coordinate is the cheapest one (lifted divisions such as a
+//! cache set index take few values). Splitting residue classes of the division periods instead,
+//! as an earlier version did, needs line × sets / element classes per dimension: millions for
+//! real caches. Work is bounded and exceeding the bound is an error, never a hang.
 //! Symbolic counting (piecewise quasi-polynomials) is not implemented yet.
 //!
 //! # Example

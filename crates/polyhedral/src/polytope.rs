@@ -1,28 +1,95 @@
-//! Size-independent counting of the integer points of a bounded polytope `{t : A·t + b ≥ 0}`.
+//! Size-independent counting of the integer points of a bounded polytope
+//! `{t : A·t + b ≥ 0, E·t + e = 0}`.
 //!
-//! The method sums over the first coordinate. The slice counts, as a function of that
-//! coordinate, form a quasi-polynomial of degree at most `n − 1` between two consecutive
-//! projections of the polytope's vertices (the slice keeps its combinatorial type there), with
-//! a period dividing the lcm `L` of the slice system's maximal minors (the denominators of the
-//! slice's vertices). So each such stretch costs `L · n` slice counts plus a closed-form sum of
-//! Newton forward differences, whatever its length: the work depends on the constraint
-//! structure, never on how far apart the bounds are.
+//! Equalities are removed first: a unimodular change of variables turns `a·t = −e` into one
+//! fixed coordinate, so the polytope loses a dimension and keeps its points (a bijection of
+//! `Zⁿ`). Rows that are equal up to their constant keep only the tightest one, and opposite rows
+//! whose constants cancel are recognised as equalities; slices produce many of both.
+//!
+//! The rest is a sweep over one coordinate `tₖ`. Between two consecutive projections of the
+//! polytope's vertices on `tₖ` (a *stretch*), the slice keeps its combinatorial type, and its
+//! vertices move along the edges of the polytope that cross the stretch. A slice vertex on an
+//! edge with primitive integer direction `e` moves by `e/eₖ` per unit of `tₖ`, so after `L` steps,
+//! with `L` the lcm of those `|eₖ|`, every slice vertex has moved by an integer vector; the slice
+//! at `tₖ + L·u` is then the slice at `tₖ` plus `u` times a lattice polytope, whose point count is
+//! a polynomial in `u` of degree at most `n − 1` (McMullen). So a stretch costs at most `L·n`
+//! slice counts plus a closed-form sum of Newton forward differences, whatever its length: the
+//! work depends on the constraint structure, never on how far apart the bounds are.
+//!
+//! `L` is taken per stretch and per coordinate from the edges (not from all the maximal minors
+//! of the constraint matrix, a bound that is often thousands of times larger), and the sweep
+//! coordinate is the one whose stretches need the fewest slice counts. That choice is what makes
+//! the lifted division variables of [`crate::count`] cheap: a division such as
+//! `q = ⌊(180i + j)/16384⌋` takes few values, so sweeping `q` costs a handful of slices where
+//! sweeping `i` would need thousands.
+//!
+//! Vertices and edges come from the double description method (rays of the homogenised cone,
+//! combined only when adjacent), whose work follows the number of vertices; solving every
+//! `n`-subset of the rows, as an earlier version did, costs `C(m, n)` solves, over 10⁵ for the
+//! eight-dimensional lifted sets of a matrix multiply. Before that, bounds propagated through
+//! the rows (interval arithmetic) find coordinates with fewer values than dimensions, typically
+//! a lifted tag or set index with one to three values; those are sliced at each value right
+//! away, which removes a dimension from every vertex enumeration below.
 
 use crate::PolyError;
-use crate::rational::{Rat, Res, add, binom, ceil_div, det, floor_div, gcd, lcm, mul, solve};
+use crate::rational::{Rat, Res, add, binom, ceil_div, floor_div, gcd, lcm, mul, solve};
 
-/// Limit on the `n`-subsets of constraints examined for vertices, to bound the work.
-const MAX_SUBSETS: u128 = 2_000_000;
-/// Limit on the quasi-polynomial period, to bound the work.
-const MAX_PERIOD: i128 = 1 << 16;
+/// Limit on the ray comparisons of vertex enumeration in one count (all slices together), to
+/// bound the work (about a second).
+const MAX_RAY_TESTS: u64 = 200_000_000;
+/// Limit on the slices counted in one count (all levels of the recursion together).
+const MAX_SLICES: u64 = 1_000_000;
 
-/// A polytope `{t ∈ Zⁿ : row·t + constant ≥ 0 for every row}` with integer data. It must be
-/// bounded (callers check boundedness on the set it comes from); an unbounded one has no
-/// meaningful count.
+/// The work spent so far in one count, checked against the limits.
+#[derive(Default)]
+pub(crate) struct Work {
+    ray_tests: u64,
+    slices: u64,
+}
+
+impl Work {
+    fn spend_ray_tests(&mut self, n: u128) -> Res<()> {
+        let total = self.ray_tests as u128 + n;
+        if total > MAX_RAY_TESTS as u128 {
+            return Err(PolyError::TooComplex {
+                what: "ray comparisons for vertex enumeration",
+                needed: total,
+                limit: MAX_RAY_TESTS as u128,
+            });
+        }
+        self.ray_tests = total as u64;
+        Ok(())
+    }
+
+    fn spend_slice(&mut self) -> Res<()> {
+        self.slices += 1;
+        if self.slices > MAX_SLICES {
+            return Err(PolyError::TooComplex {
+                what: "polytope slices",
+                needed: self.slices as u128,
+                limit: MAX_SLICES as u128,
+            });
+        }
+        Ok(())
+    }
+}
+
+type Row = (Vec<i128>, i128);
+
+/// A polytope `{t ∈ Zⁿ : row·t + constant ≥ 0 for every row, eq·t + constant = 0 for every
+/// equality}` with integer data. It must be bounded (callers check boundedness on the set it
+/// comes from); an unbounded one has no meaningful count.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct IntPolytope {
     dims: usize,
-    rows: Vec<(Vec<i128>, i128)>,
+    rows: Vec<Row>,
+    eqs: Vec<Row>,
+}
+
+/// A vertex and the rows tight at it.
+struct Vertex {
+    point: Vec<Rat>,
+    tight: Vec<usize>,
 }
 
 impl IntPolytope {
@@ -31,6 +98,7 @@ impl IntPolytope {
         IntPolytope {
             dims,
             rows: Vec::new(),
+            eqs: Vec::new(),
         }
     }
 
@@ -42,47 +110,175 @@ impl IntPolytope {
 
     /// Adds `coeffs·t + constant = 0`.
     pub(crate) fn add_equality(&mut self, coeffs: Vec<i128>, constant: i128) {
-        let neg = coeffs.iter().map(|c| -c).collect();
-        self.rows.push((coeffs, constant));
-        self.rows.push((neg, -constant));
+        debug_assert_eq!(coeffs.len(), self.dims);
+        self.eqs.push((coeffs, constant));
     }
 
     /// The number of integer points. Errors when the work bound is exceeded.
     pub(crate) fn count(&self) -> Result<i128, PolyError> {
-        let Some(p) = self.normalized() else {
-            return Ok(0);
-        };
-        p.count_normalized()
+        self.count_with(&mut Work::default())
+    }
+
+    /// The number of integer points, spending from `work`.
+    pub(crate) fn count_with(&self, work: &mut Work) -> Result<i128, PolyError> {
+        match self.clone().reduced()? {
+            Some(p) => p.count_reduced(work),
+            None => Ok(0),
+        }
+    }
+
+    /// The same points without equalities and with normalised rows; `None` when empty.
+    fn reduced(mut self) -> Res<Option<IntPolytope>> {
+        loop {
+            let Some(p) = self.normalized()? else {
+                return Ok(None);
+            };
+            self = p;
+            let Some((a, e)) = self.eqs.pop() else {
+                return Ok(Some(self));
+            };
+            match self.eliminate(&a, e)? {
+                Some(p) => self = p,
+                None => return Ok(None),
+            }
+        }
     }
 
     /// Divides each row by the gcd of its coefficients (rounding the constant down, which keeps
-    /// the same integer points), drops duplicates; `None` when a constant row is violated.
-    fn normalized(&self) -> Option<IntPolytope> {
-        let mut rows: Vec<(Vec<i128>, i128)> = Vec::with_capacity(self.rows.len());
+    /// the same integer points), keeps the tightest of rows equal up to the constant, and turns
+    /// opposite rows whose constants cancel into equalities; `None` when a row with no
+    /// coefficient is violated, an equality has no integer solution or opposite rows exclude
+    /// each other.
+    fn normalized(&self) -> Res<Option<IntPolytope>> {
+        let mut eqs: Vec<Row> = Vec::with_capacity(self.eqs.len());
+        for (c, b) in &self.eqs {
+            let g = c.iter().fold(0, |g, &v| gcd(g, v));
+            if g == 0 {
+                if *b != 0 {
+                    return Ok(None);
+                }
+                continue;
+            }
+            if b % g != 0 {
+                return Ok(None);
+            }
+            eqs.push((c.iter().map(|v| v / g).collect(), b / g));
+        }
+        let mut rows: Vec<Row> = Vec::with_capacity(self.rows.len());
         for (c, b) in &self.rows {
             let g = c.iter().fold(0, |g, &v| gcd(g, v));
             if g == 0 {
                 if *b < 0 {
-                    return None;
+                    return Ok(None);
                 }
                 continue;
             }
-            let row = (c.iter().map(|v| v / g).collect(), floor_div(*b, g));
-            if !rows.contains(&row) {
-                rows.push(row);
+            let c: Vec<i128> = c.iter().map(|v| v / g).collect();
+            let b = floor_div(*b, g);
+            match rows.iter_mut().find(|(r, _)| *r == c) {
+                Some(row) => row.1 = row.1.min(b),
+                None => rows.push((c, b)),
             }
         }
-        Some(IntPolytope {
+        let mut keep = vec![true; rows.len()];
+        for i in 0..rows.len() {
+            if !keep[i] {
+                continue;
+            }
+            let neg: Vec<i128> = rows[i].0.iter().map(|v| -v).collect();
+            if let Some(j) = (i + 1..rows.len()).find(|&j| keep[j] && rows[j].0 == neg) {
+                // c·t ≥ −bᵢ and c·t ≤ bⱼ.
+                let slack = add(rows[i].1, rows[j].1, "normalise")?;
+                if slack < 0 {
+                    return Ok(None);
+                }
+                if slack == 0 {
+                    keep[i] = false;
+                    keep[j] = false;
+                    eqs.push(rows[i].clone());
+                }
+            }
+        }
+        let rows = rows
+            .into_iter()
+            .zip(keep)
+            .filter_map(|(r, k)| k.then_some(r))
+            .collect();
+        Ok(Some(IntPolytope {
             dims: self.dims,
             rows,
-        })
+            eqs,
+        }))
     }
 
-    fn count_normalized(&self) -> Res<i128> {
+    /// Removes the equality `a·t + e = 0` (`a` primitive, non-zero) by a unimodular change of
+    /// variables `t = U·y` with `a·U = (1, 0, …, 0)`: then `y₀ = −e` and the other `y` are free,
+    /// so substituting `y₀` leaves a polytope of one dimension less with the same points.
+    fn eliminate(&self, a: &[i128], e: i128) -> Res<Option<IntPolytope>> {
+        let n = self.dims;
+        // Columns of U, as column operations on the row `a` are applied to U too.
+        let mut u: Vec<Vec<i128>> = (0..n)
+            .map(|j| (0..n).map(|i| i128::from(i == j)).collect())
+            .collect();
+        let mut row = a.to_vec();
+        loop {
+            let nonzero: Vec<usize> = (0..n).filter(|&j| row[j] != 0).collect();
+            let Some(&p) = nonzero.iter().min_by_key(|&&j| row[j].unsigned_abs()) else {
+                return Ok(None);
+            };
+            if nonzero.len() == 1 {
+                if row[p] < 0 {
+                    row[p] = -row[p];
+                    for v in &mut u[p] {
+                        *v = -*v;
+                    }
+                }
+                u.swap(0, p);
+                row.swap(0, p);
+                break;
+            }
+            for &j in &nonzero {
+                if j != p {
+                    let q = floor_div(row[j], row[p]);
+                    row[j] = add(row[j], -mul(q, row[p], "unimodular")?, "unimodular")?;
+                    let pivot_column = u[p].clone();
+                    for (v, w) in u[j].iter_mut().zip(&pivot_column) {
+                        *v = add(*v, -mul(q, *w, "unimodular")?, "unimodular")?;
+                    }
+                }
+            }
+        }
+        // `a` is primitive, so the remaining entry is 1: y₀ = −e.
+        debug_assert_eq!(row[0], 1);
+        let y0 = -e;
+        let transform = |(c, b): &Row| -> Res<Row> {
+            let mut coeffs = Vec::with_capacity(n - 1);
+            let mut constant = *b;
+            for (j, col) in u.iter().enumerate() {
+                let mut v = 0i128;
+                for (ci, ui) in c.iter().zip(col) {
+                    v = add(v, mul(*ci, *ui, "unimodular")?, "unimodular")?;
+                }
+                if j == 0 {
+                    constant = add(constant, mul(v, y0, "unimodular")?, "unimodular")?;
+                } else {
+                    coeffs.push(v);
+                }
+            }
+            Ok((coeffs, constant))
+        };
+        Ok(Some(IntPolytope {
+            dims: n - 1,
+            rows: self.rows.iter().map(transform).collect::<Res<_>>()?,
+            eqs: self.eqs.iter().map(transform).collect::<Res<_>>()?,
+        }))
+    }
+
+    fn count_reduced(&self, work: &mut Work) -> Res<i128> {
         match self.dims {
             0 => Ok(1),
             1 => self.count_interval(),
-            _ => self.count_by_sweep(),
+            _ => self.count_by_sweep(work),
         }
     }
 
@@ -105,56 +301,90 @@ impl IntPolytope {
         }
     }
 
-    /// The slice at `t₀ = v`, as a polytope in the remaining coordinates.
-    fn slice(&self, v: i128) -> Res<Option<IntPolytope>> {
-        let mut rows = Vec::with_capacity(self.rows.len());
-        for (c, b) in &self.rows {
-            rows.push((c[1..].to_vec(), add(*b, mul(c[0], v, "slice")?, "slice")?));
-        }
+    /// The slice at `tₖ = v`, as a polytope in the other coordinates.
+    fn slice(&self, k: usize, v: i128) -> Res<IntPolytope> {
+        let cut = |rows: &[Row]| -> Res<Vec<Row>> {
+            rows.iter()
+                .map(|(c, b)| {
+                    let mut rest = c.clone();
+                    let ck = rest.remove(k);
+                    Ok((rest, add(*b, mul(ck, v, "slice")?, "slice")?))
+                })
+                .collect()
+        };
         Ok(IntPolytope {
             dims: self.dims - 1,
-            rows,
-        }
-        .normalized())
+            rows: cut(&self.rows)?,
+            eqs: cut(&self.eqs)?,
+        })
     }
 
-    fn slice_count(&self, v: i128) -> Res<i128> {
-        match self.slice(v)? {
-            Some(p) => p.count_normalized(),
-            None => Ok(0),
-        }
+    fn slice_count(&self, k: usize, v: i128, work: &mut Work) -> Res<i128> {
+        work.spend_slice()?;
+        self.slice(k, v)?.count_with(work)
     }
 
-    fn count_by_sweep(&self) -> Res<i128> {
-        let critical = self.vertex_first_coordinates()?;
-        if critical.is_empty() {
+    fn count_by_sweep(&self, work: &mut Work) -> Res<i128> {
+        // A coordinate with few values is cheaper to slice at each value than to find vertices
+        // for: lifted divisions often take one, two or three values, and every coordinate
+        // sliced away makes vertex enumeration cheaper for what remains.
+        let Some(bounds) = self.propagated_bounds()? else {
+            return Ok(0);
+        };
+        let narrowest = bounds
+            .iter()
+            .enumerate()
+            .filter_map(|(k, b)| b.map(|(lo, hi)| (hi.saturating_sub(lo), k, lo, hi)))
+            .min();
+        if let Some((width, k, lo, hi)) = narrowest {
+            if width < self.dims as i128 {
+                let mut total = 0i128;
+                for v in lo..=hi {
+                    total = add(total, self.slice_count(k, v, work)?, "sum")?;
+                }
+                return Ok(total);
+            }
+        }
+        let vertices = self.vertices(work)?;
+        if vertices.is_empty() {
             // A bounded non-empty polytope has vertices (callers guarantee boundedness).
             return Ok(0);
         }
-        let period = self.slice_period()?;
+        let edges = self.edges(&vertices, work)?;
+        let mut best: Option<(u128, usize, Vec<Rat>, Vec<i128>)> = None;
+        for k in 0..self.dims {
+            let (critical, periods) = stretches(&vertices, &edges, k)?;
+            let cost = sweep_cost(&critical, &periods, self.dims as i128);
+            if best.as_ref().is_none_or(|b| cost < b.0) {
+                best = Some((cost, k, critical, periods));
+            }
+        }
+        let Some((_, k, critical, periods)) = best else {
+            return Ok(0);
+        };
         let mut total = 0i128;
         for (i, c) in critical.iter().enumerate() {
             if c.den == 1 {
-                total = add(total, self.slice_count(c.num)?, "sum")?;
+                total = add(total, self.slice_count(k, c.num, work)?, "sum")?;
             }
             if let Some(next) = critical.get(i + 1) {
                 let (a, b) = (c.floor() + 1, next.ceil() - 1);
                 if a <= b {
-                    total = add(total, self.sum_stretch(a, b, period)?, "sum")?;
+                    total = add(total, self.sum_stretch(k, a, b, periods[i], work)?, "sum")?;
                 }
             }
         }
         Ok(total)
     }
 
-    /// Σ slice counts over `a..=b`, a stretch with no vertex projection strictly inside.
-    fn sum_stretch(&self, a: i128, b: i128, period: i128) -> Res<i128> {
-        let degree = self.dims as i128 - 1;
-        let samples = degree + 1;
-        if b - a < 2 * samples * period {
+    /// Σ slice counts at `tₖ` over `a..=b`, a stretch with no vertex projection strictly inside
+    /// whose slice counts are a quasi-polynomial of period `period`.
+    fn sum_stretch(&self, k: usize, a: i128, b: i128, period: i128, work: &mut Work) -> Res<i128> {
+        let samples = self.dims as i128;
+        if direct_stretch(b - a, period, samples) {
             let mut s = 0;
             for v in a..=b {
-                s = add(s, self.slice_count(v)?, "sum")?;
+                s = add(s, self.slice_count(k, v, work)?, "sum")?;
             }
             return Ok(s);
         }
@@ -162,97 +392,356 @@ impl IntPolytope {
         for rho in 0..period {
             let last_u = floor_div(b - a - rho, period);
             let values = (0..samples)
-                .map(|u| self.slice_count(a + rho + period * u))
+                .map(|u| self.slice_count(k, a + rho + period * u, work))
                 .collect::<Res<Vec<_>>>()?;
             total = add(total, sum_polynomial(&values, last_u)?, "sum")?;
         }
         Ok(total)
     }
 
-    /// The first coordinates of all vertices, sorted and distinct.
-    fn vertex_first_coordinates(&self) -> Res<Vec<Rat>> {
+    /// Integer bounds on each coordinate that the rows imply through interval arithmetic (bound
+    /// propagation, `n + 1` rounds at most: weaker than a projection but cheap); `None` for a
+    /// coordinate not bounded that way, and `None` overall when bounds cross (no point).
+    #[allow(clippy::type_complexity)]
+    fn propagated_bounds(&self) -> Res<Option<Vec<Option<(i128, i128)>>>> {
         let n = self.dims;
-        let m = self.rows.len();
-        let subsets = binom(m as i128, n)? as u128;
-        if subsets > MAX_SUBSETS {
-            return Err(PolyError::TooComplex {
-                what: "constraint subsets for vertex enumeration",
-                needed: subsets,
-                limit: MAX_SUBSETS,
-            });
-        }
-        let mut out: Vec<Rat> = Vec::new();
-        let mut pick = Vec::with_capacity(n);
-        self.each_subset(0, n, &mut pick, &mut |rows| {
-            let mat: Vec<Vec<i128>> = rows.iter().map(|&r| self.rows[r].0.clone()).collect();
-            let rhs: Vec<i128> = rows.iter().map(|&r| -self.rows[r].1).collect();
-            if let Some(x) = solve(&mat, &rhs)? {
-                if self.satisfies(&x)? && !out.contains(&x[0]) {
-                    out.push(x[0]);
+        let mut lo: Vec<Option<i128>> = vec![None; n];
+        let mut hi: Vec<Option<i128>> = vec![None; n];
+        for _round in 0..=n {
+            let mut changed = false;
+            for (c, b) in &self.rows {
+                // c·t + b ≥ 0 gives c_k·t_k ≥ −b − Σ_{j≠k} max(c_j·t_j): needs every other
+                // term bounded above, so at most one coordinate may lack its bound.
+                let mut sum_max = *b;
+                let mut missing = None;
+                let mut usable = true;
+                for (j, &cj) in c.iter().enumerate().filter(|(_, c)| **c != 0) {
+                    match if cj > 0 { hi[j] } else { lo[j] } {
+                        Some(v) => sum_max = add(sum_max, mul(cj, v, "bounds")?, "bounds")?,
+                        None if missing.is_none() => missing = Some(j),
+                        None => usable = false,
+                    }
+                }
+                if !usable {
+                    continue;
+                }
+                for (k, &ck) in c.iter().enumerate() {
+                    if ck == 0 || missing.is_some_and(|u| u != k) {
+                        continue;
+                    }
+                    let own = match missing {
+                        Some(_) => 0,
+                        None => mul(
+                            ck,
+                            if ck > 0 { hi[k] } else { lo[k] }.unwrap_or(0),
+                            "bounds",
+                        )?,
+                    };
+                    let others = add(sum_max, -own, "bounds")?;
+                    if ck > 0 {
+                        let v = ceil_div(-others, ck);
+                        if lo[k].is_none_or(|l| v > l) {
+                            lo[k] = Some(v);
+                            changed = true;
+                        }
+                    } else {
+                        let v = floor_div(others, -ck);
+                        if hi[k].is_none_or(|h| v < h) {
+                            hi[k] = Some(v);
+                            changed = true;
+                        }
+                    }
                 }
             }
-            Ok(())
-        })?;
-        out.sort_by(|a, b| a.cmp_val(*b));
+            if lo
+                .iter()
+                .zip(&hi)
+                .any(|(l, h)| matches!((l, h), (Some(l), Some(h)) if l > h))
+            {
+                return Ok(None);
+            }
+            if !changed {
+                break;
+            }
+        }
+        Ok(Some(
+            lo.into_iter().zip(hi).map(|(l, h)| l.zip(h)).collect(),
+        ))
+    }
+
+    /// All vertices, distinct, with the rows tight at each, by the double description method
+    /// on the homogenised cone `{(t, λ) : A·t + b·λ ≥ 0, λ ≥ 0}`: start from the simplicial
+    /// cone of `n + 1` independent rows and add the others one at a time, combining only
+    /// adjacent rays (no other ray is zero on all the rows both are zero on). Work grows with
+    /// the vertices met, not with the `C(m, n)` row subsets a direct enumeration would solve.
+    fn vertices(&self, work: &mut Work) -> Res<Vec<Vertex>> {
+        let n = self.dims;
+        let m = self.rows.len();
+        // Homogenised rows, the cone's own `λ ≥ 0` last.
+        let mut h: Vec<Vec<i128>> = self
+            .rows
+            .iter()
+            .map(|(c, b)| c.iter().copied().chain([*b]).collect())
+            .collect();
+        h.push((0..=n).map(|i| i128::from(i == n)).collect());
+        if h.len() > 128 {
+            return Err(PolyError::TooComplex {
+                what: "constraints of one polytope",
+                needed: h.len() as u128,
+                limit: 128,
+            });
+        }
+        // n + 1 independent rows, `λ ≥ 0` first so that it is always among them.
+        let mut basis: Vec<usize> = Vec::with_capacity(n + 1);
+        for r in std::iter::once(m).chain(0..m) {
+            let mut trial: Vec<Vec<i128>> = basis.iter().map(|&b| h[b].clone()).collect();
+            trial.push(h[r].clone());
+            if rank(&trial)? == trial.len() {
+                basis.push(r);
+                if basis.len() == n + 1 {
+                    break;
+                }
+            }
+        }
+        if basis.len() < n + 1 {
+            // The rows do not bound any direction of some coordinate: only an empty polytope
+            // can be given like that here (callers count bounded sets).
+            return Ok(Vec::new());
+        }
+        let square: Vec<Vec<i128>> = basis.iter().map(|&b| h[b].clone()).collect();
+        let mut rays: Vec<(Vec<i128>, u128)> = Vec::with_capacity(n + 1);
+        for (i, &b) in basis.iter().enumerate() {
+            let unit: Vec<i128> = (0..=n).map(|j| i128::from(j == i)).collect();
+            let Some(x) = solve(&square, &unit)? else {
+                return Ok(Vec::new());
+            };
+            let mask = basis
+                .iter()
+                .filter(|&&o| o != b)
+                .fold(0u128, |a, &o| a | 1 << o);
+            rays.push((primitive(&x)?, mask));
+        }
+        for r in (0..m).filter(|r| !basis.contains(r)) {
+            let row = &h[r];
+            let values: Vec<i128> = rays.iter().map(|(y, _)| dot(row, y)).collect::<Res<_>>()?;
+            let plus: Vec<usize> = (0..rays.len()).filter(|&i| values[i] > 0).collect();
+            let minus: Vec<usize> = (0..rays.len()).filter(|&i| values[i] < 0).collect();
+            work.spend_ray_tests((plus.len() * minus.len() * rays.len()) as u128)?;
+            let mut next: Vec<(Vec<i128>, u128)> = Vec::new();
+            for &p in &plus {
+                for &q in &minus {
+                    let common = rays[p].1 & rays[q].1;
+                    if (common.count_ones() as usize) + 1 < n {
+                        continue;
+                    }
+                    let adjacent = rays
+                        .iter()
+                        .enumerate()
+                        .all(|(o, (_, z))| o == p || o == q || common & z != common);
+                    if !adjacent {
+                        continue;
+                    }
+                    let (vp, vq) = (values[p], -values[q]);
+                    let combined: Vec<i128> = rays[p]
+                        .0
+                        .iter()
+                        .zip(&rays[q].0)
+                        .map(|(a, b)| {
+                            add(
+                                mul(vq, *a, "vertices")?,
+                                mul(vp, *b, "vertices")?,
+                                "vertices",
+                            )
+                        })
+                        .collect::<Res<_>>()?;
+                    next.push((reduce(combined), common | 1 << r));
+                }
+            }
+            for (i, ray) in rays.into_iter().enumerate() {
+                if values[i] > 0 {
+                    next.push(ray);
+                } else if values[i] == 0 {
+                    next.push((ray.0, ray.1 | 1 << r));
+                }
+            }
+            rays = next;
+        }
+        // Rays with λ = 0 are directions of recession. Without any ray with λ > 0 the polytope
+        // is empty (its rows may still leave directions open); with one it is unbounded, which
+        // callers exclude.
+        if rays.iter().all(|(y, _)| y[n] <= 0) {
+            return Ok(Vec::new());
+        }
+        let mut out = Vec::with_capacity(rays.len());
+        for (y, mask) in rays {
+            if y[n] <= 0 {
+                return Err(PolyError::Unbounded {
+                    set: "a polytope slice".into(),
+                });
+            }
+            let point = y[..n]
+                .iter()
+                .map(|&v| Rat::new(v, y[n]))
+                .collect::<Res<Vec<_>>>()?;
+            let tight = (0..m).filter(|&r| mask & 1 << r != 0).collect();
+            out.push(Vertex { point, tight });
+        }
         Ok(out)
     }
 
-    fn satisfies(&self, x: &[Rat]) -> Res<bool> {
-        for (c, b) in &self.rows {
-            let mut s = Rat::int(*b);
-            for (ci, xi) in c.iter().zip(x) {
-                s = s.add(Rat::int(*ci).mul(*xi)?)?;
-            }
-            if s.num < 0 {
-                return Ok(false);
+    /// Pairs of vertices joined by an edge: no third vertex is tight on every row both are
+    /// (the smallest face holding both then has two vertices, so it is a segment).
+    fn edges(&self, vertices: &[Vertex], work: &mut Work) -> Res<Vec<(usize, usize)>> {
+        let v = vertices.len() as u128;
+        work.spend_ray_tests(v * v * v / 2)?;
+        let masks: Vec<u128> = vertices
+            .iter()
+            .map(|v| v.tight.iter().fold(0u128, |a, &r| a | 1 << r))
+            .collect();
+        let mut out = Vec::new();
+        for i in 0..masks.len() {
+            for j in i + 1..masks.len() {
+                let common = masks[i] & masks[j];
+                let alone = masks
+                    .iter()
+                    .enumerate()
+                    .all(|(o, z)| o == i || o == j || common & z != common);
+                if alone {
+                    out.push((i, j));
+                }
             }
         }
-        Ok(true)
+        Ok(out)
     }
+}
 
-    fn each_subset(
-        &self,
-        start: usize,
-        k: usize,
-        pick: &mut Vec<usize>,
-        f: &mut dyn FnMut(&[usize]) -> Res<()>,
-    ) -> Res<()> {
-        if k == 0 {
-            return f(pick);
+/// The vertex projections on `tₖ` (sorted, distinct) and, for each stretch between two
+/// consecutive ones, the period of its slice counts: the lcm of `|eₖ|` over the primitive
+/// directions `e` of the edges that cross it.
+fn stretches(
+    vertices: &[Vertex],
+    edges: &[(usize, usize)],
+    k: usize,
+) -> Res<(Vec<Rat>, Vec<i128>)> {
+    let mut critical: Vec<Rat> = Vec::new();
+    for v in vertices {
+        if !critical.contains(&v.point[k]) {
+            critical.push(v.point[k]);
         }
-        for r in start..self.rows.len() {
-            if self.rows.len() - r < k {
-                break;
-            }
-            pick.push(r);
-            self.each_subset(r + 1, k - 1, pick, f)?;
-            pick.pop();
-        }
-        Ok(())
     }
+    critical.sort_by(|a, b| a.cmp_val(*b));
+    let mut periods = vec![1i128; critical.len().saturating_sub(1)];
+    for &(i, j) in edges {
+        let (p, q) = (&vertices[i].point, &vertices[j].point);
+        let step = primitive_k(p, q, k)?;
+        if step == 0 {
+            continue;
+        }
+        let (lo, hi) = if p[k].cmp_val(q[k]).is_lt() {
+            (p[k], q[k])
+        } else {
+            (q[k], p[k])
+        };
+        for (s, period) in periods.iter_mut().enumerate() {
+            if lo.cmp_val(critical[s]).is_le() && hi.cmp_val(critical[s + 1]).is_ge() {
+                *period = lcm(*period, step)?;
+            }
+        }
+    }
+    Ok((critical, periods))
+}
 
-    /// lcm of the non-zero maximal minors of the slice system (coefficients of `t₁…`).
-    fn slice_period(&self) -> Res<i128> {
-        let k = self.dims - 1;
-        let mut period = 1i128;
-        let mut pick = Vec::with_capacity(k);
-        self.each_subset(0, k, &mut pick, &mut |rows| {
-            let mat: Vec<Vec<i128>> = rows.iter().map(|&r| self.rows[r].0[1..].to_vec()).collect();
-            let d = det(&mat)?;
-            if d != 0 {
-                period = lcm(period, d)?;
-            }
-            Ok(())
-        })?;
-        if period > MAX_PERIOD {
-            return Err(PolyError::TooComplex {
-                what: "quasi-polynomial period",
-                needed: period as u128,
-                limit: MAX_PERIOD as u128,
-            });
+/// `|eₖ|` for the primitive integer direction `e` of the segment `p → q`.
+fn primitive_k(p: &[Rat], q: &[Rat], k: usize) -> Res<i128> {
+    let diff: Vec<Rat> = p
+        .iter()
+        .zip(q)
+        .map(|(a, b)| b.sub(*a))
+        .collect::<Res<_>>()?;
+    let den = diff.iter().try_fold(1i128, |l, d| lcm(l, d.den))?;
+    let ints: Vec<i128> = diff
+        .iter()
+        .map(|d| mul(d.num, den / d.den, "edge"))
+        .collect::<Res<_>>()?;
+    let g = ints.iter().fold(0, |g, &v| gcd(g, v));
+    Ok(if g == 0 { 0 } else { (ints[k] / g).abs() })
+}
+
+/// Whether a stretch of `width + 1` values is cheaper to count slice by slice than by
+/// interpolation (`samples` values per residue of `period`).
+fn direct_stretch(width: i128, period: i128, samples: i128) -> bool {
+    width < 2 * samples * period
+}
+
+/// Slice counts a sweep along a coordinate needs: one per integral vertex projection, and per
+/// stretch either every value or `samples` per residue of its period.
+fn sweep_cost(critical: &[Rat], periods: &[i128], samples: i128) -> u128 {
+    let mut cost = critical.iter().filter(|c| c.den == 1).count() as u128;
+    for (i, &period) in periods.iter().enumerate() {
+        let (a, b) = (critical[i].floor() + 1, critical[i + 1].ceil() - 1);
+        if a > b {
+            continue;
         }
-        Ok(period)
+        cost += if direct_stretch(b - a, period, samples) {
+            (b - a + 1) as u128
+        } else {
+            (samples * period) as u128
+        };
     }
+    cost
+}
+
+fn dot(a: &[i128], b: &[i128]) -> Res<i128> {
+    a.iter().zip(b).try_fold(0i128, |s, (x, y)| {
+        add(s, mul(*x, *y, "vertices")?, "vertices")
+    })
+}
+
+/// The integer vector with coprime entries along a rational direction.
+fn primitive(x: &[Rat]) -> Res<Vec<i128>> {
+    let den = x.iter().try_fold(1i128, |l, d| lcm(l, d.den))?;
+    let ints: Vec<i128> = x
+        .iter()
+        .map(|d| mul(d.num, den / d.den, "vertices"))
+        .collect::<Res<_>>()?;
+    Ok(reduce(ints))
+}
+
+/// `v` divided by the gcd of its entries.
+fn reduce(v: Vec<i128>) -> Vec<i128> {
+    let g = v.iter().fold(0, |g, &x| gcd(g, x));
+    if g <= 1 {
+        v
+    } else {
+        v.into_iter().map(|x| x / g).collect()
+    }
+}
+
+/// The rank of an integer matrix (exact rational elimination).
+fn rank(m: &[Vec<i128>]) -> Res<usize> {
+    let mut a: Vec<Vec<Rat>> = m
+        .iter()
+        .map(|r| r.iter().map(|&v| Rat::int(v)).collect())
+        .collect();
+    let cols = a.first().map_or(0, Vec::len);
+    let mut rank = 0;
+    for col in 0..cols {
+        let Some(p) = (rank..a.len()).find(|&r| !a[r][col].is_zero()) else {
+            continue;
+        };
+        a.swap(rank, p);
+        let pivot = a[rank].clone();
+        for row in a.iter_mut().skip(rank + 1) {
+            if !row[col].is_zero() {
+                let f = row[col].div(pivot[col])?;
+                for (v, p) in row.iter_mut().zip(&pivot).skip(col) {
+                    *v = v.sub(f.mul(*p)?)?;
+                }
+            }
+        }
+        rank += 1;
+    }
+    Ok(rank)
 }
 
 /// Σ_{u=0}^{last} p(u) for the polynomial of degree < values.len() with p(u) = values[u].
@@ -280,10 +769,12 @@ mod tests {
         let n = p.dims;
         let mut t = vec![lo; n];
         let mut count = 0;
+        let value = |c: &[i128], b: i128, t: &[i128]| -> i128 {
+            c.iter().zip(t).map(|(a, x)| a * x).sum::<i128>() + b
+        };
         loop {
-            if p.rows
-                .iter()
-                .all(|(c, b)| c.iter().zip(&t).map(|(a, x)| a * x).sum::<i128>() + b >= 0)
+            if p.rows.iter().all(|(c, b)| value(c, *b, &t) >= 0)
+                && p.eqs.iter().all(|(c, b)| value(c, *b, &t) == 0)
             {
                 count += 1;
             }
@@ -340,6 +831,34 @@ mod tests {
         q.add_inequality(vec![1, 0], 0);
         q.add_inequality(vec![-1, 0], 100);
         assert_eq!(q.count().unwrap(), 34);
+        // 4i + 6j = 2k has solutions only for some k; no coefficient is ±1 after the gcd.
+        let mut r = IntPolytope::new(3);
+        r.add_equality(vec![4, 6, -10], 2);
+        for d in 0..3 {
+            let mut lo = vec![0; 3];
+            lo[d] = 1;
+            let mut hi = vec![0; 3];
+            hi[d] = -1;
+            r.add_inequality(lo, 0);
+            r.add_inequality(hi, 20);
+        }
+        assert_eq!(r.count().unwrap(), brute(&r, 0, 20));
+    }
+
+    #[test]
+    fn few_values_of_a_lifted_division() {
+        // { (i, j, q) : 0 ≤ i, j < 3000, q = ⌊(180i + j)/16384⌋ }: 9·10⁶ points, counted by
+        // sweeping q (34 values) rather than i, whose stretch period is 4096.
+        let mut p = IntPolytope::new(3);
+        p.add_inequality(vec![1, 0, 0], 0);
+        p.add_inequality(vec![-1, 0, 0], 2999);
+        p.add_inequality(vec![0, 1, 0], 0);
+        p.add_inequality(vec![0, -1, 0], 2999);
+        p.add_inequality(vec![180, 1, -16384], 0);
+        p.add_inequality(vec![-180, -1, 16384], 16383);
+        let mut work = Work::default();
+        assert_eq!(p.count_with(&mut work).unwrap(), 3000 * 3000);
+        assert!(work.slices < 2000, "{} slices", work.slices);
     }
 
     proptest::proptest! {
@@ -348,6 +867,7 @@ mod tests {
         fn matches_brute_force(
             dims in 1usize..=3,
             rows in proptest::collection::vec((proptest::collection::vec(-3i128..=3, 3), -12i128..=12), 0..5),
+            eq in proptest::option::of((proptest::collection::vec(-4i128..=4, 3), -6i128..=6)),
         ) {
             let mut p = IntPolytope::new(dims);
             for d in 0..dims {
@@ -358,6 +878,9 @@ mod tests {
             }
             for (c, b) in rows {
                 p.add_inequality(c[..dims].to_vec(), b);
+            }
+            if let Some((c, b)) = eq {
+                p.add_equality(c[..dims].to_vec(), b);
             }
             proptest::prop_assert_eq!(p.count().unwrap(), brute(&p, -6, 6));
         }
@@ -373,6 +896,25 @@ mod tests {
             p.add_inequality(vec![-1, 0], size);
             p.add_inequality(vec![0, 1], 0);
             p.add_inequality(vec![0, -1], size);
+            for (c, b) in rows {
+                p.add_inequality(c, b);
+            }
+            proptest::prop_assert_eq!(p.count().unwrap(), brute(&p, 0, size));
+        }
+
+        #[test]
+        fn long_stretches_3d_match_brute_force(
+            rows in proptest::collection::vec((proptest::collection::vec(-3i128..=3, 3), -30i128..=30), 0..4),
+            size in 14i128..=24,
+        ) {
+            // Interpolation in three dimensions, with edge periods above 1.
+            let mut p = IntPolytope::new(3);
+            for d in 0..3 {
+                let mut lo = vec![0; 3]; lo[d] = 1;
+                let mut hi = vec![0; 3]; hi[d] = -1;
+                p.add_inequality(lo, 0);
+                p.add_inequality(hi, size);
+            }
             for (c, b) in rows {
                 p.add_inequality(c, b);
             }

@@ -158,36 +158,6 @@ pub(crate) fn solve(m: &[Vec<i128>], rhs: &[i128]) -> Res<Option<Vec<Rat>>> {
         .map(Some)
 }
 
-/// The determinant of a square integer matrix (fraction-free Bareiss elimination).
-pub(crate) fn det(m: &[Vec<i128>]) -> Res<i128> {
-    let n = m.len();
-    if n == 0 {
-        return Ok(1);
-    }
-    let mut a = m.to_vec();
-    let mut sign = 1;
-    let mut prev = 1i128;
-    for k in 0..n - 1 {
-        if a[k][k] == 0 {
-            let Some(p) = (k + 1..n).find(|&r| a[r][k] != 0) else {
-                return Ok(0);
-            };
-            a.swap(k, p);
-            sign = -sign;
-        }
-        for i in k + 1..n {
-            for j in k + 1..n {
-                let v = mul(a[i][j], a[k][k], "determinant")?
-                    .checked_sub(mul(a[i][k], a[k][j], "determinant")?)
-                    .ok_or_else(|| overflow("determinant"))?;
-                a[i][j] = v / prev;
-            }
-        }
-        prev = a[k][k];
-    }
-    Ok(sign * a[n - 1][n - 1])
-}
-
 /// Binomial coefficient `C(n, k)` for small `k`.
 pub(crate) fn binom(n: i128, k: usize) -> Res<i128> {
     let mut r = 1i128;

@@ -96,3 +96,40 @@ fn missing_parameter_and_unbounded_are_bad_input() {
     assert!(u.count(&[]).unwrap_err().is_bad_input());
     assert!(ctx.set("{ [i] : i >= }").unwrap_err().is_bad_input());
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(120))]
+    /// The shape of the cache model's sets: a row-major address, its line (a division by the
+    /// line size) and that line's set (a nested division by the number of sets), with the
+    /// large denominators real caches give; lifted, these are extra dimensions that take few
+    /// values, where the old residue split needed line × sets classes per dimension.
+    #[test]
+    fn cache_shaped_divisions_match_isl_enumeration(
+        dims in 2usize..=3,
+        row in 5i64..=40,
+        line in prop::sample::select(vec![4i64, 8, 16, 64]),
+        sets in prop::sample::select(vec![2i64, 4, 8, 64]),
+        offset in 0i64..=100,
+        target in 0i64..=7,
+        compare in 0u8..3,
+        n in 0i64..=12,
+    ) {
+        let vars = VARS[..dims].join(", ");
+        let address = match dims {
+            2 => format!("{row}a + b + {offset}"),
+            _ => format!("{}a + {row}b + c + {offset}", row * 3),
+        };
+        let tag = format!("floor(floor(({address})/{line})/{sets})");
+        let set_index = format!("floor(({address})/{line}) - {sets}*{tag}");
+        let cond = match compare {
+            0 => format!("{set_index} = {}", target % sets),
+            1 => format!("{set_index} <= {}", target % sets),
+            _ => format!("{tag} mod 3 != {}", target % 3),
+        };
+        let bounds: Vec<String> = VARS[..dims].iter().map(|v| format!("0 <= {v} < N")).collect();
+        let text = format!("[N] -> {{ [{vars}] : {} and {cond} }}", bounds.join(" and "));
+        let ctx = Ctx::new();
+        let s = ctx.set(&text).unwrap();
+        prop_assert_eq!(s.count(&[("N", n)]).unwrap(), isl_count(&text, n), "{}", text);
+    }
+}
