@@ -4,14 +4,14 @@
 use std::time::{Duration, Instant};
 
 use loopscope_polyhedral::{Ctx, Set};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::AnalyticError;
 use crate::pipeline::{Piece, TargetSets, build};
 use crate::program::{Cache, Position, Program};
 
 /// The counts of one hit-source piece `C_n`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PieceCounts {
     /// The hit-source candidates covering the piece (`P0.2` = second lexmax piece of `P0`).
     pub sources: Vec<String>,
@@ -31,7 +31,7 @@ pub struct PieceCounts {
 
 /// One reference whose accesses compete with another's for a cache set: how many of the other's
 /// conflict misses it took part in.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConflictSource {
     /// Position number of the competing (evicting) reference, `P0`, `P1`, …
     pub position: String,
@@ -47,7 +47,7 @@ pub struct ConflictSource {
 }
 
 /// The misses of one reference.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReferenceMisses {
     /// Position number, `P0`, `P1`, … in textual order.
     pub position: String,

@@ -68,6 +68,9 @@ pub enum Command {
         loopscope misses examples/kernels/2d-5pt.c -D M=100 -D N=1024 --cache L1=32K:8:64 --check\n  \
         loopscope misses examples/kernels/triad.c -D N=100000 -m machine.toml --json")]
     Misses(cmd::misses::MissesArgs),
+    /// One cache level of the analytic model, for `misses` and `roofline` (internal).
+    #[command(hide = true)]
+    ModelLevel(cmd::model_level::ModelLevelArgs),
     /// Measure caches (instruction and data), latencies, bandwidths and the peak FLOP rate.
     #[command(after_help = "Examples:\n  \
         loopscope probe --quick\n  \

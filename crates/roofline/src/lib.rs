@@ -55,7 +55,7 @@ pub use harness::{HarnessArray, HarnessKernel, HarnessRun, harness_source, run_h
 pub use kernel_file::{KernelHarness, simulated_accesses, simulated_traffic};
 pub use level::Level;
 pub use model::{Classic, LevelTime, Limit, Prediction, classic, predict};
-pub use modelled::{ModelLimits, ModelledLevel, modelled_traffic};
+pub use modelled::{ModelledLevel, check_model_caches, modelled_traffic};
 pub use procedure::{
     Analysis, Boundary, Comparison, L1Check, L1Thresholds, L1Verdict, Options, analyse, boundaries,
     l1_verdict,

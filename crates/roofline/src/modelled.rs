@@ -11,35 +11,23 @@
 //! one run from two is exact, but made the sets ten to a hundred times slower to build and
 //! count.) Each
 //! level is modelled as a cache of its own geometry seeing every access (spec 000 models one
-//! cache), in its own thread with its own isl context; in a real hierarchy an outer level sees
-//! only the inner level's misses, which under LRU with equal lines and a larger outer level
-//! changes the counts little (`--traffic sim` is the exact answer).
+//! cache); in a real hierarchy an outer level sees only the inner level's misses, which under
+//! LRU with equal lines and a larger outer level changes the counts little (`--traffic sim` is
+//! the exact answer). Running the model is the caller's (the command line runs each level in a
+//! process of its own, so one that overruns its time limit can be stopped); this room turns its
+//! counts into bytes.
 //!
 //! Write-backs are not part of spec 000: a line is counted as written back once per miss when
 //! its array is stored to anywhere in the kernel. That is exact when every line of a written
 //! array that comes in is also written before it leaves (stores to `a[i]`, updates `c[i][j] +=`),
 //! and counts too many write-backs for an array read widely but written in few places.
 
-use std::time::{Duration, Instant};
-
-use loopscope_analytic::{
-    AnalyticError, Cache, Model, Program as ModelProgram, ReferenceMisses, program_from_kernel,
-};
+use loopscope_analytic::ReferenceMisses;
 use loopscope_cache::{LevelConfig, Replacement};
 use loopscope_kernel::{AccessKind, Kernel, Layout, Program};
-use loopscope_polyhedral::Ctx;
 
 use crate::kernel_file::{assemble, kernel_error, outer_level};
 use crate::{Level, RooflineError, Traffic};
-
-/// Bounds on the model's work per level.
-#[derive(Debug, Clone, Copy)]
-pub struct ModelLimits {
-    /// Time the sets of one level may take to build.
-    pub time_limit: Duration,
-    /// isl elementary operations one level may use.
-    pub max_operations: u64,
-}
 
 /// What the model gave for one cache level.
 #[derive(Debug, Clone)]
@@ -56,45 +44,35 @@ pub struct ModelledLevel {
 }
 
 /// Steady-state traffic of `kernel` through `levels` (innermost first) from the analytic
-/// model. Levels the model could not do within `limits` are left out of the returned traffic
-/// and reported in the list with their reason, so the caller can take them from elsewhere.
+/// model's counts of one cold run, `per_level[i]` for `levels[i]` with the seconds it took.
+/// Levels without counts are left out of the returned traffic and listed with their reason, so
+/// the caller can take them from elsewhere.
 pub fn modelled_traffic(
     kernel: &Kernel,
     params: &[i64],
     layout: &Layout,
     levels: &[LevelConfig],
     timed: impl Fn(Level) -> bool,
-    limits: ModelLimits,
+    per_level: &[(Result<Vec<ReferenceMisses>, String>, f64)],
 ) -> Result<(Traffic, Vec<ModelledLevel>), RooflineError> {
     check_model_caches(levels)?;
     let program = Program::new(kernel, params, layout).map_err(kernel_error)?;
-    let model_program = program_from_kernel(kernel, params, layout).map_err(model_error)?;
-    let written: Vec<bool> = written_arrays(kernel);
-    let modelled: Vec<ModelledLevel> = std::thread::scope(|scope| {
-        let handles: Vec<_> = levels
-            .iter()
-            .enumerate()
-            .map(|(index, config)| {
-                let (model_program, written) = (&model_program, &written);
-                scope.spawn(move || {
-                    model_level(model_program, written, config, index, levels, limits)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .zip(levels)
-            .enumerate()
-            .map(|(index, (h, config))| {
-                h.join().unwrap_or_else(|_| ModelledLevel {
-                    name: config.name.clone(),
-                    outer: outer_level(levels, index),
-                    bytes: Err("the model thread panicked".into()),
-                    duration_s: 0.0,
-                })
-            })
-            .collect()
-    });
+    let written = written_arrays(kernel);
+    let modelled: Vec<ModelledLevel> = levels
+        .iter()
+        .zip(per_level)
+        .enumerate()
+        .map(|(index, (config, (refs, duration_s)))| ModelledLevel {
+            name: config.name.clone(),
+            outer: outer_level(levels, index),
+            bytes: refs.clone().map(|refs| {
+                let capacity_lines = config.size_bytes / config.line_bytes.max(1);
+                let lines = warm_run_lines(&refs, capacity_lines, kernel, &written);
+                lines.saturating_mul(config.line_bytes)
+            }),
+            duration_s: *duration_s,
+        })
+        .collect();
     let boundary: Vec<(Level, u64)> = modelled
         .iter()
         .filter_map(|m| m.bytes.as_ref().ok().map(|b| (m.outer, *b)))
@@ -109,9 +87,9 @@ pub fn modelled_traffic(
     Ok((traffic, modelled))
 }
 
-/// Spec 000's cache is LRU and write-allocate, and the write-backs above assume write-back:
-/// anything else would be silently wrong.
-fn check_model_caches(levels: &[LevelConfig]) -> Result<(), RooflineError> {
+/// Refuses levels the modelled traffic would get wrong: spec 000's cache is LRU and
+/// write-allocate, and the write-backs assume write-back.
+pub fn check_model_caches(levels: &[LevelConfig]) -> Result<(), RooflineError> {
     match levels
         .iter()
         .find(|l| l.replacement != Replacement::Lru || !l.write_allocate || !l.write_back)
@@ -136,49 +114,13 @@ fn written_arrays(kernel: &Kernel) -> Vec<bool> {
     written
 }
 
-fn model_level(
-    program: &ModelProgram,
-    written: &[bool],
-    config: &LevelConfig,
-    index: usize,
-    levels: &[LevelConfig],
-    limits: ModelLimits,
-) -> ModelledLevel {
-    let start = Instant::now();
-    let outer = outer_level(levels, index);
-    let cache = Cache {
-        ways: config.ways as u32,
-        line_bytes: config.line_bytes as i64,
-        sets: config.sets() as i64,
-    };
-    let ctx = Ctx::with_max_operations(limits.max_operations);
-    let bytes = Model::new_within(&ctx, program, cache, limits.time_limit)
-        .and_then(|model| model.evaluate(&[]))
-        .map(|refs| {
-            warm_run_lines(
-                &refs,
-                config.size_bytes / config.line_bytes,
-                program,
-                written,
-            )
-        })
-        .map(|lines| lines.saturating_mul(config.line_bytes))
-        .map_err(|e| e.to_string());
-    ModelledLevel {
-        name: config.name.clone(),
-        outer,
-        bytes,
-        duration_s: start.elapsed().as_secs_f64(),
-    }
-}
-
 /// Lines filled and written back in a warm run: the cold run's conflict misses, and its
 /// compulsory ones too when the footprint exceeds the level's `capacity_lines`; each miss of a
 /// written array's line counts twice (in, and back out).
 fn warm_run_lines(
     refs: &[ReferenceMisses],
     capacity_lines: u64,
-    program: &ModelProgram,
+    kernel: &Kernel,
     written: &[bool],
 ) -> u64 {
     let count = |v: i128| u64::try_from(v.max(0)).unwrap_or(u64::MAX);
@@ -194,7 +136,7 @@ fn warm_run_lines(
             } else {
                 count(r.conflict)
             };
-            let array = program.arrays.iter().position(|a| a.name == r.array);
+            let array = kernel.arrays.iter().position(|a| a.name == r.array);
             let factor = if array.is_some_and(|i| written.get(i) == Some(&true)) {
                 2
             } else {
@@ -222,17 +164,9 @@ fn run_access_bytes(kernel: &Kernel, program: &Program) -> u64 {
         .fold(0, u64::saturating_add)
 }
 
-fn model_error(e: AnalyticError) -> RooflineError {
-    RooflineError::Kernel {
-        bad_input: e.is_bad_input(),
-        message: e.to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use loopscope_analytic::Array;
 
     fn reference(array: &str, compulsory: i128, conflict: i128) -> ReferenceMisses {
         ReferenceMisses {
@@ -244,30 +178,20 @@ mod tests {
             compulsory,
             conflict,
             pieces: Vec::new(),
-        }
-    }
-
-    fn program() -> ModelProgram {
-        let array = |name: &str| Array {
-            name: name.into(),
-            base_bytes: 0,
-            element_bytes: 8,
-            extents: vec![100],
-        };
-        ModelProgram {
-            params: Vec::new(),
-            arrays: vec![array("a"), array("b")],
-            body: Vec::new(),
+            sources: None,
         }
     }
 
     #[test]
     fn compulsory_misses_recur_only_beyond_the_capacity() {
+        let text = "double a[100], b[100];\nfor (int i = 0; i < 100; ++i)\n    b[i] = a[i];\n";
+        let kernel = loopscope_kernel::parse_kernel(text, "copy.c").unwrap();
+        let written = written_arrays(&kernel);
+        assert_eq!(written, [false, true]);
         let refs = [reference("a", 10, 3), reference("b", 6, 1)];
-        let written = [false, true];
         // 16 distinct lines: in a 16-line level they stay; only conflicts recur.
-        assert_eq!(warm_run_lines(&refs, 16, &program(), &written), 3 + 2);
+        assert_eq!(warm_run_lines(&refs, 16, &kernel, &written), 3 + 2);
         // In a 15-line level they are all missed again; `b`'s lines also go back out.
-        assert_eq!(warm_run_lines(&refs, 15, &program(), &written), 13 + 2 * 7);
+        assert_eq!(warm_run_lines(&refs, 15, &kernel, &written), 13 + 2 * 7);
     }
 }

@@ -6,13 +6,13 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Args;
-use loopscope_analytic::{AnalyticError, Cache, Model, ReferenceMisses, program_from_kernel};
+use loopscope_analytic::program_from_kernel;
 use loopscope_cache::{Hierarchy, Inclusion, LevelConfig, Replacement};
 use loopscope_kernel::{Kernel, Program as Stream};
-use loopscope_polyhedral::Ctx;
 use loopscope_report::{Align, format_bytes};
 use serde::Serialize;
 
+use crate::cmd::model_level::{LevelOutcome, ModelRequest, model_levels};
 use crate::cmd::simulate::{
     LoadedKernel, RefLabel, cache_levels_from, kernel_labels, parse_define, percent, right_aligned,
 };
@@ -185,22 +185,25 @@ struct CheckRef {
     difference: Option<i64>,
 }
 
-/// One level's model outcome.
-struct Modelled {
-    refs: Result<Vec<ReferenceMisses>, AnalyticError>,
-    explain: Option<String>,
-    duration_s: f64,
-}
-
 /// Runs `misses`.
 pub fn run(args: &MissesArgs, ui: &Ui) -> anyhow::Result<()> {
     let start = Instant::now();
     let levels = cache_levels_from(args.cache.as_deref(), args.machine.as_deref(), ui)?;
     check_model_caches(&levels)?;
     let loaded = LoadedKernel::load(&args.kernel, &args.define, args.base.as_deref(), ui)?;
-    let program = program_from_kernel(&loaded.kernel, &loaded.params, &loaded.layout)
+    // Checked here so a kernel the model cannot take is bad input (exit 2), not a level error.
+    program_from_kernel(&loaded.kernel, &loaded.params, &loaded.layout)
         .map_err(|e| bad_input(format!("{}: {e}", loaded.origin)))?;
-    let modelled = model_levels(&program, &levels, args);
+    let request = ModelRequest {
+        kernel: &args.kernel,
+        define: &args.define,
+        base: args.base.as_deref(),
+        max_operations: args.max_operations,
+        time_limit_s: args.time_limit,
+        explain: args.explain,
+        sources: args.sources,
+    };
+    let modelled = model_levels(&request, &levels);
     let labels = kernel_labels(&loaded.kernel);
     let mut report = build_report(&loaded, &levels, &modelled, &labels);
     if args.sources {
@@ -252,60 +255,6 @@ fn check_model_caches(levels: &[LevelConfig]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Each level in its own thread with its own isl context: the levels are independent, and
-/// isl contexts are not shared between threads.
-fn model_levels(
-    program: &loopscope_analytic::Program,
-    levels: &[LevelConfig],
-    args: &MissesArgs,
-) -> Vec<Modelled> {
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = levels
-            .iter()
-            .map(|l| {
-                let cache = Cache {
-                    ways: l.ways as u32,
-                    line_bytes: l.line_bytes as i64,
-                    sets: l.sets() as i64,
-                };
-                scope.spawn(move || model_level(program, cache, args))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| Modelled {
-                    refs: Err(AnalyticError::Program("the model thread panicked".into())),
-                    explain: None,
-                    duration_s: 0.0,
-                })
-            })
-            .collect()
-    })
-}
-
-fn model_level(program: &loopscope_analytic::Program, cache: Cache, args: &MissesArgs) -> Modelled {
-    let start = Instant::now();
-    let ctx = Ctx::with_max_operations(args.max_operations);
-    let mut explain = None;
-    let limit = std::time::Duration::from_secs_f64(args.time_limit.clamp(0.0, 1e9));
-    let refs = Model::new_within(&ctx, program, cache, limit).and_then(|model| {
-        if args.explain {
-            explain = Some(model.explain());
-        }
-        if args.sources {
-            model.evaluate_with_sources(&[])
-        } else {
-            model.evaluate(&[])
-        }
-    });
-    Modelled {
-        refs,
-        explain,
-        duration_s: start.elapsed().as_secs_f64(),
-    }
-}
-
 fn to_u64(v: i128) -> u64 {
     u64::try_from(v.max(0)).unwrap_or(u64::MAX)
 }
@@ -313,7 +262,7 @@ fn to_u64(v: i128) -> u64 {
 fn build_report(
     loaded: &LoadedKernel,
     levels: &[LevelConfig],
-    modelled: &[Modelled],
+    modelled: &[LevelOutcome],
     labels: &[RefLabel],
 ) -> Report {
     let mut out_levels = Vec::new();
@@ -338,7 +287,7 @@ fn build_report(
             explain: m.explain.clone(),
         };
         match &m.refs {
-            Err(e) => level.error = Some(e.to_string()),
+            Err(e) => level.error = Some(e.clone()),
             Ok(refs) => {
                 let (mut acc, mut comp, mut conf) = (0u64, 0u64, 0u64);
                 for (id, (r, label)) in refs.iter().zip(labels).enumerate() {
@@ -387,7 +336,7 @@ fn build_report(
 fn sources(
     kernel: &Kernel,
     levels: &[LevelConfig],
-    modelled: &[Modelled],
+    modelled: &[LevelOutcome],
     labels: &[RefLabel],
 ) -> Vec<SourceReport> {
     let mut out = Vec::new();

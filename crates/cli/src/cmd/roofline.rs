@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
@@ -13,13 +12,14 @@ use loopscope_machine::{Machine, read_machine_file, write_atomically};
 use loopscope_report::format_bytes;
 use loopscope_report::{RooflineAxis, render_roofline, render_roofline_svg};
 use loopscope_roofline::{
-    Analysis, Ceilings, Counts, HarnessKernel, HarnessRun, KernelHarness, ModelLimits,
-    ModelledLevel, Options, PAPER_PROFILES, Traffic, analyse, harness_source, modelled_traffic,
+    Analysis, Ceilings, Counts, HarnessKernel, HarnessRun, KernelHarness, ModelledLevel, Options,
+    PAPER_PROFILES, Traffic, analyse, check_model_caches, harness_source, modelled_traffic,
     paper_profile, parse_bandwidths, parse_counts, parse_volumes, run_harness, simulated_accesses,
     simulated_traffic, theoretical_peak_gflops,
 };
 use serde::Serialize;
 
+use crate::cmd::model_level::{ModelRequest, model_levels};
 use crate::failure::bad_input;
 use crate::ui::Ui;
 
@@ -50,8 +50,8 @@ pub struct RooflineArgs {
     /// steady state of repeated runs) or `model` (the analytic cache model).
     #[arg(long, value_enum, default_value_t = TrafficSource::Sim, requires = "kernel")]
     pub traffic: TrafficSource,
-    /// With --traffic model: seconds each level's sets may take to build; a level that needs
-    /// more is taken from the simulator instead.
+    /// With --traffic model: seconds each level's model may take; a level that needs more is
+    /// stopped and taken from the simulator instead.
     #[arg(
         long,
         value_name = "SECONDS",
@@ -325,14 +325,24 @@ fn kernel_traffic(
     let (traffic, traffic_source) = match args.traffic {
         TrafficSource::Sim => (simulate()?, "exact cache simulator".to_owned()),
         TrafficSource::Model => {
-            let limits = ModelLimits {
-                time_limit: Duration::from_secs_f64(args.time_limit.clamp(0.0, 1e9)),
+            check_model_caches(&levels)?;
+            let request = ModelRequest {
+                kernel: path,
+                define: &args.define,
+                base: None,
                 max_operations: args.max_operations,
+                time_limit_s: args.time_limit,
+                explain: false,
+                sources: false,
             };
             let bar = ui.progress_bar(0, "modelling");
-            let modelled = modelled_traffic(&kernel, &params, &layout, &levels, timed, limits);
+            let outcomes: Vec<_> = model_levels(&request, &levels)
+                .into_iter()
+                .map(|o| (o.refs, o.duration_s))
+                .collect();
             bar.finish_and_clear();
-            let (traffic, per_level) = modelled?;
+            let (traffic, per_level) =
+                modelled_traffic(&kernel, &params, &layout, &levels, timed, &outcomes)?;
             with_simulated_fallback(traffic, &per_level, path, ui, simulate)?
         }
     };

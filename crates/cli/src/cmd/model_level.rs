@@ -1,0 +1,241 @@
+//! One cache level of the analytic model (spec 000) in a child process of its own, so that a
+//! level that overruns its time limit can be stopped. isl's operation count does not bound
+//! everything (a parametric lexmin whose coefficients grow into big numbers counts few
+//! operations), the model's own deadline is checked only between set operations, and a thread
+//! cannot be stopped from outside: a process can. `misses` and `roofline --traffic model` run
+//! every level this way, all levels at once, each a `loopscope model-level` (hidden) child.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use loopscope_analytic::{Cache, Model, ReferenceMisses, program_from_kernel};
+use loopscope_cache::LevelConfig;
+use loopscope_polyhedral::Ctx;
+use serde::{Deserialize, Serialize};
+
+use crate::cmd::simulate::{LoadedKernel, parse_define};
+use crate::failure::bad_input;
+use crate::ui::Ui;
+
+/// Arguments of the hidden `model-level` command: one level, the kernel as `misses` loads it.
+#[derive(Debug, Args)]
+pub struct ModelLevelArgs {
+    /// Kernel file.
+    #[arg(value_name = "KERNEL.c")]
+    pub kernel: PathBuf,
+    /// Value of a kernel symbol.
+    #[arg(short = 'D', value_name = "NAME=VALUE", value_parser = parse_define)]
+    pub define: Vec<(String, i64)>,
+    /// Array base addresses.
+    #[arg(long, value_name = "NAME=ADDR,...")]
+    pub base: Option<String>,
+    /// Associativity.
+    #[arg(long)]
+    pub ways: u32,
+    /// Line size in bytes.
+    #[arg(long)]
+    pub line_bytes: i64,
+    /// Number of sets.
+    #[arg(long)]
+    pub sets: i64,
+    /// Bound on isl's elementary operations.
+    #[arg(long)]
+    pub max_operations: u64,
+    /// Seconds the sets may take to build (checked between set operations).
+    #[arg(long)]
+    pub time_limit: f64,
+    /// Also return the intermediate sets as text.
+    #[arg(long)]
+    pub explain: bool,
+    /// Also attribute conflict misses to competing references.
+    #[arg(long)]
+    pub sources: bool,
+}
+
+/// What one level's model gave, as the child prints it (JSON on stdout).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct LevelOutcome {
+    /// Per reference, or why the level could not be modelled.
+    pub refs: Result<Vec<ReferenceMisses>, String>,
+    /// The intermediate sets, with `explain`.
+    pub explain: Option<String>,
+    /// Seconds the level took.
+    pub duration_s: f64,
+}
+
+/// Runs `model-level`: models one level and prints its [`LevelOutcome`].
+pub fn run(args: &ModelLevelArgs, ui: &Ui) -> anyhow::Result<()> {
+    let start = Instant::now();
+    let loaded = LoadedKernel::load(&args.kernel, &args.define, args.base.as_deref(), ui)?;
+    let program = program_from_kernel(&loaded.kernel, &loaded.params, &loaded.layout)
+        .map_err(|e| bad_input(format!("{}: {e}", loaded.origin)))?;
+    let cache = Cache {
+        ways: args.ways,
+        line_bytes: args.line_bytes,
+        sets: args.sets,
+    };
+    let ctx = Ctx::with_max_operations(args.max_operations);
+    let limit = Duration::from_secs_f64(args.time_limit.clamp(0.0, 1e9));
+    let mut explain = None;
+    let refs = Model::new_within(&ctx, &program, cache, limit).and_then(|model| {
+        if args.explain {
+            explain = Some(model.explain());
+        }
+        if args.sources {
+            model.evaluate_with_sources(&[])
+        } else {
+            model.evaluate(&[])
+        }
+    });
+    crate::cmd::print_json(&LevelOutcome {
+        refs: refs.map_err(|e| e.to_string()),
+        explain,
+        duration_s: start.elapsed().as_secs_f64(),
+    })
+}
+
+/// The kernel and the model's options, as the parent command has them.
+pub struct ModelRequest<'a> {
+    /// Kernel file.
+    pub kernel: &'a Path,
+    /// `-D` values.
+    pub define: &'a [(String, i64)],
+    /// `--base`, if given.
+    pub base: Option<&'a str>,
+    /// isl operations per level.
+    pub max_operations: u64,
+    /// Seconds per level, building and counting.
+    pub time_limit_s: f64,
+    /// Return the intermediate sets.
+    pub explain: bool,
+    /// Attribute conflict misses.
+    pub sources: bool,
+}
+
+/// Seconds a child may run past its own build deadline to finish counting and report, before it
+/// is stopped.
+const GRACE_S: f64 = 2.0;
+
+/// Models every level in its own child process, all at once, and stops those still running
+/// `time_limit_s` (plus a short grace) after the start. Levels come back in order.
+pub fn model_levels(request: &ModelRequest<'_>, levels: &[LevelConfig]) -> Vec<LevelOutcome> {
+    let start = Instant::now();
+    let mut running: Vec<Result<Running, String>> =
+        levels.iter().map(|l| spawn(request, l)).collect();
+    let deadline = start + Duration::from_secs_f64(request.time_limit_s.clamp(0.0, 1e9) + GRACE_S);
+    loop {
+        let waiting = running.iter_mut().flatten().any(|r| !r.finished());
+        if !waiting || Instant::now() >= deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    running
+        .into_iter()
+        .map(|r| match r {
+            Ok(r) => r.outcome(request.time_limit_s, start),
+            Err(e) => failed(e, start),
+        })
+        .collect()
+}
+
+/// A child and the threads draining its pipes (so a long explanation cannot fill a pipe and
+/// block it).
+struct Running {
+    child: Child,
+    done: bool,
+    stdout: std::thread::JoinHandle<String>,
+    stderr: std::thread::JoinHandle<String>,
+}
+
+impl Running {
+    fn finished(&mut self) -> bool {
+        self.done = self.done || !matches!(self.child.try_wait(), Ok(None));
+        self.done
+    }
+
+    fn outcome(mut self, time_limit_s: f64, start: Instant) -> LevelOutcome {
+        if !self.finished() {
+            // Killing an exited child is harmless; either way it is reaped below.
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            return failed(
+                format!("took more than the time limit of {time_limit_s} s (stopped)"),
+                start,
+            );
+        }
+        let stdout = self.stdout.join().unwrap_or_default();
+        let stderr = self.stderr.join().unwrap_or_default();
+        serde_json::from_str(&stdout).unwrap_or_else(|_| {
+            let last = stderr.trim().lines().last().unwrap_or("no output");
+            failed(
+                format!(
+                    "the model process failed: {}",
+                    last.trim_start_matches("loopscope: ")
+                ),
+                start,
+            )
+        })
+    }
+}
+
+fn failed(message: String, start: Instant) -> LevelOutcome {
+    LevelOutcome {
+        refs: Err(message),
+        explain: None,
+        duration_s: start.elapsed().as_secs_f64(),
+    }
+}
+
+fn spawn(request: &ModelRequest<'_>, level: &LevelConfig) -> Result<Running, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find loopscope itself: {e}"))?;
+    let mut command = Command::new(exe);
+    command
+        .args(["-q", "model-level"])
+        .arg(request.kernel)
+        .args(["--ways", &level.ways.to_string()])
+        .args(["--line-bytes", &level.line_bytes.to_string()])
+        .args(["--sets", &level.sets().to_string()])
+        .args(["--max-operations", &request.max_operations.to_string()])
+        .args(["--time-limit", &request.time_limit_s.to_string()]);
+    for (name, value) in request.define {
+        command.arg("-D").arg(format!("{name}={value}"));
+    }
+    if let Some(base) = request.base {
+        command.args(["--base", base]);
+    }
+    if request.explain {
+        command.arg("--explain");
+    }
+    if request.sources {
+        command.arg("--sources");
+    }
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start the model process: {e}"))?;
+    let stdout = drain(child.stdout.take());
+    let stderr = drain(child.stderr.take());
+    Ok(Running {
+        child,
+        done: false,
+        stdout,
+        stderr,
+    })
+}
+
+fn drain(pipe: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(mut pipe) = pipe {
+            // A pipe that breaks mid-way leaves what was read, which then fails to parse.
+            let _ = pipe.read_to_string(&mut text);
+        }
+        text
+    })
+}
