@@ -20,9 +20,39 @@ pub fn program_from_kernel(
     params: &[i64],
     layout: &Layout,
 ) -> Result<Program, AnalyticError> {
+    program_with_symbol(kernel, params, None, layout)
+}
+
+/// Like [`program_from_kernel`], but the parameter with index `symbolic` (in [`Kernel::params`])
+/// stays a parameter of the program (its value in `params` is ignored), for formulas in it. It
+/// may bound loops but not size an array: the addresses would not be affine in it. The layout
+/// must not depend on it either (it does not when no extent mentions it).
+pub fn program_with_symbol(
+    kernel: &Kernel,
+    params: &[i64],
+    symbolic: Option<usize>,
+    layout: &Layout,
+) -> Result<Program, AnalyticError> {
+    if let Some(p) = symbolic {
+        let name = kernel.params.get(p).ok_or_else(|| {
+            AnalyticError::Program(format!("no parameter number {p} in the kernel"))
+        })?;
+        if let Some(a) = kernel
+            .arrays
+            .iter()
+            .find(|a| a.extents.iter().any(|e| e.mentions(Sym::Param(p))))
+        {
+            return Err(AnalyticError::Program(format!(
+                "`{name}` sets an extent of array `{}`, so addresses are not affine in it: only a \
+                 parameter that bounds loops alone can stay symbolic",
+                a.name
+            )));
+        }
+    }
     let adapter = Adapter {
         kernel,
         params,
+        symbolic,
         names: vec![String::new(); kernel.loops.len()],
     };
     adapter.program(layout)
@@ -31,6 +61,8 @@ pub fn program_from_kernel(
 struct Adapter<'a> {
     kernel: &'a Kernel,
     params: &'a [i64],
+    /// The parameter kept symbolic, if any.
+    symbolic: Option<usize>,
     /// The name each loop variable gets in the program (unique along every nest).
     names: Vec<String>,
 }
@@ -45,7 +77,11 @@ impl Adapter<'_> {
         let mut enclosing = Vec::new();
         let body = self.nodes(&self.kernel.body.clone(), &mut enclosing)?;
         Ok(Program {
-            params: Vec::new(),
+            params: self
+                .symbolic
+                .map(|p| self.kernel.params[p].clone())
+                .into_iter()
+                .collect(),
             arrays,
             body,
         })
@@ -150,14 +186,25 @@ impl Adapter<'_> {
     /// The expression with parameters replaced by their values and loop variables by their
     /// program names.
     fn affine(&self, e: &loopscope_kernel::Affine) -> Result<Affine, AnalyticError> {
-        let bound = e
-            .bind_params(self.params)
-            .ok_or_else(|| overflow("an affine expression"))?;
-        let mut out = Affine::constant(bound.constant);
-        for (sym, k) in bound.terms {
-            if let Sym::Loop(l) = sym {
-                out = out.plus_term(&self.names[l], k);
-            }
+        let mut out = Affine::constant(e.constant);
+        for &(sym, k) in &e.terms {
+            out = match sym {
+                Sym::Loop(l) => out.plus_term(&self.names[l], k),
+                Sym::Param(p) if Some(p) == self.symbolic => {
+                    out.plus_term(&self.kernel.params[p], k)
+                }
+                Sym::Param(p) => {
+                    let value = self.params.get(p).copied().unwrap_or(0);
+                    let term = k
+                        .checked_mul(value)
+                        .and_then(|v| v.checked_add(out.constant))
+                        .ok_or_else(|| overflow("an affine expression"))?;
+                    Affine {
+                        constant: term,
+                        ..out
+                    }
+                }
+            };
         }
         Ok(out)
     }

@@ -50,9 +50,13 @@ mod evaluate;
 mod from_kernel;
 mod pipeline;
 mod program;
+mod symbolic;
 mod text;
 
 pub use error::AnalyticError;
 pub use evaluate::{ConflictSource, Model, PieceCounts, ReferenceMisses};
-pub use from_kernel::program_from_kernel;
+pub use from_kernel::{program_from_kernel, program_with_symbol};
 pub use program::{Affine, Array, Cache, Loop, Node, Program, Reference, Statement};
+pub use symbolic::{
+    FitOptions, Formula, Fraction, QuasiPolynomial, ReferenceFormulas, fit_formulas,
+};

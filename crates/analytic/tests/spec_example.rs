@@ -244,3 +244,39 @@ fn closed_forms_at_large_sizes() {
         }
     }
 }
+
+/// Spec §4.3's closed form in symbolic mode: at X = Y = 10, for Z ≥ 4⌈X/4⌉ = 12 the compulsory
+/// misses of A[k] are ⌈Z/4⌉ − ⌈X/4⌉ = ⌈Z/4⌉ − 3, and every count below and on the verified range
+/// equals the model's own evaluation (the acceptance table's Z values included).
+#[test]
+fn closed_form_in_z_at_x_y_10() {
+    use loopscope_analytic::FitOptions;
+    let ctx = Ctx::new();
+    let model = analyse(&ctx);
+    let options = FitOptions {
+        lowest: 0,
+        start: 64,
+        max_degree: 1,
+        max_period: 16,
+    };
+    let formulas = model
+        .formulas("Z", &[("X", 10), ("Y", 10)], options)
+        .unwrap();
+    let a_k = &formulas[0];
+    assert_eq!(a_k.position, "P2");
+    assert!(a_k.compulsory.holds_from <= 12, "{:?}", a_k.compulsory);
+    for z in 12..400i64 {
+        let ceil = (z + 3).div_euclid(4);
+        assert_eq!(
+            a_k.compulsory.at(z).unwrap(),
+            i128::from(ceil - 3),
+            "Z = {z}"
+        );
+    }
+    for z in [1, 3, 6, 8, 9, 10] {
+        let direct = at(&model, 10, 10, z);
+        assert_eq!(a_k.compulsory.at(z).unwrap(), direct.compulsory, "Z = {z}");
+        assert_eq!(a_k.conflict.at(z).unwrap(), direct.conflict, "Z = {z}");
+    }
+    assert_eq!(a_k.accesses.quasi_polynomial.render("Z"), "Z");
+}

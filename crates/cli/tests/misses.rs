@@ -259,3 +259,93 @@ fn sources_table_in_text_at_eight_ways() {
     ]);
     assert!(!String::from_utf8_lossy(&plain.stdout).contains("conflict sources"));
 }
+
+/// `misses --symbolic Z` on spec 000's example at X = Y = 10, with `extra` arguments.
+fn spec000_in_z(extra: &[&str]) -> Output {
+    let k = example("spec000.c");
+    let mut args = vec![
+        "misses",
+        k.as_str(),
+        "-D",
+        "X=10",
+        "-D",
+        "Y=10",
+        "--symbolic",
+        "Z",
+        "--cache",
+        "L1=256:2:32",
+        "--base",
+        "A=0,B=800,C=1600",
+    ];
+    args.extend_from_slice(extra);
+    loopscope(&args)
+}
+
+#[test]
+fn symbolic_formulas_reproduce_the_spec_closed_form_and_table() {
+    let v = json(&spec000_in_z(&[
+        "--at", "Z=10", "--at", "Z=9", "--at", "Z=6", "--json",
+    ]));
+    assert_eq!(v["parameter"], "Z");
+    let level = &v["levels"][0];
+    // Spec §4.5's rows at X = Y = 10 (Z = 10, 9, 6): A[k]'s (compulsory, conflict) are (0, 1),
+    // (0, 1), (0, 0); A[i] and B[j] add 3 compulsory misses each, C[k] ⌈Z/4⌉.
+    let at: Vec<(i64, i64, i64)> = level["at"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["value"].as_i64().unwrap(),
+                a["compulsory"].as_i64().unwrap(),
+                a["conflict"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(at, [(10, 9, 1), (9, 9, 1), (6, 8, 0)]);
+    // A[k]'s compulsory misses: ⌈Z/4⌉ − 3 (spec §4.3, Z ≥ 4⌈X/4⌉), a period-4 quasi-polynomial.
+    let a_k = &level["references"][2];
+    assert_eq!(a_k["text"], "A[k]");
+    assert_eq!(a_k["compulsory"]["quasi_polynomial"]["period"], 4);
+    assert!(a_k["compulsory"]["holds_from"].as_i64().unwrap() <= 12);
+    let text = common::stdout(&spec000_in_z(&[]));
+    assert!(
+        text.contains("compulsory  1/4·Z + [-3, -9/4, -5/2, -11/4]  ([…] by Z mod 4)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn symbolic_refuses_what_it_cannot_do() {
+    let (triad, spec) = (example("triad.c"), example("spec000.c"));
+    let cases: [(Vec<&str>, &str); 3] = [
+        (
+            vec![&triad, "--symbolic", "N"],
+            "sets an extent of array `a`",
+        ),
+        (
+            vec![&spec, "-D", "X=1", "-D", "Y=1", "--symbolic", "Q"],
+            "has no parameter `Q`",
+        ),
+        (
+            vec![
+                &spec,
+                "-D",
+                "X=1",
+                "-D",
+                "Y=1",
+                "-D",
+                "Z=1",
+                "--symbolic",
+                "Z",
+            ],
+            "not both",
+        ),
+    ];
+    for (args, expected) in cases {
+        let mut all = vec!["misses"];
+        all.extend(args);
+        all.extend(["--cache", "L1=256:2:32"]);
+        assert_bad_input(&loopscope(&all), expected);
+    }
+}

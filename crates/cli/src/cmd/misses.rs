@@ -62,6 +62,14 @@ pub struct MissesArgs {
     /// modelled.
     #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
     pub time_limit: f64,
+    /// Give every count as a formula in this parameter (a quasi-polynomial fitted from exact
+    /// counts, with the range where it was verified); the other parameters need -D values.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["check", "sources", "explain"])]
+    pub symbolic: Option<String>,
+    /// With --symbolic: evaluate the formulas at NAME=VALUE (repeatable; prefix differences
+    /// of two values are the misses of a range, spec §4.4).
+    #[arg(long, value_name = "NAME=VALUE", value_parser = parse_define, requires = "symbolic")]
+    pub at: Vec<(String, i64)>,
     /// Print one JSON document instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -190,6 +198,9 @@ pub fn run(args: &MissesArgs, ui: &Ui) -> anyhow::Result<()> {
     let start = Instant::now();
     let levels = cache_levels_from(args.cache.as_deref(), args.machine.as_deref(), ui)?;
     check_model_caches(&levels)?;
+    if let Some(name) = &args.symbolic {
+        return crate::cmd::misses_symbolic::run(args, name, &levels, ui);
+    }
     let loaded = LoadedKernel::load(&args.kernel, &args.define, args.base.as_deref(), ui)?;
     // Checked here so a kernel the model cannot take is bad input (exit 2), not a level error.
     program_from_kernel(&loaded.kernel, &loaded.params, &loaded.layout)
@@ -202,6 +213,7 @@ pub fn run(args: &MissesArgs, ui: &Ui) -> anyhow::Result<()> {
         time_limit_s: args.time_limit,
         explain: args.explain,
         sources: args.sources,
+        symbolic: None,
     };
     let modelled = model_levels(&request, &levels);
     let labels = kernel_labels(&loaded.kernel);

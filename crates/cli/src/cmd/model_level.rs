@@ -11,7 +11,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use loopscope_analytic::{Cache, Model, ReferenceMisses, program_from_kernel};
+use loopscope_analytic::{
+    Cache, FitOptions, Model, ReferenceFormulas, ReferenceMisses, program_with_symbol,
+};
 use loopscope_cache::LevelConfig;
 use loopscope_polyhedral::Ctx;
 use serde::{Deserialize, Serialize};
@@ -53,6 +55,9 @@ pub struct ModelLevelArgs {
     /// Also attribute conflict misses to competing references.
     #[arg(long)]
     pub sources: bool,
+    /// Give the counts as formulas in this parameter (its `-D` value is a placeholder).
+    #[arg(long, value_name = "NAME")]
+    pub symbolic: Option<String>,
 }
 
 /// What one level's model gave, as the child prints it (JSON on stdout).
@@ -64,13 +69,18 @@ pub struct LevelOutcome {
     pub explain: Option<String>,
     /// Seconds the level took.
     pub duration_s: f64,
+    /// With `symbolic`: the counts as formulas (then `refs` holds the counts at the fitting
+    /// window's start).
+    #[serde(default)]
+    pub formulas: Option<Vec<ReferenceFormulas>>,
 }
 
 /// Runs `model-level`: models one level and prints its [`LevelOutcome`].
 pub fn run(args: &ModelLevelArgs, ui: &Ui) -> anyhow::Result<()> {
     let start = Instant::now();
     let loaded = LoadedKernel::load(&args.kernel, &args.define, args.base.as_deref(), ui)?;
-    let program = program_from_kernel(&loaded.kernel, &loaded.params, &loaded.layout)
+    let symbolic = symbolic_index(&loaded, args.symbolic.as_deref())?;
+    let program = program_with_symbol(&loaded.kernel, &loaded.params, symbolic, &loaded.layout)
         .map_err(|e| bad_input(format!("{}: {e}", loaded.origin)))?;
     let cache = Cache {
         ways: args.ways,
@@ -80,9 +90,15 @@ pub fn run(args: &ModelLevelArgs, ui: &Ui) -> anyhow::Result<()> {
     let ctx = Ctx::with_max_operations(args.max_operations);
     let limit = Duration::from_secs_f64(args.time_limit.clamp(0.0, 1e9));
     let mut explain = None;
+    let mut formulas = None;
     let refs = Model::new_within(&ctx, &program, cache, limit).and_then(|model| {
         if args.explain {
             explain = Some(model.explain());
+        }
+        if let Some(name) = &args.symbolic {
+            let options = fit_options(&loaded, args);
+            formulas = Some(model.formulas(name, &[], options)?);
+            return model.evaluate(&[(name.as_str(), options.start)]);
         }
         if args.sources {
             model.evaluate_with_sources(&[])
@@ -94,7 +110,68 @@ pub fn run(args: &ModelLevelArgs, ui: &Ui) -> anyhow::Result<()> {
         refs: refs.map_err(|e| e.to_string()),
         explain,
         duration_s: start.elapsed().as_secs_f64(),
+        formulas,
     })
+}
+
+/// The index of the parameter named `name` in the kernel, if one is asked for.
+pub fn symbolic_index(loaded: &LoadedKernel, name: Option<&str>) -> anyhow::Result<Option<usize>> {
+    let Some(name) = name else {
+        return Ok(None);
+    };
+    match loaded.kernel.params.iter().position(|p| p == name) {
+        Some(i) => Ok(Some(i)),
+        None => Err(bad_input(format!(
+            "--symbolic {name}: {} has no parameter `{name}` (it has: {})",
+            loaded.origin,
+            loaded.kernel.params.join(", ")
+        ))),
+    }
+}
+
+/// Where and how to look for the formulas: the degree is the deepest loop nest; periods up to
+/// a line of the smallest element times the sets (the period of the set mapping); the fitting
+/// window starts well past the kernel's other constants (fixed parameters, extents), beyond
+/// which breakpoints are rare, and every value below it is checked down to 0, at most 1024.
+fn fit_options(loaded: &LoadedKernel, args: &ModelLevelArgs) -> FitOptions {
+    let kernel = &loaded.kernel;
+    let depth = |mut id: usize| {
+        let mut d = 1;
+        while let Some(parent) = kernel.loops[id].parent {
+            d += 1;
+            id = parent;
+        }
+        d
+    };
+    let max_degree = (0..kernel.loops.len()).map(depth).max().unwrap_or(0);
+    let smallest_element = kernel
+        .arrays
+        .iter()
+        .map(|a| a.elem.bytes())
+        .min()
+        .unwrap_or(1);
+    let set_period = (args.line_bytes.max(1) as u64 * args.sets.max(1) as u64
+        / smallest_element.max(1))
+    .next_power_of_two();
+    let max_period = i64::try_from(set_period.min(1 << 12)).unwrap_or(1 << 12);
+    let largest_constant = args
+        .define
+        .iter()
+        .map(|(_, v)| v.abs())
+        .chain(kernel.arrays.iter().flat_map(|a| {
+            a.extents
+                .iter()
+                .filter_map(|e| e.bind_params(&loaded.params).and_then(|b| b.as_constant()))
+        }))
+        .max()
+        .unwrap_or(0);
+    let start = (2 * largest_constant).max(4 * max_period).max(64);
+    FitOptions {
+        lowest: (start - 1024).max(0),
+        start,
+        max_degree,
+        max_period,
+    }
 }
 
 /// The kernel and the model's options, as the parent command has them.
@@ -113,6 +190,8 @@ pub struct ModelRequest<'a> {
     pub explain: bool,
     /// Attribute conflict misses.
     pub sources: bool,
+    /// Formulas in this parameter.
+    pub symbolic: Option<&'a str>,
 }
 
 /// Seconds a child may run past its own build deadline to finish counting and report, before it
@@ -187,6 +266,7 @@ fn failed(message: String, start: Instant) -> LevelOutcome {
         refs: Err(message),
         explain: None,
         duration_s: start.elapsed().as_secs_f64(),
+        formulas: None,
     }
 }
 
@@ -212,6 +292,9 @@ fn spawn(request: &ModelRequest<'_>, level: &LevelConfig) -> Result<Running, Str
     }
     if request.sources {
         command.arg("--sources");
+    }
+    if let Some(name) = request.symbolic {
+        command.args(["--symbolic", name]);
     }
     let mut child = command
         .stdin(Stdio::null())

@@ -334,6 +334,7 @@ fn kernel_traffic(
                 time_limit_s: args.time_limit,
                 explain: false,
                 sources: false,
+                symbolic: None,
             };
             let bar = ui.progress_bar(0, "modelling");
             let outcomes: Vec<_> = model_levels(&request, &levels)

@@ -1,0 +1,505 @@
+//! Miss counts as formulas in one parameter: quasi-polynomials found from exact counts.
+//!
+//! A count of integer points of a parametric set is, beyond its last breakpoint, a
+//! quasi-polynomial in the parameter: a polynomial of degree at most the loop depth whose
+//! coefficients repeat with some period (Ehrhart; Clauss, "Counting solutions to linear and
+//! nonlinear constraints through Ehrhart polynomials", ICS 1996, finds them the same way). The
+//! model counts exactly at any value in time independent of it, so the formula is interpolated
+//! from counts: for each candidate period `P` (powers of two up to a bound), `degree + 1` counts
+//! per residue class fix the polynomials, and one more per class and a second window further
+//! up must agree before the formula is taken. Every value from where the formula starts to
+//! hold to the top of the windows is then checked, so the formula is **verified exactly on a
+//! stated range**; above it, it is the quasi-polynomial the counts follow if no breakpoint lies
+//! higher, which the report says. Values below the start are listed as they are.
+//!
+//! Why interpolation: isl counts only by enumerating, barvinok (which counts symbolically) is
+//! GPL and not packaged, and isl-rs does not expose isl's parametric vertices, the basis of a
+//! symbolic counter of our own.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::AnalyticError;
+
+/// A rational number, `num / den` with `den > 0` and no common factor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fraction {
+    /// Numerator.
+    pub num: i128,
+    /// Denominator, positive.
+    pub den: i128,
+}
+
+fn gcd(a: i128, b: i128) -> i128 {
+    let (mut a, mut b) = (a.abs(), b.abs());
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+fn too_big() -> AnalyticError {
+    AnalyticError::Program("a formula's coefficients do not fit in 128-bit integers".into())
+}
+
+impl Fraction {
+    fn new(num: i128, den: i128) -> Result<Fraction, AnalyticError> {
+        if den == 0 {
+            return Err(too_big());
+        }
+        let g = gcd(num, den).max(1);
+        let sign = if den < 0 { -1 } else { 1 };
+        Ok(Fraction {
+            num: sign * num / g,
+            den: sign * den / g,
+        })
+    }
+
+    fn int(v: i128) -> Fraction {
+        Fraction { num: v, den: 1 }
+    }
+
+    fn add(self, o: Fraction) -> Result<Fraction, AnalyticError> {
+        let num = self
+            .num
+            .checked_mul(o.den)
+            .and_then(|a| o.num.checked_mul(self.den).and_then(|b| a.checked_add(b)));
+        let den = self.den.checked_mul(o.den);
+        Fraction::new(num.ok_or_else(too_big)?, den.ok_or_else(too_big)?)
+    }
+
+    fn mul(self, o: Fraction) -> Result<Fraction, AnalyticError> {
+        let num = self.num.checked_mul(o.num).ok_or_else(too_big)?;
+        let den = self.den.checked_mul(o.den).ok_or_else(too_big)?;
+        Fraction::new(num, den)
+    }
+}
+
+impl fmt::Display for Fraction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.den == 1 {
+            write!(f, "{}", self.num)
+        } else {
+            write!(f, "{}/{}", self.num, self.den)
+        }
+    }
+}
+
+/// `Σ_j c_j(n mod period) · n^j`: per residue class of the parameter, the polynomial's
+/// coefficients, lowest degree first.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuasiPolynomial {
+    /// How often the coefficients repeat.
+    pub period: i64,
+    /// `coefficients[r][j]`: the coefficient of `n^j` when `n mod period = r`.
+    pub coefficients: Vec<Vec<Fraction>>,
+}
+
+impl QuasiPolynomial {
+    /// The value at `n`, when it is an integer that fits.
+    pub fn at(&self, n: i64) -> Result<i128, AnalyticError> {
+        let class = &self.coefficients[n.rem_euclid(self.period) as usize];
+        let mut sum = Fraction::int(0);
+        let mut power = Fraction::int(1);
+        for c in class {
+            sum = sum.add(c.mul(power)?)?;
+            power = power.mul(Fraction::int(i128::from(n)))?;
+        }
+        if sum.den != 1 {
+            return Err(AnalyticError::Program(format!(
+                "the formula is not an integer at {n}"
+            )));
+        }
+        Ok(sum.num)
+    }
+
+    /// The formula in `name`, e.g. `1/4·N + [0, 3/4, 1/2, 1/4]` where a bracket lists a
+    /// coefficient per `N mod period`.
+    pub fn render(&self, name: &str) -> String {
+        let degree = self.coefficients.iter().map(Vec::len).max().unwrap_or(0);
+        let mut terms = Vec::new();
+        for j in (0..degree).rev() {
+            let per_class: Vec<Fraction> = self
+                .coefficients
+                .iter()
+                .map(|c| c.get(j).copied().unwrap_or(Fraction::int(0)))
+                .collect();
+            if per_class.iter().all(|c| c.num == 0) {
+                continue;
+            }
+            let coefficient = if per_class.iter().all(|c| *c == per_class[0]) {
+                per_class[0].to_string()
+            } else {
+                let listed: Vec<String> = per_class.iter().map(Fraction::to_string).collect();
+                format!("[{}]", listed.join(", "))
+            };
+            terms.push(match j {
+                0 => coefficient,
+                1 if coefficient == "1" => name.to_owned(),
+                1 => format!("{coefficient}·{name}"),
+                _ if coefficient == "1" => format!("{name}^{j}"),
+                _ => format!("{coefficient}·{name}^{j}"),
+            });
+        }
+        if terms.is_empty() {
+            return "0".into();
+        }
+        let mut out = terms.join(" + ").replace("+ -", "- ");
+        if self.period > 1 && out.contains('[') {
+            out.push_str(&format!("  ([…] by {name} mod {})", self.period));
+        }
+        out
+    }
+}
+
+/// A count as a formula: where it holds, and the exact values below that.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Formula {
+    /// The formula.
+    pub quasi_polynomial: QuasiPolynomial,
+    /// The smallest value of the parameter from which the formula holds.
+    pub holds_from: i64,
+    /// Every value from [`Formula::holds_from`] to this one was checked against an exact count.
+    pub verified_to: i64,
+    /// Exact counts below `holds_from`, down to the lowest value asked for: `(value, count)`.
+    pub below: Vec<(i64, i128)>,
+}
+
+impl Formula {
+    /// The count at `n`: the formula where it holds, the listed value below.
+    pub fn at(&self, n: i64) -> Result<i128, AnalyticError> {
+        if n >= self.holds_from {
+            return self.quasi_polynomial.at(n);
+        }
+        self.below
+            .iter()
+            .find(|(v, _)| *v == n)
+            .map(|(_, c)| *c)
+            .ok_or_else(|| {
+                AnalyticError::Program(format!("no count below the formula's range at {n}"))
+            })
+    }
+}
+
+/// How to search for formulas.
+#[derive(Clone, Copy, Debug)]
+pub struct FitOptions {
+    /// The lowest parameter value of interest (below it, nothing is checked).
+    pub lowest: i64,
+    /// Where the fitting windows start: beyond every breakpoint, ideally.
+    pub start: i64,
+    /// Highest degree tried (the loop depth).
+    pub max_degree: usize,
+    /// Largest period tried (a power of two).
+    pub max_period: i64,
+}
+
+/// Fits one formula per series: `count(n)` gives every series' exact value at `n` (all series
+/// at once, as the model evaluates every reference together). The formulas share a period and
+/// degree (the smallest that fits every series) so their sum is a formula too.
+pub fn fit_formulas(
+    series: usize,
+    options: FitOptions,
+    mut count: impl FnMut(i64) -> Result<Vec<i128>, AnalyticError>,
+) -> Result<Vec<Formula>, AnalyticError> {
+    let mut cache: std::collections::HashMap<i64, Vec<i128>> = std::collections::HashMap::new();
+    let mut value = |n: i64| -> Result<Vec<i128>, AnalyticError> {
+        if let Some(v) = cache.get(&n) {
+            return Ok(v.clone());
+        }
+        let v = count(n)?;
+        if v.len() != series {
+            return Err(AnalyticError::Program(
+                "a count with the wrong length".into(),
+            ));
+        }
+        cache.insert(n, v.clone());
+        Ok(v)
+    };
+    let degree = options.max_degree;
+    let mut period = 1i64;
+    while period <= options.max_period.max(1) {
+        if let Some(qps) = try_fit(series, period, degree, options.start, &mut value)? {
+            return finish(qps, options, &mut value);
+        }
+        period *= 2;
+    }
+    Err(AnalyticError::Program(format!(
+        "no quasi-polynomial of degree ≤ {degree} and period ≤ {} fits the counts",
+        options.max_period
+    )))
+}
+
+/// Polynomials per residue class fitted on one window and checked on a second one, or `None`.
+fn try_fit(
+    series: usize,
+    period: i64,
+    degree: usize,
+    start: i64,
+    value: &mut impl FnMut(i64) -> Result<Vec<i128>, AnalyticError>,
+) -> Result<Option<Vec<QuasiPolynomial>>, AnalyticError> {
+    let points = degree as i64 + 1;
+    let mut qps: Vec<QuasiPolynomial> = (0..series)
+        .map(|_| QuasiPolynomial {
+            period,
+            coefficients: Vec::new(),
+        })
+        .collect();
+    for r in 0..period {
+        let first = start + (r - start).rem_euclid(period);
+        let xs: Vec<i64> = (0..points).map(|k| first + k * period).collect();
+        let mut ys: Vec<Vec<i128>> = vec![Vec::new(); series];
+        for &x in &xs {
+            for (s, v) in value(x)?.into_iter().enumerate() {
+                ys[s].push(v);
+            }
+        }
+        for (qp, y) in qps.iter_mut().zip(&ys) {
+            qp.coefficients.push(interpolate(&xs, y)?);
+        }
+    }
+    // One more point per class right after, and a second window further up.
+    let far = start + 7 * period * (points + 1) + 3;
+    let checks = (start + points * period..start + (points + 1) * period).chain(far..far + period);
+    for n in checks {
+        let want = value(n)?;
+        for (qp, w) in qps.iter().zip(&want) {
+            if qp.at(n).ok() != Some(*w) {
+                return Ok(None);
+            }
+        }
+    }
+    Ok(Some(qps))
+}
+
+/// Checks downwards from the window to find where the formulas start to hold, and lists the
+/// values below.
+fn finish(
+    qps: Vec<QuasiPolynomial>,
+    options: FitOptions,
+    value: &mut impl FnMut(i64) -> Result<Vec<i128>, AnalyticError>,
+) -> Result<Vec<Formula>, AnalyticError> {
+    let period = qps[0].period;
+    let points = options.max_degree as i64 + 2;
+    let verified_to = options.start + points * period - 1;
+    let mut holds_from = options.lowest;
+    for n in (options.lowest..options.start).rev() {
+        let got = value(n)?;
+        if qps
+            .iter()
+            .zip(&got)
+            .any(|(qp, g)| qp.at(n).ok() != Some(*g))
+        {
+            holds_from = n + 1;
+            break;
+        }
+    }
+    for n in options.start..=verified_to {
+        let got = value(n)?;
+        if qps
+            .iter()
+            .zip(&got)
+            .any(|(qp, g)| qp.at(n).ok() != Some(*g))
+        {
+            return Err(AnalyticError::Program(format!(
+                "the fitted formula misses the count at {n}"
+            )));
+        }
+    }
+    let mut below: Vec<Vec<(i64, i128)>> = vec![Vec::new(); qps.len()];
+    for n in options.lowest..holds_from {
+        for (b, v) in below.iter_mut().zip(value(n)?) {
+            b.push((n, v));
+        }
+    }
+    Ok(qps
+        .into_iter()
+        .zip(below)
+        .map(|(quasi_polynomial, below)| Formula {
+            quasi_polynomial,
+            holds_from,
+            verified_to,
+            below,
+        })
+        .collect())
+}
+
+/// The polynomial through `(xs[k], ys[k])` (distinct `xs`), coefficients lowest degree first,
+/// by Lagrange's formula in exact rationals.
+fn interpolate(xs: &[i64], ys: &[i128]) -> Result<Vec<Fraction>, AnalyticError> {
+    let mut result = vec![Fraction::int(0); xs.len()];
+    for (k, (&xk, &yk)) in xs.iter().zip(ys).enumerate() {
+        // Π_{m≠k} (x − x_m) / (x_k − x_m), built as a coefficient vector.
+        let mut basis = vec![Fraction::int(1)];
+        for xm in xs
+            .iter()
+            .enumerate()
+            .filter(|(m, _)| *m != k)
+            .map(|(_, x)| *x)
+        {
+            let scale = Fraction::new(1, i128::from(xk) - i128::from(xm))?;
+            let mut next = vec![Fraction::int(0); basis.len() + 1];
+            for (j, c) in basis.iter().enumerate() {
+                let c = c.mul(scale)?;
+                next[j + 1] = next[j + 1].add(c)?;
+                next[j] = next[j].add(c.mul(Fraction::int(-i128::from(xm)))?)?;
+            }
+            basis = next;
+        }
+        for (r, b) in result.iter_mut().zip(&basis) {
+            *r = r.add(b.mul(Fraction::int(yk))?)?;
+        }
+    }
+    while result.len() > 1 && result.last().is_some_and(|c| c.num == 0) {
+        result.pop();
+    }
+    Ok(result)
+}
+
+/// One reference's counts as formulas in the parameter.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReferenceFormulas {
+    /// Position number, `P0`, `P1`, … (the kernel's reference order).
+    pub position: String,
+    /// Executions of the reference.
+    pub accesses: Formula,
+    /// Compulsory misses.
+    pub compulsory: Formula,
+    /// Conflict misses (capacity included, under LRU).
+    pub conflict: Formula,
+    /// All misses: compulsory + conflict.
+    pub misses: Formula,
+}
+
+impl Formula {
+    /// The sum of two formulas fitted together (same period and range).
+    pub fn plus(&self, other: &Formula) -> Result<Formula, AnalyticError> {
+        let (a, b) = (&self.quasi_polynomial, &other.quasi_polynomial);
+        if a.period != b.period || self.holds_from != other.holds_from {
+            return Err(AnalyticError::Program(
+                "formulas fitted apart cannot be added".into(),
+            ));
+        }
+        let coefficients = a
+            .coefficients
+            .iter()
+            .zip(&b.coefficients)
+            .map(|(x, y)| {
+                (0..x.len().max(y.len()))
+                    .map(|j| {
+                        let zero = Fraction::int(0);
+                        x.get(j).unwrap_or(&zero).add(*y.get(j).unwrap_or(&zero))
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Formula {
+            quasi_polynomial: QuasiPolynomial {
+                period: a.period,
+                coefficients,
+            },
+            holds_from: self.holds_from,
+            verified_to: self.verified_to.min(other.verified_to),
+            below: self
+                .below
+                .iter()
+                .zip(&other.below)
+                .map(|((n, x), (_, y))| (*n, x + y))
+                .collect(),
+        })
+    }
+}
+
+impl crate::Model<'_> {
+    /// Every analysed reference's accesses, compulsory and conflict misses as formulas in the
+    /// parameter `name`, the others at their `fixed` values, fitted from exact counts (see the
+    /// module docs).
+    pub fn formulas(
+        &self,
+        name: &str,
+        fixed: &[(&str, i64)],
+        options: FitOptions,
+    ) -> Result<Vec<ReferenceFormulas>, AnalyticError> {
+        let values = |n: i64| {
+            let mut v = fixed.to_vec();
+            v.push((name, n));
+            v
+        };
+        let first = self.evaluate(&values(options.start))?;
+        let positions: Vec<String> = first.iter().map(|r| r.position.clone()).collect();
+        let fitted = fit_formulas(3 * positions.len(), options, |n| {
+            Ok(self
+                .evaluate(&values(n))?
+                .iter()
+                .flat_map(|r| [r.accesses, r.compulsory, r.conflict])
+                .collect())
+        })?;
+        positions
+            .into_iter()
+            .zip(fitted.chunks(3))
+            .map(|(position, f)| {
+                Ok(ReferenceFormulas {
+                    position,
+                    accesses: f[0].clone(),
+                    compulsory: f[1].clone(),
+                    conflict: f[2].clone(),
+                    misses: f[1].plus(&f[2])?,
+                })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(start: i64) -> FitOptions {
+        FitOptions {
+            lowest: 0,
+            start,
+            max_degree: 2,
+            max_period: 16,
+        }
+    }
+
+    #[test]
+    fn finds_a_ceiling_and_its_breakpoint() {
+        // ⌈n/4⌉ − 3 from n = 12 on, something else below.
+        let f = |n: i64| -> i128 {
+            if n >= 12 {
+                i128::from((n + 3).div_euclid(4) - 3)
+            } else {
+                i128::from(n % 3)
+            }
+        };
+        let formulas = fit_formulas(1, options(40), |n| Ok(vec![f(n)])).unwrap();
+        let formula = &formulas[0];
+        assert_eq!(formula.quasi_polynomial.period, 4);
+        assert_eq!(formula.holds_from, 12);
+        assert_eq!(
+            formula.quasi_polynomial.render("Z"),
+            "1/4·Z + [-3, -9/4, -5/2, -11/4]  ([…] by Z mod 4)"
+        );
+        for n in 0..500 {
+            assert_eq!(formula.at(n).unwrap(), f(n), "at {n}");
+        }
+    }
+
+    #[test]
+    fn a_quadratic_without_period() {
+        let f = |n: i64| i128::from(n * (n + 1) / 2);
+        let formulas = fit_formulas(2, options(10), |n| Ok(vec![f(n), 2 * f(n)])).unwrap();
+        assert_eq!(formulas[0].quasi_polynomial.period, 1);
+        assert_eq!(formulas[0].quasi_polynomial.render("N"), "1/2·N^2 + 1/2·N");
+        assert_eq!(formulas[1].quasi_polynomial.render("N"), "N^2 + N");
+        assert_eq!(formulas[0].holds_from, 0);
+    }
+
+    #[test]
+    fn a_count_of_higher_degree_is_refused() {
+        let err = fit_formulas(1, options(10), |n| Ok(vec![i128::from(n).pow(3)])).unwrap_err();
+        assert!(err.to_string().contains("no quasi-polynomial"), "{err}");
+    }
+}

@@ -1,0 +1,282 @@
+//! `loopscope misses --symbolic NAME`: every count as a formula in one parameter (the others
+//! fixed with `-D`), from `loopscope_analytic`'s fitting of exact counts, with the range where
+//! each formula was verified, and `--at NAME=VALUE` to evaluate them.
+
+use std::time::Instant;
+
+use loopscope_analytic::{Formula, ReferenceFormulas, program_with_symbol};
+use loopscope_cache::LevelConfig;
+use serde::Serialize;
+
+use crate::cmd::misses::MissesArgs;
+use crate::cmd::model_level::{LevelOutcome, ModelRequest, model_levels, symbolic_index};
+use crate::cmd::simulate::{LoadedKernel, RefLabel, kernel_labels};
+use crate::failure::bad_input;
+use crate::ui::Ui;
+
+/// The result of `misses --symbolic`, as printed with `--json`.
+#[derive(Serialize)]
+struct SymbolicReport {
+    kernel: String,
+    /// The fixed parameters.
+    params: serde_json::Map<String, serde_json::Value>,
+    /// The parameter the formulas are in.
+    parameter: String,
+    model: &'static str,
+    levels: Vec<SymbolicLevel>,
+    duration_s: f64,
+}
+
+#[derive(Serialize)]
+struct SymbolicLevel {
+    name: String,
+    size_bytes: u64,
+    line_bytes: u64,
+    ways: u64,
+    sets: u64,
+    /// `null` when the level could not be modelled (see `error`).
+    misses: Option<Formula>,
+    references: Vec<SymbolicRef>,
+    /// With `--at`: the level's misses at each value.
+    at: Vec<AtValue>,
+    duration_s: f64,
+    error: Option<String>,
+}
+
+#[derive(Serialize)]
+struct SymbolicRef {
+    #[serde(flatten)]
+    label: RefLabel,
+    #[serde(flatten)]
+    formulas: ReferenceFormulas,
+}
+
+#[derive(Serialize)]
+struct AtValue {
+    value: i64,
+    misses: i128,
+    compulsory: i128,
+    conflict: i128,
+}
+
+/// Runs `misses --symbolic`.
+pub fn run(args: &MissesArgs, name: &str, levels: &[LevelConfig], ui: &Ui) -> anyhow::Result<()> {
+    let start = Instant::now();
+    if args.define.iter().any(|(n, _)| n == name) {
+        return Err(bad_input(format!(
+            "--symbolic {name}: give {name} either a value (-D) or --symbolic, not both"
+        )));
+    }
+    let text = std::fs::read_to_string(&args.kernel)
+        .map_err(|e| bad_input(format!("{}: cannot read: {e}", args.kernel.display())))?;
+    let kernel = loopscope_kernel::parse_kernel(&text, &args.kernel.display().to_string())?;
+    if !kernel.params.iter().any(|p| p == name) {
+        return Err(bad_input(format!(
+            "--symbolic {name}: {} has no parameter `{name}` (it has: {})",
+            args.kernel.display(),
+            kernel.params.join(", ")
+        )));
+    }
+    // The symbolic parameter's value is a placeholder: no extent or address depends on it.
+    let mut define = args.define.clone();
+    define.push((name.to_owned(), 1));
+    let loaded = LoadedKernel::load(&args.kernel, &define, args.base.as_deref(), ui)?;
+    let symbolic = symbolic_index(&loaded, Some(name))?;
+    program_with_symbol(&loaded.kernel, &loaded.params, symbolic, &loaded.layout)
+        .map_err(|e| bad_input(format!("{}: --symbolic {name}: {e}", loaded.origin)))?;
+    for (at, _) in &args.at {
+        if at != name {
+            return Err(bad_input(format!(
+                "--at {at}: the formulas are in {name}, give --at {name}=VALUE"
+            )));
+        }
+    }
+    let request = ModelRequest {
+        kernel: &args.kernel,
+        define: &define,
+        base: args.base.as_deref(),
+        max_operations: args.max_operations,
+        time_limit_s: args.time_limit,
+        explain: false,
+        sources: false,
+        symbolic: Some(name),
+    };
+    let outcomes = model_levels(&request, levels);
+    let labels = kernel_labels(&loaded.kernel);
+    let report_levels = levels
+        .iter()
+        .zip(outcomes)
+        .map(|(l, o)| symbolic_level(l, o, &labels, args))
+        .collect::<Vec<_>>();
+    for l in &report_levels {
+        if let Some(e) = &l.error {
+            ui.warn(format!("{}: {} not modelled: {e}", loaded.origin, l.name));
+        }
+    }
+    if report_levels.iter().all(|l| l.error.is_some()) {
+        anyhow::bail!("{}: no cache level could be modelled", loaded.origin);
+    }
+    let mut params = loaded.param_map();
+    params.remove(name);
+    let report = SymbolicReport {
+        kernel: loaded.origin.clone(),
+        params,
+        parameter: name.to_owned(),
+        model: "spec 000 (LRU, write-allocate), counts fitted to quasi-polynomials",
+        levels: report_levels,
+        duration_s: start.elapsed().as_secs_f64(),
+    };
+    if args.json {
+        crate::cmd::print_json(&report)
+    } else {
+        crate::cmd::print_text(&render(&report))
+    }
+}
+
+fn symbolic_level(
+    l: &LevelConfig,
+    outcome: LevelOutcome,
+    labels: &[RefLabel],
+    args: &MissesArgs,
+) -> SymbolicLevel {
+    let mut level = SymbolicLevel {
+        name: l.name.clone(),
+        size_bytes: l.size_bytes,
+        line_bytes: l.line_bytes,
+        ways: l.ways,
+        sets: l.sets(),
+        misses: None,
+        references: Vec::new(),
+        at: Vec::new(),
+        duration_s: outcome.duration_s,
+        error: None,
+    };
+    let formulas = match (outcome.refs, outcome.formulas) {
+        (Err(e), _) => {
+            level.error = Some(e);
+            return level;
+        }
+        (Ok(_), None) => {
+            level.error = Some("the model process gave no formulas".into());
+            return level;
+        }
+        (Ok(_), Some(f)) => f,
+    };
+    let total = formulas
+        .iter()
+        .skip(1)
+        .try_fold(formulas.first().map(|f| f.misses.clone()), |sum, f| {
+            sum.map(|s| s.plus(&f.misses)).transpose()
+        });
+    match total {
+        Ok(total) => level.misses = total,
+        Err(e) => level.error = Some(e.to_string()),
+    }
+    for &(_, value) in &args.at {
+        let sum = |pick: fn(&ReferenceFormulas) -> &Formula| {
+            formulas
+                .iter()
+                .map(|f| pick(f).at(value))
+                .sum::<Result<i128, _>>()
+        };
+        match (sum(|f| &f.compulsory), sum(|f| &f.conflict)) {
+            (Ok(compulsory), Ok(conflict)) => level.at.push(AtValue {
+                value,
+                misses: compulsory + conflict,
+                compulsory,
+                conflict,
+            }),
+            (Err(e), _) | (_, Err(e)) => level.error = Some(format!("--at {value}: {e}")),
+        }
+    }
+    level.references = formulas
+        .into_iter()
+        .zip(labels)
+        .map(|(formulas, label)| SymbolicRef {
+            label: label.clone(),
+            formulas,
+        })
+        .collect();
+    level
+}
+
+fn render(r: &SymbolicReport) -> String {
+    let fixed: Vec<String> = r.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let p = &r.parameter;
+    let mut out = format!(
+        "kernel    {}  ({}{p} symbolic)\nmodel     spec 000 (LRU, write-allocate), each level alone; \
+         exact counts fitted to quasi-polynomials in {p}\ntime      {:.3} s\n",
+        r.kernel,
+        if fixed.is_empty() {
+            String::new()
+        } else {
+            format!("{}; ", fixed.join(", "))
+        },
+        r.duration_s
+    );
+    for l in &r.levels {
+        out.push('\n');
+        let Some(total) = &l.misses else {
+            out.push_str(&format!(
+                "{}: not modelled: {}\n",
+                l.name,
+                l.error.as_deref().unwrap_or("?")
+            ));
+            continue;
+        };
+        let lowest = total.below.first().map_or(total.holds_from, |(n, _)| *n);
+        let unchecked = if lowest > 0 {
+            format!(" (values below {p} = {lowest} were not checked)")
+        } else {
+            String::new()
+        };
+        out.push_str(&format!(
+            "{} ({} ways, {} B lines, {} sets): the formulas hold for {p} ≥ {}{unchecked}, every \
+             value checked up to {p} = {}; above, they are the counts' quasi-polynomials if no \
+             breakpoint lies higher\n",
+            l.name, l.ways, l.line_bytes, l.sets, total.holds_from, total.verified_to
+        ));
+        out.push_str(&format!(
+            "  misses      {}\n",
+            total.quasi_polynomial.render(p)
+        ));
+        for reference in &l.references {
+            let f = &reference.formulas;
+            let label = &reference.label;
+            let place = match (label.line, label.column) {
+                (Some(line), Some(column)) => format!(" {line}:{column}"),
+                _ => String::new(),
+            };
+            out.push_str(&format!("  {} ({}{place})\n", label.text, label.kind));
+            for (what, formula) in [
+                ("accesses", &f.accesses),
+                ("compulsory", &f.compulsory),
+                ("conflict", &f.conflict),
+            ] {
+                out.push_str(&format!(
+                    "    {what:<11} {}\n",
+                    formula.quasi_polynomial.render(p)
+                ));
+            }
+        }
+        if !total.below.is_empty() {
+            let values: Vec<String> = total.below.iter().map(|(_, c)| c.to_string()).collect();
+            let (first, last) = (total.below[0].0, total.below[total.below.len() - 1].0);
+            let shown = if values.len() > 24 {
+                format!("{}, … (all in --json)", values[..24].join(", "))
+            } else {
+                values.join(", ")
+            };
+            out.push_str(&format!(
+                "  misses below the formula's range, {p} = {first}..{last}: {shown}\n"
+            ));
+        }
+        for at in &l.at {
+            out.push_str(&format!(
+                "  at {p} = {}: {} misses ({} compulsory, {} conflict)\n",
+                at.value, at.misses, at.compulsory, at.conflict
+            ));
+        }
+    }
+    out
+}
