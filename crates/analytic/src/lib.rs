@@ -58,5 +58,5 @@ pub use evaluate::{ConflictSource, Model, PieceCounts, ReferenceMisses};
 pub use from_kernel::{program_from_kernel, program_with_symbol};
 pub use program::{Affine, Array, Cache, Loop, Node, Program, Reference, Statement};
 pub use symbolic::{
-    FitOptions, Formula, Fraction, QuasiPolynomial, ReferenceFormulas, fit_formulas,
+    FitOptions, Formula, Fraction, Piece, QuasiPolynomial, ReferenceFormulas, fit_formulas,
 };

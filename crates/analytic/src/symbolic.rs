@@ -114,6 +114,23 @@ impl QuasiPolynomial {
         Ok(sum.num)
     }
 
+    /// Whether the two give the same value at every integer (periods may differ).
+    pub fn equivalent(&self, other: &QuasiPolynomial) -> bool {
+        let trimmed = |c: &[Fraction]| {
+            let mut c = c.to_vec();
+            while c.last().is_some_and(|f| f.num == 0) {
+                c.pop();
+            }
+            c
+        };
+        let period = self.period.max(other.period);
+        (0..period).all(|r| {
+            let a = &self.coefficients[(r % self.period) as usize];
+            let b = &other.coefficients[(r % other.period) as usize];
+            trimmed(a) == trimmed(b)
+        })
+    }
+
     /// The formula in `name`, e.g. `1/4·N + [0, 3/4, 1/2, 1/4]` where a bracket lists a
     /// coefficient per `N mod period`.
     pub fn render(&self, name: &str) -> String {
@@ -162,8 +179,23 @@ pub struct Formula {
     pub holds_from: i64,
     /// Every value from [`Formula::holds_from`] to this one was checked against an exact count.
     pub verified_to: i64,
-    /// Exact counts below `holds_from`, down to the lowest value asked for: `(value, count)`.
+    /// Formulas of the ranges below `holds_from`, highest first, each verified at every value.
+    #[serde(default)]
+    pub lower: Vec<Piece>,
+    /// Exact counts below the lowest formula, down to the lowest value asked for:
+    /// `(value, count)`.
     pub below: Vec<(i64, i128)>,
+}
+
+/// A formula that holds on a bounded range of the parameter (every value checked).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Piece {
+    /// The first value.
+    pub from: i64,
+    /// The last value.
+    pub to: i64,
+    /// The formula on `from..=to`.
+    pub quasi_polynomial: QuasiPolynomial,
 }
 
 impl Formula {
@@ -171,6 +203,9 @@ impl Formula {
     pub fn at(&self, n: i64) -> Result<i128, AnalyticError> {
         if n >= self.holds_from {
             return self.quasi_polynomial.at(n);
+        }
+        if let Some(piece) = self.lower.iter().find(|p| (p.from..=p.to).contains(&n)) {
+            return piece.quasi_polynomial.at(n);
         }
         self.below
             .iter()
@@ -220,7 +255,7 @@ pub fn fit_formulas(
     let degree = options.max_degree;
     let mut period = 1i64;
     while period <= options.max_period.max(1) {
-        if let Some(qps) = try_fit(series, period, degree, options.start, &mut value)? {
+        if let Some(qps) = try_fit(series, period, degree, options.start, true, &mut value)? {
             return finish(qps, options, &mut value);
         }
         period *= 2;
@@ -231,12 +266,14 @@ pub fn fit_formulas(
     )))
 }
 
-/// Polynomials per residue class fitted on one window and checked on a second one, or `None`.
+/// Polynomials per residue class fitted on one window and checked on the next point of each
+/// class (and, when `far`, on a second window further up), or `None`.
 fn try_fit(
     series: usize,
     period: i64,
     degree: usize,
     start: i64,
+    far: bool,
     value: &mut impl FnMut(i64) -> Result<Vec<i128>, AnalyticError>,
 ) -> Result<Option<Vec<QuasiPolynomial>>, AnalyticError> {
     let points = degree as i64 + 1;
@@ -260,8 +297,13 @@ fn try_fit(
         }
     }
     // One more point per class right after, and a second window further up.
-    let far = start + 7 * period * (points + 1) + 3;
-    let checks = (start + points * period..start + (points + 1) * period).chain(far..far + period);
+    let far_start = start + 7 * period * (points + 1) + 3;
+    let far_checks = if far {
+        far_start..far_start + period
+    } else {
+        0..0
+    };
+    let checks = (start + points * period..start + (points + 1) * period).chain(far_checks);
     for n in checks {
         let want = value(n)?;
         for (qp, w) in qps.iter().zip(&want) {
@@ -273,8 +315,8 @@ fn try_fit(
     Ok(Some(qps))
 }
 
-/// Checks downwards from the window to find where the formulas start to hold, and lists the
-/// values below.
+/// Checks downwards from the window to find where the formulas start to hold, fits formulas
+/// to the ranges below in turn, and lists the values left below them.
 fn finish(
     qps: Vec<QuasiPolynomial>,
     options: FitOptions,
@@ -283,32 +325,25 @@ fn finish(
     let period = qps[0].period;
     let points = options.max_degree as i64 + 2;
     let verified_to = options.start + points * period - 1;
-    let mut holds_from = options.lowest;
-    for n in (options.lowest..options.start).rev() {
-        let got = value(n)?;
-        if qps
-            .iter()
-            .zip(&got)
-            .any(|(qp, g)| qp.at(n).ok() != Some(*g))
-        {
-            holds_from = n + 1;
-            break;
-        }
-    }
     for n in options.start..=verified_to {
-        let got = value(n)?;
-        if qps
-            .iter()
-            .zip(&got)
-            .any(|(qp, g)| qp.at(n).ok() != Some(*g))
-        {
+        if !agrees(&qps, n, value)? {
             return Err(AnalyticError::Program(format!(
                 "the fitted formula misses the count at {n}"
             )));
         }
     }
+    let holds_from = first_agreeing(&qps, options.lowest, options.start, value)?;
+    let mut lower: Vec<(i64, i64, Vec<QuasiPolynomial>)> = Vec::new();
+    let mut upper = holds_from;
+    while upper > options.lowest && lower.len() < MAX_LOWER_PIECES {
+        let Some((from, piece)) = fit_below(qps.len(), upper, options, value)? else {
+            break;
+        };
+        lower.push((from, upper - 1, piece));
+        upper = from;
+    }
     let mut below: Vec<Vec<(i64, i128)>> = vec![Vec::new(); qps.len()];
-    for n in options.lowest..holds_from {
+    for n in options.lowest..upper {
         for (b, v) in below.iter_mut().zip(value(n)?) {
             b.push((n, v));
         }
@@ -316,13 +351,79 @@ fn finish(
     Ok(qps
         .into_iter()
         .zip(below)
-        .map(|(quasi_polynomial, below)| Formula {
+        .enumerate()
+        .map(|(s, (quasi_polynomial, below))| Formula {
             quasi_polynomial,
             holds_from,
             verified_to,
+            lower: lower
+                .iter()
+                .map(|(from, to, piece)| Piece {
+                    from: *from,
+                    to: *to,
+                    quasi_polynomial: piece[s].clone(),
+                })
+                .collect(),
             below,
         })
         .collect())
+}
+
+/// Formulas below a breakpoint found by [`finish`] are looked for this many times at most; the
+/// rest is listed value by value.
+const MAX_LOWER_PIECES: usize = 8;
+
+/// Whether every series' formula gives the exact count at `n`.
+fn agrees(
+    qps: &[QuasiPolynomial],
+    n: i64,
+    value: &mut impl FnMut(i64) -> Result<Vec<i128>, AnalyticError>,
+) -> Result<bool, AnalyticError> {
+    let got = value(n)?;
+    Ok(qps
+        .iter()
+        .zip(&got)
+        .all(|(qp, g)| qp.at(n).ok() == Some(*g)))
+}
+
+/// The lowest `n` in `lowest..=start` from which the formulas agree all the way up to `start`.
+fn first_agreeing(
+    qps: &[QuasiPolynomial],
+    lowest: i64,
+    start: i64,
+    value: &mut impl FnMut(i64) -> Result<Vec<i128>, AnalyticError>,
+) -> Result<i64, AnalyticError> {
+    for n in (lowest..start).rev() {
+        if !agrees(qps, n, value)? {
+            return Ok(n + 1);
+        }
+    }
+    Ok(lowest)
+}
+
+/// A formula for the values just below `upper` (its window ends there, so it checks only
+/// values below the breakpoint), and the lowest value from which it holds; `None` when no
+/// period fits in the room left.
+fn fit_below(
+    series: usize,
+    upper: i64,
+    options: FitOptions,
+    value: &mut impl FnMut(i64) -> Result<Vec<i128>, AnalyticError>,
+) -> Result<Option<(i64, Vec<QuasiPolynomial>)>, AnalyticError> {
+    let points = options.max_degree as i64 + 2;
+    let mut period = 1i64;
+    while period <= options.max_period.max(1) {
+        let start = upper - points * period;
+        if start < options.lowest {
+            return Ok(None);
+        }
+        if let Some(qps) = try_fit(series, period, options.max_degree, start, false, value)? {
+            let from = first_agreeing(&qps, options.lowest, start, value)?;
+            return Ok(Some((from, qps)));
+        }
+        period *= 2;
+    }
+    Ok(None)
 }
 
 /// The polynomial through `(xs[k], ys[k])` (distinct `xs`), coefficients lowest degree first,
@@ -381,26 +482,28 @@ impl Formula {
                 "formulas fitted apart cannot be added".into(),
             ));
         }
-        let coefficients = a
-            .coefficients
-            .iter()
-            .zip(&b.coefficients)
-            .map(|(x, y)| {
-                (0..x.len().max(y.len()))
-                    .map(|j| {
-                        let zero = Fraction::int(0);
-                        x.get(j).unwrap_or(&zero).add(*y.get(j).unwrap_or(&zero))
-                    })
-                    .collect::<Result<Vec<_>, _>>()
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        if self.lower.len() != other.lower.len() {
+            return Err(AnalyticError::Program(
+                "formulas fitted apart cannot be added".into(),
+            ));
+        }
         Ok(Formula {
-            quasi_polynomial: QuasiPolynomial {
-                period: a.period,
-                coefficients,
-            },
+            quasi_polynomial: add_quasi(a, b)?,
             holds_from: self.holds_from,
             verified_to: self.verified_to.min(other.verified_to),
+            lower: self
+                .lower
+                .iter()
+                .zip(&other.lower)
+                .map(|(x, y)| {
+                    let sum = add_quasi(&x.quasi_polynomial, &y.quasi_polynomial)?;
+                    Ok(Piece {
+                        from: x.from,
+                        to: x.to,
+                        quasi_polynomial: sum,
+                    })
+                })
+                .collect::<Result<Vec<_>, AnalyticError>>()?,
             below: self
                 .below
                 .iter()
@@ -409,6 +512,30 @@ impl Formula {
                 .collect(),
         })
     }
+}
+
+/// The coefficient-wise sum of two quasi-polynomials of the same period.
+fn add_quasi(a: &QuasiPolynomial, b: &QuasiPolynomial) -> Result<QuasiPolynomial, AnalyticError> {
+    if a.period != b.period {
+        return Err(AnalyticError::Program(
+            "formulas fitted apart cannot be added".into(),
+        ));
+    }
+    let zero = Fraction::int(0);
+    let coefficients = a
+        .coefficients
+        .iter()
+        .zip(&b.coefficients)
+        .map(|(x, y)| {
+            (0..x.len().max(y.len()))
+                .map(|j| x.get(j).unwrap_or(&zero).add(*y.get(j).unwrap_or(&zero)))
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(QuasiPolynomial {
+        period: a.period,
+        coefficients,
+    })
 }
 
 impl crate::Model<'_> {
@@ -483,6 +610,23 @@ mod tests {
             "1/4·Z + [-3, -9/4, -5/2, -11/4]  ([…] by Z mod 4)"
         );
         for n in 0..500 {
+            assert_eq!(formula.at(n).unwrap(), f(n), "at {n}");
+        }
+    }
+
+    #[test]
+    fn a_breakpoint_gives_a_second_piece() {
+        let f = |n: i64| i128::from(if n < 20 { 3 * n } else { n + 40 });
+        let formulas = fit_formulas(1, options(64), |n| Ok(vec![f(n)])).unwrap();
+        let formula = &formulas[0];
+        assert_eq!(formula.holds_from, 20);
+        assert_eq!(formula.quasi_polynomial.render("n"), "n + 40");
+        assert_eq!(formula.lower.len(), 1, "{formula:?}");
+        let piece = &formula.lower[0];
+        assert_eq!((piece.from, piece.to), (0, 19));
+        assert_eq!(piece.quasi_polynomial.render("n"), "3·n");
+        assert!(formula.below.is_empty());
+        for n in 0..300 {
             assert_eq!(formula.at(n).unwrap(), f(n), "at {n}");
         }
     }

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use loopscope_analytic::{Formula, ReferenceFormulas, program_with_symbol};
+use loopscope_analytic::{Formula, QuasiPolynomial, ReferenceFormulas, program_with_symbol};
 use loopscope_cache::LevelConfig;
 use serde::Serialize;
 
@@ -224,7 +224,12 @@ fn render(r: &SymbolicReport) -> String {
             ));
             continue;
         };
-        let lowest = total.below.first().map_or(total.holds_from, |(n, _)| *n);
+        let lowest = total
+            .below
+            .first()
+            .map(|(n, _)| *n)
+            .or(total.lower.last().map(|piece| piece.from))
+            .unwrap_or(total.holds_from);
         let unchecked = if lowest > 0 {
             format!(" (values below {p} = {lowest} were not checked)")
         } else {
@@ -236,10 +241,7 @@ fn render(r: &SymbolicReport) -> String {
              breakpoint lies higher\n",
             l.name, l.ways, l.line_bytes, l.sets, total.holds_from, total.verified_to
         ));
-        out.push_str(&format!(
-            "  misses      {}\n",
-            total.quasi_polynomial.render(p)
-        ));
+        out.push_str(&formula_lines("  ", "misses", total, p));
         for reference in &l.references {
             let f = &reference.formulas;
             let label = &reference.label;
@@ -253,11 +255,20 @@ fn render(r: &SymbolicReport) -> String {
                 ("compulsory", &f.compulsory),
                 ("conflict", &f.conflict),
             ] {
-                out.push_str(&format!(
-                    "    {what:<11} {}\n",
-                    formula.quasi_polynomial.render(p)
-                ));
+                out.push_str(&formula_lines("    ", what, formula, p));
             }
+        }
+        if !total.lower.is_empty() {
+            let ranges: Vec<String> = total
+                .lower
+                .iter()
+                .map(|piece| format!("{} ≤ {p} ≤ {}", piece.from, piece.to))
+                .collect();
+            out.push_str(&format!(
+                "  below {p} = {}, other formulas hold, each checked at every value: {}\n",
+                total.holds_from,
+                ranges.join("; ")
+            ));
         }
         if !total.below.is_empty() {
             let values: Vec<String> = total.below.iter().map(|(_, c)| c.to_string()).collect();
@@ -268,7 +279,7 @@ fn render(r: &SymbolicReport) -> String {
                 values.join(", ")
             };
             out.push_str(&format!(
-                "  misses below the formula's range, {p} = {first}..{last}: {shown}\n"
+                "  misses below the formulas' ranges, {p} = {first}..{last}: {shown}\n"
             ));
         }
         for at in &l.at {
@@ -277,6 +288,41 @@ fn render(r: &SymbolicReport) -> String {
                 at.value, at.misses, at.compulsory, at.conflict
             ));
         }
+    }
+    out
+}
+
+/// `what` and its formula; when lower ranges have other formulas, each range on its own line
+/// (adjacent ranges with the same formula merged).
+fn formula_lines(indent: &str, what: &str, formula: &Formula, p: &str) -> String {
+    // (formula, from, to): the top range is open above.
+    let mut groups: Vec<(&QuasiPolynomial, i64, Option<i64>)> =
+        vec![(&formula.quasi_polynomial, formula.holds_from, None)];
+    for piece in &formula.lower {
+        let last = groups.len() - 1;
+        if groups[last].0.equivalent(&piece.quasi_polynomial) {
+            groups[last].1 = piece.from;
+        } else {
+            groups.push((&piece.quasi_polynomial, piece.from, Some(piece.to)));
+        }
+    }
+    if groups.len() == 1 {
+        return format!(
+            "{indent}{what:<11} {}\n",
+            formula.quasi_polynomial.render(p)
+        );
+    }
+    let mut out = String::new();
+    for (i, (qp, from, to)) in groups.iter().enumerate() {
+        let range = match to {
+            Some(to) => format!("{from} ≤ {p} ≤ {to}"),
+            None => format!("{p} ≥ {from}"),
+        };
+        let label = if i == 0 { what } else { "" };
+        out.push_str(&format!(
+            "{indent}{label:<11} {}  (for {range})\n",
+            qp.render(p)
+        ));
     }
     out
 }
