@@ -308,11 +308,11 @@ fn knee_between(points: &[Point], low: &Segment, high: &Segment, sigma: f64) -> 
             (lo as f64 / SNAP_SLACK_OCTAVES.exp2()) as u64,
             (hi as f64 * SNAP_SLACK_OCTAVES.exp2()) as u64,
         )
-            .min_by(|a, b| {
-                let d = |s: u64| ((s as f64).log2() - (cliff_hi.max(1) as f64).log2()).abs();
-                d(*a).total_cmp(&d(*b))
-            })
-            .or_else(|| plausible_size(cliff_lo, cliff_hi, SNAP_SLACK_OCTAVES)),
+        .min_by(|a, b| {
+            let d = |s: u64| ((s as f64).log2() - (cliff_hi.max(1) as f64).log2()).abs();
+            d(*a).total_cmp(&d(*b))
+        })
+        .or_else(|| plausible_size(cliff_lo, cliff_hi, SNAP_SLACK_OCTAVES)),
         None => plausible_size(cliff_lo, cliff_hi, SNAP_SLACK_OCTAVES),
     };
     Knee {
@@ -683,9 +683,7 @@ pub fn adaptive_sweep(
         }
         // Points already in a rise are measured again and the lower kept: a knee's position
         // should not hang on one disturbed sample.
-        let again: Vec<usize> = (0..points.len())
-            .filter(|&i| knees.iter().any(|k| in_span(points[i].size_bytes, k)))
-            .collect();
+        let again = span_indices(&points, &knees);
         complete = measure_again(&mut points, &again, measure)
             && measure_new(&mut points, &extra, measure);
         points.sort_by_key(|p| p.size_bytes);
@@ -700,6 +698,14 @@ pub fn adaptive_sweep(
         knees = find_knees(&points, options);
     }
     (points, knees, complete)
+}
+
+/// Indices of the points inside any of `knees`' spans (its rise, and an eighth of an octave
+/// either side of its capacity estimate).
+pub fn span_indices(points: &[Point], knees: &[Knee]) -> Vec<usize> {
+    (0..points.len())
+        .filter(|&i| knees.iter().any(|k| in_span(points[i].size_bytes, k)))
+        .collect()
 }
 
 fn in_span(size_bytes: u64, knee: &Knee) -> bool {

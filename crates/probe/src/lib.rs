@@ -74,9 +74,10 @@ pub use code::{
 };
 pub use error::ProbeError;
 pub use knee::{
-    Knee, KneeOptions, NEARLY_STEEPEST, Point, Segment, adaptive_sweep, CapacityEstimate, capacity_estimate, capacity_gap, find_knees,
-    geometric_sizes, log_noise, miss_fraction, monotone_fit, out_of_order, plateaus,
-    plausible_size, refinement_sizes, segment, steepest_rise,
+    CapacityEstimate, Knee, KneeOptions, NEARLY_STEEPEST, Point, Segment, adaptive_sweep,
+    capacity_estimate, capacity_gap, find_knees, geometric_sizes, log_noise, miss_fraction,
+    monotone_fit, out_of_order, plateaus, plausible_size, refinement_sizes, segment, span_indices,
+    steepest_rise,
 };
 pub use mem::{HUGE_PAGE_BYTES, Mapping, anon_huge_kib};
 pub use timer::{

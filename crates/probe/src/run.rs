@@ -15,8 +15,9 @@ use crate::flops::{FlopsSample, Precision, measure_flops};
 use crate::icache::CodeProbe;
 use crate::knee::{
     Knee, KneeOptions, Point, adaptive_sweep, find_knees, geometric_sizes, out_of_order,
+    span_indices,
 };
-use crate::levels::{assign_levels, level_caches};
+use crate::levels::{MIN_L1I_RATIO, assign_levels, cache_knees, level_caches};
 use crate::simd::Simd;
 use crate::timer::{Timer, allowed_cpus, core_hz, pin_current_thread};
 
@@ -338,9 +339,32 @@ fn serial_part(
         "phase times: timer and code {code_s:.1} s, pointer chase {:.1} s",
         started.elapsed().as_secs_f64() - code_s
     ));
+    let rechecks_started = Instant::now();
     if !stop.load(Ordering::Relaxed) {
         recheck_code_curves(&mut code, &timer, budget.code_repeats, &mut curves)?;
     }
+    if !stop.load(Ordering::Relaxed)
+        && !options.quick
+        && let Some(curve) = curves.iter_mut().find(|c| c.name == "pointer_chase")
+    {
+        // The private levels' knees, measured with the full load counts (the last level's
+        // are far samples, and it is shared: its effective size is what it is).
+        let knees: Vec<Knee> = cache_knees(curve)
+            .into_iter()
+            .filter(|k| k.end_bytes <= llc / 8)
+            .collect();
+        let repeats = (budget.chase_repeats / 3).max(3);
+        let mut measure_one = |size: u64| {
+            let loads =
+                ((size / 64) as usize).clamp(budget.chase_min_loads, budget.chase_max_loads);
+            chase.measure(&timer, size as usize, loads, repeats)
+        };
+        recheck_spans(curve, &knees, &mut measure_one)?;
+    }
+    notes.push(format!(
+        "phase times: rechecks {:.1} s",
+        rechecks_started.elapsed().as_secs_f64()
+    ));
     let levels = assign_levels(machine, &curves);
     let caches = level_caches(&levels.knees, core_hz);
     let memory_latency_ns = levels.memory_latency_ns;
@@ -380,10 +404,12 @@ fn code_kind(name: &str) -> Option<CodeKind> {
     }
 }
 
-/// Measures again, after the pointer chase, the points of a code curve's rise that stand above
-/// a larger size's, keeping the lower, and finds its knees again. A code sample lasts
-/// microseconds, so what keeps such a point high is interference lasting through the sweep's
-/// own repeats (another task's code in the shared front end); seconds later it is usually gone.
+/// Measures again, after the pointer chase, every point in the span of a code curve's first
+/// step of at least [`MIN_L1I_RATIO`] (the L1i candidate), then the points of a rise that
+/// stand above a larger size's, keeping the lower, and finds its knees again. A code sample
+/// lasts microseconds, so what keeps such points high is interference lasting through the
+/// sweep's own repeats (another task's code in the shared front end, which can move the
+/// whole step earlier); seconds later it is often gone.
 fn recheck_code_curves(
     code: &mut CodeProbe,
     timer: &Timer,
@@ -394,6 +420,17 @@ fn recheck_code_curves(
         let Some(kind) = code_kind(&curve.name) else {
             continue;
         };
+        // The first big step is the L1i candidate (levels::l1i_knee): its whole span again.
+        let first_big: Vec<Knee> = curve
+            .knees
+            .iter()
+            .find(|k| k.ratio >= MIN_L1I_RATIO)
+            .copied()
+            .into_iter()
+            .collect();
+        recheck_spans(curve, &first_big, &mut |size| {
+            Ok(code.measure(timer, kind, size as usize, repeats)?.point)
+        })?;
         let odd = out_of_order(&curve.points, &curve.knees);
         if odd.is_empty() {
             continue;
@@ -407,6 +444,30 @@ fn recheck_code_curves(
         }
         curve.knees = find_knees(&curve.points, &KneeOptions::default());
     }
+    Ok(())
+}
+
+/// Measures again every point in the spans of `knees` (the curve's own, found when its sweep
+/// ended) and keeps the lower, then finds the curve's knees again. Interference only adds
+/// time: another task sharing a cache (a sibling hardware thread, the host) shrinks the
+/// capacity the sweep sees for as long as it runs, which the repeats of one point, a few
+/// milliseconds apart, cannot undo. A pass seconds later is another draw of it.
+fn recheck_spans(
+    curve: &mut Curve,
+    knees: &[Knee],
+    measure_one: &mut dyn FnMut(u64) -> Result<Point, ProbeError>,
+) -> Result<(), ProbeError> {
+    let again = span_indices(&curve.points, knees);
+    if again.is_empty() {
+        return Ok(());
+    }
+    for i in again {
+        let point = measure_one(curve.points[i].size_bytes)?;
+        if point.value < curve.points[i].value {
+            curve.points[i] = point;
+        }
+    }
+    curve.knees = find_knees(&curve.points, &KneeOptions::default());
     Ok(())
 }
 
