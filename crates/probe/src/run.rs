@@ -318,7 +318,22 @@ fn serial_part(
     if !stop.load(Ordering::Relaxed) {
         let grid = geometric_sizes(KIB, 4 * llc, budget.coarse_per_octave, 64);
         let mut tick = |f: f64| progress("pointer chase", 0.3 + 0.5 * f);
+        // The code curves' L1i candidates are measured again every few chase points, spread
+        // over the chase's seconds: each pass is another draw of whatever shares the front
+        // end, and the lowest time per point is the least disturbed.
+        let mut candidates = l1i_candidate_spans(&curves);
+        let mut chase_points = 0u32;
         let mut measure_one = |size: u64| {
+            chase_points += 1;
+            if chase_points.is_multiple_of(CODE_RECHECK_EVERY_POINTS) {
+                remeasure_code_spans(
+                    &mut code,
+                    &timer,
+                    budget.code_repeats,
+                    &mut curves,
+                    &mut candidates,
+                )?;
+            }
             let loads = if size > llc / 8 {
                 budget.chase_far_loads
             } else {
@@ -339,6 +354,9 @@ fn serial_part(
         "phase times: timer and code {code_s:.1} s, pointer chase {:.1} s",
         started.elapsed().as_secs_f64() - code_s
     ));
+    for curve in curves.iter_mut().filter(|c| code_kind(&c.name).is_some()) {
+        curve.knees = find_knees(&curve.points, &KneeOptions::default());
+    }
     let rechecks_started = Instant::now();
     if !stop.load(Ordering::Relaxed) {
         recheck_code_curves(&mut code, &timer, budget.code_repeats, &mut curves)?;
@@ -392,6 +410,51 @@ fn serial_part(
         caches,
         memory_latency_ns,
     })
+}
+
+/// Pointer-chase points between two passes over the code curves' L1i candidates (a chase
+/// point takes tens of milliseconds, a pass over a code span about as long).
+const CODE_RECHECK_EVERY_POINTS: u32 = 8;
+
+/// For each code curve (by index in `curves`), its kind and the indices of the points in the
+/// span of its first step of at least [`MIN_L1I_RATIO`] (the L1i candidate of
+/// `levels::l1i_knee`).
+fn l1i_candidate_spans(curves: &[Curve]) -> Vec<(usize, CodeKind, Vec<usize>)> {
+    curves
+        .iter()
+        .enumerate()
+        .filter_map(|(c, curve)| {
+            let kind = code_kind(&curve.name)?;
+            let knee = curve.knees.iter().find(|k| k.ratio >= MIN_L1I_RATIO)?;
+            Some((
+                c,
+                kind,
+                span_indices(&curve.points, std::slice::from_ref(knee)),
+            ))
+        })
+        .collect()
+}
+
+/// Measures the points of `spans` again, keeping the lower (knees are found again later).
+fn remeasure_code_spans(
+    code: &mut CodeProbe,
+    timer: &Timer,
+    repeats: u32,
+    curves: &mut [Curve],
+    spans: &mut [(usize, CodeKind, Vec<usize>)],
+) -> Result<(), ProbeError> {
+    for (c, kind, indices) in spans.iter() {
+        for &i in indices {
+            let old = curves[*c].points[i];
+            let point = code
+                .measure(timer, *kind, old.size_bytes as usize, repeats)?
+                .point;
+            if point.value < old.value {
+                curves[*c].points[i] = point;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The code kind a curve name stands for.
