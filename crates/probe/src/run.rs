@@ -321,18 +321,11 @@ fn serial_part(
         // The code curves' L1i candidates are measured again every few chase points, spread
         // over the chase's seconds: each pass is another draw of whatever shares the front
         // end, and the lowest time per point is the least disturbed.
-        let mut candidates = l1i_candidate_spans(&curves);
         let mut chase_points = 0u32;
         let mut measure_one = |size: u64| {
             chase_points += 1;
             if chase_points.is_multiple_of(CODE_RECHECK_EVERY_POINTS) {
-                remeasure_code_spans(
-                    &mut code,
-                    &timer,
-                    budget.code_repeats,
-                    &mut curves,
-                    &mut candidates,
-                )?;
+                remeasure_l1i_candidates(&mut code, &timer, budget.code_repeats, &mut curves)?;
             }
             let loads = if size > llc / 8 {
                 budget.chase_far_loads
@@ -354,9 +347,6 @@ fn serial_part(
         "phase times: timer and code {code_s:.1} s, pointer chase {:.1} s",
         started.elapsed().as_secs_f64() - code_s
     ));
-    for curve in curves.iter_mut().filter(|c| code_kind(&c.name).is_some()) {
-        curve.knees = find_knees(&curve.points, &KneeOptions::default());
-    }
     let rechecks_started = Instant::now();
     if !stop.load(Ordering::Relaxed) {
         recheck_code_curves(&mut code, &timer, budget.code_repeats, &mut curves)?;
@@ -377,7 +367,8 @@ fn serial_part(
                 ((size / 64) as usize).clamp(budget.chase_min_loads, budget.chase_max_loads);
             chase.measure(&timer, size as usize, loads, repeats)
         };
-        recheck_spans(curve, &knees, &mut measure_one)?;
+        let again = span_indices(&curve.points, &knees);
+        recheck_spans(curve, &again, &mut measure_one)?;
     }
     notes.push(format!(
         "phase times: rechecks {:.1} s",
@@ -416,43 +407,41 @@ fn serial_part(
 /// point takes tens of milliseconds, a pass over a code span about as long).
 const CODE_RECHECK_EVERY_POINTS: u32 = 8;
 
-/// For each code curve (by index in `curves`), its kind and the indices of the points in the
-/// span of its first step of at least [`MIN_L1I_RATIO`] (the L1i candidate of
-/// `levels::l1i_knee`).
-fn l1i_candidate_spans(curves: &[Curve]) -> Vec<(usize, CodeKind, Vec<usize>)> {
-    curves
-        .iter()
-        .enumerate()
-        .filter_map(|(c, curve)| {
-            let kind = code_kind(&curve.name)?;
-            let knee = curve.knees.iter().find(|k| k.ratio >= MIN_L1I_RATIO)?;
-            Some((
-                c,
-                kind,
-                span_indices(&curve.points, std::slice::from_ref(knee)),
-            ))
-        })
-        .collect()
+/// How far past its step (octaves) a code curve's L1i candidate is measured again: another
+/// task's code sharing the L1i moves the step earlier by its footprint, so the points above
+/// the step, not only those around it, are suspect.
+const L1I_RECHECK_OCTAVES: f64 = 0.5;
+
+/// Indices of the points of a code curve to measure again: the span of its first step of at
+/// least [`MIN_L1I_RATIO`] (the L1i candidate of `levels::l1i_knee`), extended to
+/// [`L1I_RECHECK_OCTAVES`] past it.
+fn l1i_candidate_span(curve: &Curve) -> Vec<usize> {
+    let Some(knee) = curve.knees.iter().find(|k| k.ratio >= MIN_L1I_RATIO) else {
+        return Vec::new();
+    };
+    let mut wide = *knee;
+    wide.end_bytes = knee
+        .end_bytes
+        .max((knee.cliff_hi_bytes as f64 * L1I_RECHECK_OCTAVES.exp2()) as u64);
+    span_indices(&curve.points, &[wide])
 }
 
-/// Measures the points of `spans` again, keeping the lower (knees are found again later).
-fn remeasure_code_spans(
+/// Measures the L1i candidates of the code curves again ([`l1i_candidate_span`], from their
+/// knees as they stand), keeping the lower, and finds their knees again.
+fn remeasure_l1i_candidates(
     code: &mut CodeProbe,
     timer: &Timer,
     repeats: u32,
     curves: &mut [Curve],
-    spans: &mut [(usize, CodeKind, Vec<usize>)],
 ) -> Result<(), ProbeError> {
-    for (c, kind, indices) in spans.iter() {
-        for &i in indices {
-            let old = curves[*c].points[i];
-            let point = code
-                .measure(timer, *kind, old.size_bytes as usize, repeats)?
-                .point;
-            if point.value < old.value {
-                curves[*c].points[i] = point;
-            }
-        }
+    for curve in curves.iter_mut() {
+        let Some(kind) = code_kind(&curve.name) else {
+            continue;
+        };
+        let span = l1i_candidate_span(curve);
+        recheck_spans(curve, &span, &mut |size| {
+            Ok(code.measure(timer, kind, size as usize, repeats)?.point)
+        })?;
     }
     Ok(())
 }
@@ -483,15 +472,8 @@ fn recheck_code_curves(
         let Some(kind) = code_kind(&curve.name) else {
             continue;
         };
-        // The first big step is the L1i candidate (levels::l1i_knee): its whole span again.
-        let first_big: Vec<Knee> = curve
-            .knees
-            .iter()
-            .find(|k| k.ratio >= MIN_L1I_RATIO)
-            .copied()
-            .into_iter()
-            .collect();
-        recheck_spans(curve, &first_big, &mut |size| {
+        let span = l1i_candidate_span(curve);
+        recheck_spans(curve, &span, &mut |size| {
             Ok(code.measure(timer, kind, size as usize, repeats)?.point)
         })?;
         let odd = out_of_order(&curve.points, &curve.knees);
@@ -510,21 +492,20 @@ fn recheck_code_curves(
     Ok(())
 }
 
-/// Measures again every point in the spans of `knees` (the curve's own, found when its sweep
-/// ended) and keeps the lower, then finds the curve's knees again. Interference only adds
+/// Measures again the points at indices `again` (the spans of some of the curve's knees) and
+/// keeps the lower, then finds the curve's knees again. Interference only adds
 /// time: another task sharing a cache (a sibling hardware thread, the host) shrinks the
 /// capacity the sweep sees for as long as it runs, which the repeats of one point, a few
 /// milliseconds apart, cannot undo. A pass seconds later is another draw of it.
 fn recheck_spans(
     curve: &mut Curve,
-    knees: &[Knee],
+    again: &[usize],
     measure_one: &mut dyn FnMut(u64) -> Result<Point, ProbeError>,
 ) -> Result<(), ProbeError> {
-    let again = span_indices(&curve.points, knees);
     if again.is_empty() {
         return Ok(());
     }
-    for i in again {
+    for &i in again {
         let point = measure_one(curve.points[i].size_bytes)?;
         if point.value < curve.points[i].value {
             curve.points[i] = point;
@@ -747,6 +728,37 @@ mod tests {
             "{text}"
         );
         assert_eq!(from_toml(&text, "m.toml".as_ref()).unwrap(), machine);
+    }
+
+    #[test]
+    fn a_step_moved_early_by_a_sharer_moves_back_when_measured_again() {
+        // A NOP body whose step came 6 KiB early while another task's code shared the L1i
+        // (a Zen 4 guest's 26 KiB); seconds later the task is gone and the step is at 32 KiB.
+        let step = |cap_kib: u64| {
+            move |size: u64| Point {
+                size_bytes: size,
+                value: if size <= cap_kib * KIB { 0.006 } else { 0.018 },
+                median: 0.0,
+            }
+        };
+        let sizes = geometric_sizes(4 * KIB, 4 * MIB, 24, 4);
+        let points: Vec<Point> = sizes.iter().map(|&s| step(26)(s)).collect();
+        let knees = find_knees(&points, &KneeOptions::default());
+        let mut curve = Curve {
+            name: "nop_body".into(),
+            unit: "ns per byte".into(),
+            points,
+            knees,
+        };
+        assert_eq!(curve.knees[0].cliff_lo_bytes / KIB, 25);
+        let quiet = step(32);
+        let span = l1i_candidate_span(&curve);
+        recheck_spans(&mut curve, &span, &mut |s| Ok(quiet(s))).unwrap();
+        assert_eq!(curve.knees[0].size_bytes, 32 * KIB, "{:?}", curve.knees);
+        // Measuring again never raises a point.
+        let span = l1i_candidate_span(&curve);
+        recheck_spans(&mut curve, &span, &mut |s| Ok(step(8)(s))).unwrap();
+        assert_eq!(curve.knees[0].size_bytes, 32 * KIB);
     }
 
     #[test]
