@@ -12,8 +12,13 @@
 //! or random-replacement cache starts missing at the capacity, where the slope is largest),
 //! and the steepest rise ([`steepest_rise`]) is the capacity; where they creep in well before
 //! it, something else shares the cache and the footprint where half the accesses miss is the
-//! estimate ([`capacity_gap`]). The result is snapped to a cache-like size (`2^k` or `3 * 2^k`)
-//! within an eighth of an octave. The earlier rule, the cache-like size nearest the rise's
+//! estimate ([`capacity_gap`]). The miss fraction's scale runs from the lower plateau's level
+//! at its start to the level an octave past the rise's log-midpoint (plateaus that drift up
+//! carry other misses). The result is snapped to a cache-like size (`2^k` or `3 * 2^k`)
+//! within an eighth of an octave; for a creeping rise, to the cache-like size nearest the
+//! half-miss point among those where a quarter to three quarters of the accesses miss (with
+//! that slack), since interference that varies while the curve is measured spreads the
+//! rise around the capacity. The earlier rule, the cache-like size nearest the rise's
 //! midpoint in `ln t`, followed the creep: 768 KiB for a Zen 4 guest's 1 MiB L2, whose misses
 //! start near 300 KiB. Adaptive sampling spends extra points across each rise and around its
 //! estimate, measures the points already there again, and measures again any point of a

@@ -77,6 +77,10 @@ struct Budget {
     /// Samples stay within a few ms, below a scheduler time slice: under load, one that
     /// straddles a context switch is thrown away, and long ones nearly all would be.
     chase_far_loads: usize,
+    /// Repeats far beyond the caches: the steps there (last level to memory, ~10x) stand far
+    /// out of the noise, and under load these longest samples are the ones most often thrown
+    /// away and taken again, so they are most of a loaded run's time.
+    chase_far_repeats: u32,
     kernel_time: Duration,
     kernel_trials: u32,
     flops_time: Duration,
@@ -95,6 +99,7 @@ impl Budget {
                 chase_min_loads: 80_000,
                 chase_max_loads: 150_000,
                 chase_far_loads: 15_000,
+                chase_far_repeats: 11,
                 kernel_time: Duration::from_millis(15),
                 kernel_trials: 1,
                 flops_time: Duration::from_millis(60),
@@ -109,7 +114,8 @@ impl Budget {
                 chase_repeats: 21,
                 chase_min_loads: 150_000,
                 chase_max_loads: 400_000,
-                chase_far_loads: 30_000,
+                chase_far_loads: 20_000,
+                chase_far_repeats: 11,
                 kernel_time: Duration::from_millis(120),
                 kernel_trials: 3,
                 flops_time: Duration::from_millis(300),
@@ -327,12 +333,15 @@ fn serial_part(
             if chase_points.is_multiple_of(CODE_RECHECK_EVERY_POINTS) {
                 remeasure_l1i_candidates(&mut code, &timer, budget.code_repeats, &mut curves)?;
             }
-            let loads = if size > llc / 8 {
-                budget.chase_far_loads
+            let (loads, repeats) = if size > llc / 8 {
+                (budget.chase_far_loads, budget.chase_far_repeats)
             } else {
-                ((size / 64) as usize).clamp(budget.chase_min_loads, budget.chase_max_loads)
+                (
+                    ((size / 64) as usize).clamp(budget.chase_min_loads, budget.chase_max_loads),
+                    budget.chase_repeats,
+                )
             };
-            chase.measure(&timer, size as usize, loads, budget.chase_repeats)
+            chase.measure(&timer, size as usize, loads, repeats)
         };
         let (points, knees) = sweep(&grid, 64, budget, stop, &mut tick, &mut measure_one)?;
         notes.push(huge_note("data", chase.huge_page_kib(), chase.capacity()));
