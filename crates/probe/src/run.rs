@@ -331,7 +331,12 @@ fn serial_part(
         let mut measure_one = |size: u64| {
             chase_points += 1;
             if chase_points.is_multiple_of(CODE_RECHECK_EVERY_POINTS) {
-                remeasure_l1i_candidates(&mut code, &timer, budget.code_repeats, &mut curves)?;
+                remeasure_l1i_candidates(
+                    &mut code,
+                    &timer,
+                    (budget.code_repeats, l2 / 4),
+                    &mut curves,
+                )?;
             }
             let (loads, repeats) = if size > llc / 8 {
                 (budget.chase_far_loads, budget.chase_far_repeats)
@@ -358,7 +363,12 @@ fn serial_part(
     ));
     let rechecks_started = Instant::now();
     if !stop.load(Ordering::Relaxed) {
-        recheck_code_curves(&mut code, &timer, budget.code_repeats, &mut curves)?;
+        recheck_code_curves(
+            &mut code,
+            &timer,
+            (budget.code_repeats, l2 / 4),
+            &mut curves,
+        )?;
     }
     if !stop.load(Ordering::Relaxed)
         && !options.quick
@@ -366,9 +376,12 @@ fn serial_part(
     {
         // The private levels' knees, measured with the full load counts (the last level's
         // are far samples, and it is shared: its effective size is what it is).
+        // A sharer moves a step earlier by its footprint (to 640 KiB for this Zen 4 guest's
+        // 1 MiB L2 in one run), so the points up to an octave past it are suspect too.
         let knees: Vec<Knee> = cache_knees(curve)
             .into_iter()
             .filter(|k| k.end_bytes <= llc / 8)
+            .map(|k| widened(k, DATA_RECHECK_OCTAVES))
             .collect();
         let repeats = (budget.chase_repeats / 3).max(3);
         let mut measure_one = |size: u64| {
@@ -423,16 +436,32 @@ const L1I_RECHECK_OCTAVES: f64 = 0.5;
 
 /// Indices of the points of a code curve to measure again: the span of its first step of at
 /// least [`MIN_L1I_RATIO`] (the L1i candidate of `levels::l1i_knee`), extended to
-/// [`L1I_RECHECK_OCTAVES`] past it.
-fn l1i_candidate_span(curve: &Curve) -> Vec<usize> {
-    let Some(knee) = curve.knees.iter().find(|k| k.ratio >= MIN_L1I_RATIO) else {
+/// [`L1I_RECHECK_OCTAVES`] past it; none when that step lies past `max_step_bytes` (a quarter
+/// of the L2: then it is the L2's, as on Intel, where the NOP body's first step is).
+fn l1i_candidate_span(curve: &Curve, max_step_bytes: u64) -> Vec<usize> {
+    let Some(knee) = curve
+        .knees
+        .iter()
+        .find(|k| k.ratio >= MIN_L1I_RATIO)
+        .filter(|k| k.size_bytes <= max_step_bytes)
+    else {
         return Vec::new();
     };
-    let mut wide = *knee;
-    wide.end_bytes = knee
-        .end_bytes
-        .max((knee.cliff_hi_bytes as f64 * L1I_RECHECK_OCTAVES.exp2()) as u64);
-    span_indices(&curve.points, &[wide])
+    span_indices(&curve.points, &[widened(*knee, L1I_RECHECK_OCTAVES)])
+}
+
+/// How far past its step (octaves) a private data level's knee is measured again after the
+/// chase: up to a sharer holding half the cache.
+const DATA_RECHECK_OCTAVES: f64 = 1.0;
+
+/// `knee` with its span's end moved to at least `octaves` past its capacity estimate.
+fn widened(knee: Knee, octaves: f64) -> Knee {
+    Knee {
+        end_bytes: knee
+            .end_bytes
+            .max((knee.cliff_hi_bytes as f64 * octaves.exp2()) as u64),
+        ..knee
+    }
 }
 
 /// Measures the L1i candidates of the code curves again ([`l1i_candidate_span`], from their
@@ -440,14 +469,14 @@ fn l1i_candidate_span(curve: &Curve) -> Vec<usize> {
 fn remeasure_l1i_candidates(
     code: &mut CodeProbe,
     timer: &Timer,
-    repeats: u32,
+    (repeats, max_step_bytes): (u32, u64),
     curves: &mut [Curve],
 ) -> Result<(), ProbeError> {
     for curve in curves.iter_mut() {
         let Some(kind) = code_kind(&curve.name) else {
             continue;
         };
-        let span = l1i_candidate_span(curve);
+        let span = l1i_candidate_span(curve, max_step_bytes);
         recheck_spans(curve, &span, &mut |size| {
             Ok(code.measure(timer, kind, size as usize, repeats)?.point)
         })?;
@@ -465,8 +494,8 @@ fn code_kind(name: &str) -> Option<CodeKind> {
     }
 }
 
-/// Measures again, after the pointer chase, every point in the span of a code curve's first
-/// step of at least [`MIN_L1I_RATIO`] (the L1i candidate), then the points of a rise that
+/// Measures again, after the pointer chase, the points of a code curve's L1i candidate
+/// ([`l1i_candidate_span`]), then the points of a rise that
 /// stand above a larger size's, keeping the lower, and finds its knees again. A code sample
 /// lasts microseconds, so what keeps such points high is interference lasting through the
 /// sweep's own repeats (another task's code in the shared front end, which can move the
@@ -474,14 +503,14 @@ fn code_kind(name: &str) -> Option<CodeKind> {
 fn recheck_code_curves(
     code: &mut CodeProbe,
     timer: &Timer,
-    repeats: u32,
+    (repeats, max_step_bytes): (u32, u64),
     curves: &mut [Curve],
 ) -> Result<(), ProbeError> {
     for curve in curves.iter_mut() {
         let Some(kind) = code_kind(&curve.name) else {
             continue;
         };
-        let span = l1i_candidate_span(curve);
+        let span = l1i_candidate_span(curve, max_step_bytes);
         recheck_spans(curve, &span, &mut |size| {
             Ok(code.measure(timer, kind, size as usize, repeats)?.point)
         })?;
@@ -761,13 +790,15 @@ mod tests {
         };
         assert_eq!(curve.knees[0].cliff_lo_bytes / KIB, 25);
         let quiet = step(32);
-        let span = l1i_candidate_span(&curve);
+        let span = l1i_candidate_span(&curve, 256 * KIB);
         recheck_spans(&mut curve, &span, &mut |s| Ok(quiet(s))).unwrap();
         assert_eq!(curve.knees[0].size_bytes, 32 * KIB, "{:?}", curve.knees);
         // Measuring again never raises a point.
-        let span = l1i_candidate_span(&curve);
+        let span = l1i_candidate_span(&curve, 256 * KIB);
         recheck_spans(&mut curve, &span, &mut |s| Ok(step(8)(s))).unwrap();
         assert_eq!(curve.knees[0].size_bytes, 32 * KIB);
+        // A first step past a quarter of the L2 is the L2's, not measured again.
+        assert!(l1i_candidate_span(&curve, 16 * KIB).is_empty());
     }
 
     #[test]
