@@ -560,12 +560,11 @@ pub fn capacity_estimate(
     if onset >= cliff || octaves(points, onset, cliff) <= CREEP_OCTAVES {
         return steep;
     }
-    let quartile = |m: f64| reach(m).map(|i| points[i].size_bytes);
-    let central_bytes = match (quartile(CENTRAL_MISS.0), quartile(CENTRAL_MISS.1)) {
-        (Some(lo), Some(hi)) => Some((lo, hi)),
-        (Some(lo), None) => Some((lo, points[outer].size_bytes)),
-        _ => None,
-    };
+    // Each crossing lies in a gap: the central half runs from the last point below a quarter
+    // to the first at three quarters.
+    let below_quarter = reach(CENTRAL_MISS.0).map(|i| points[i.saturating_sub(1).max(first)]);
+    let three_quarters = reach(CENTRAL_MISS.1).map_or(points[outer], |i| points[i]);
+    let central_bytes = below_quarter.map(|lo| (lo.size_bytes, three_quarters.size_bytes));
     CapacityEstimate {
         gap: half.saturating_sub(1).max(first),
         central_bytes,

@@ -376,20 +376,13 @@ fn serial_part(
     {
         // The private levels' knees, measured with the full load counts (the last level's
         // are far samples, and it is shared: its effective size is what it is).
-        // A sharer moves a step earlier by its footprint (to 640 KiB for this Zen 4 guest's
-        // 1 MiB L2 in one run), so the points up to an octave past it are suspect too.
-        let knees: Vec<Knee> = cache_knees(curve)
-            .into_iter()
-            .filter(|k| k.end_bytes <= llc / 8)
-            .map(|k| widened(k, DATA_RECHECK_OCTAVES))
-            .collect();
+        let again = private_level_span(curve, llc);
         let repeats = (budget.chase_repeats / 3).max(3);
         let mut measure_one = |size: u64| {
             let loads =
                 ((size / 64) as usize).clamp(budget.chase_min_loads, budget.chase_max_loads);
             chase.measure(&timer, size as usize, loads, repeats)
         };
-        let again = span_indices(&curve.points, &knees);
         recheck_spans(curve, &again, &mut measure_one)?;
     }
     notes.push(format!(
@@ -453,6 +446,20 @@ fn l1i_candidate_span(curve: &Curve, max_step_bytes: u64) -> Vec<usize> {
 /// How far past its step (octaves) a private data level's knee is measured again after the
 /// chase: up to a sharer holding half the cache.
 const DATA_RECHECK_OCTAVES: f64 = 1.0;
+
+/// Indices of the pointer chase's points to measure again after the sweep: the spans of the
+/// private levels' knees (those ending below an eighth of the last-level cache `llc_bytes`,
+/// measured with the full load counts; the last level is shared, its effective size is what
+/// it is), each extended to [`DATA_RECHECK_OCTAVES`] past its step, since a sharer moves a
+/// step earlier by its footprint (to 640 KiB for a Zen 4 guest's 1 MiB L2 in one run).
+fn private_level_span(chase: &Curve, llc_bytes: u64) -> Vec<usize> {
+    let knees: Vec<Knee> = cache_knees(chase)
+        .into_iter()
+        .filter(|k| k.end_bytes <= llc_bytes / 8)
+        .map(|k| widened(k, DATA_RECHECK_OCTAVES))
+        .collect();
+    span_indices(&chase.points, &knees)
+}
 
 /// `knee` with its span's end moved to at least `octaves` past its capacity estimate.
 fn widened(knee: Knee, octaves: f64) -> Knee {
@@ -799,6 +806,81 @@ mod tests {
         assert_eq!(curve.knees[0].size_bytes, 32 * KIB);
         // A first step past a quarter of the L2 is the L2's, not measured again.
         assert!(l1i_candidate_span(&curve, 16 * KIB).is_empty());
+    }
+
+    /// The curves of a recorded fixture, points as `[size_bytes, value, median]`.
+    fn fixture_curves(text: &str) -> Vec<Curve> {
+        let doc: serde_json::Value = serde_json::from_str(text).unwrap();
+        doc["curves"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                let points: Vec<Point> = c["points"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| Point {
+                        size_bytes: p[0].as_u64().unwrap(),
+                        value: p[1].as_f64().unwrap(),
+                        median: p[2].as_f64().unwrap(),
+                    })
+                    .collect();
+                Curve {
+                    name: c["name"].as_str().unwrap().into(),
+                    unit: c["unit"].as_str().unwrap().into(),
+                    knees: find_knees(&points, &KneeOptions::default()),
+                    points,
+                }
+            })
+            .collect()
+    }
+
+    /// A measurement that returns `later`'s point nearest (in log) to the size asked for.
+    fn from_later(later: &Curve) -> impl FnMut(u64) -> Result<Point, ProbeError> + '_ {
+        move |size| {
+            let d = |p: &Point| (p.size_bytes as f64 / size as f64).log2().abs();
+            let p = later
+                .points
+                .iter()
+                .min_by(|a, b| d(a).total_cmp(&d(b)))
+                .unwrap();
+            Ok(Point {
+                size_bytes: size,
+                ..*p
+            })
+        }
+    }
+
+    #[test]
+    fn zen4_steps_moved_early_by_a_sharer_come_back_when_measured_again() {
+        let curves = fixture_curves(include_str!("../testdata/zen4_shared_steps.json"));
+        let (mut nop, quiet_nop) = (curves[0].clone(), &curves[1]);
+        let (mut chase, quiet_chase) = (curves[2].clone(), &curves[3]);
+        // The NOP body's step at 29 KiB, half an octave re-measured later: 32 KiB.
+        assert!(nop.knees[0].size_bytes < 30 * KIB, "{:?}", nop.knees[0]);
+        let span = l1i_candidate_span(&nop, 256 * KIB);
+        recheck_spans(&mut nop, &span, &mut from_later(quiet_nop)).unwrap();
+        assert_eq!(nop.knees[0].size_bytes, 32 * KIB, "{:?}", nop.knees[0]);
+        // The chase's L2 step at 640 KiB (768 KiB snapped), an octave re-measured later: 1 MiB.
+        let mut machine = Machine::unknown();
+        for (level, kind, size) in [
+            (1, CacheKind::Data, 32 * KIB),
+            (2, CacheKind::Unified, MIB),
+            (3, CacheKind::Unified, 32 * MIB),
+        ] {
+            machine
+                .caches
+                .push(loopscope_machine::Cache::new(level, kind, size, 64, 8, 1));
+        }
+        let l2 = |chase: &Curve| {
+            let levels = assign_levels(&machine, std::slice::from_ref(chase));
+            levels.knees.iter().find(|l| l.level == 2).unwrap().knee
+        };
+        assert_eq!(l2(&chase).size_bytes, 768 * KIB);
+        let span = private_level_span(&chase, 32 * MIB);
+        recheck_spans(&mut chase, &span, &mut from_later(quiet_chase)).unwrap();
+        assert_eq!(l2(&chase).size_bytes, MIB, "{:?}", l2(&chase));
     }
 
     #[test]
