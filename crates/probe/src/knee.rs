@@ -12,8 +12,13 @@
 //! or random-replacement cache starts missing at the capacity, where the slope is largest),
 //! and the steepest rise ([`steepest_rise`]) is the capacity; where they creep in well before
 //! it, something else shares the cache and the footprint where half the accesses miss is the
-//! estimate ([`capacity_gap`]). The result is snapped to a cache-like size (`2^k` or `3 * 2^k`)
-//! within an eighth of an octave. The earlier rule, the cache-like size nearest the rise's
+//! estimate ([`capacity_gap`]). The miss fraction's scale runs from the lower plateau's level
+//! at its start to the level an octave past the rise's log-midpoint (plateaus that drift up
+//! carry other misses). The result is snapped to a cache-like size (`2^k` or `3 * 2^k`)
+//! within an eighth of an octave; for a creeping rise, to the cache-like size nearest the
+//! half-miss point among those where a quarter to three quarters of the accesses miss (with
+//! that slack), since interference that varies while the curve is measured spreads the
+//! rise around the capacity. The earlier rule, the cache-like size nearest the rise's
 //! midpoint in `ln t`, followed the creep: 768 KiB for a Zen 4 guest's 1 MiB L2, whose misses
 //! start near 300 KiB. Adaptive sampling spends extra points across each rise and around its
 //! estimate, measures the points already there again, and measures again any point of a
@@ -292,10 +297,31 @@ fn knee_between(points: &[Point], low: &Segment, high: &Segment, sigma: f64) -> 
     let confidence = ((1.0 - (-z / 5.0).exp()) * sharpness).clamp(0.0, 1.0);
     let (before, after) = (low.log_level.exp(), high.log_level.exp());
     let range = (low.first, high.first, high.last);
-    let cliff = capacity_gap(points, range, before, after);
+    let estimate = capacity_estimate(
+        points,
+        range,
+        rise_start_level(points, low),
+        rise_end_level(points, mid, high),
+    );
+    let cliff = estimate.gap;
     let (cliff_lo, cliff_hi) = (points[cliff].size_bytes, points[cliff + 1].size_bytes);
+    let size_bytes = match estimate.central_bytes {
+        // Misses crept in: the capacity is the cache-like size in the central half of the
+        // rise (with the snap's slack either side) nearest (in log) to where half the loads
+        // miss.
+        Some((lo, hi)) => cache_like_sizes_between(
+            (lo as f64 / SNAP_SLACK_OCTAVES.exp2()) as u64,
+            (hi as f64 * SNAP_SLACK_OCTAVES.exp2()) as u64,
+        )
+        .min_by(|a, b| {
+            let d = |s: u64| ((s as f64).log2() - (cliff_hi.max(1) as f64).log2()).abs();
+            d(*a).total_cmp(&d(*b))
+        })
+        .or_else(|| plausible_size(cliff_lo, cliff_hi, SNAP_SLACK_OCTAVES)),
+        None => plausible_size(cliff_lo, cliff_hi, SNAP_SLACK_OCTAVES),
+    };
     Knee {
-        size_bytes: plausible_size(cliff_lo, cliff_hi, SNAP_SLACK_OCTAVES).unwrap_or(cliff_lo),
+        size_bytes: size_bytes.unwrap_or(cliff_lo),
         cliff_lo_bytes: cliff_lo,
         cliff_hi_bytes: cliff_hi,
         rise_start_bytes: start_bytes,
@@ -419,6 +445,73 @@ const CREEP_RATIO: f64 = 1.5;
 const ONSET_MISS: f64 = 0.1;
 const CREEP_OCTAVES: f64 = 0.25;
 
+/// How far past a rise's log-midpoint (octaves) its end level is read, and over how wide a
+/// window ([`rise_end_level`]).
+const RISE_END_OCTAVES: (f64, f64) = (1.0, 0.5);
+
+/// The level a rise ends at, the top of its miss-fraction scale: the median of the points
+/// from one octave past the log-midpoint `mid` over half an octave (under LRU a cyclic walk
+/// misses on every load past the capacity, under random replacement on 80 % at twice it),
+/// or the upper plateau's level if that is lower or there are no such points. The plateau's
+/// level alone is too high when it drifts up (the next level's own misses creeping in, as in
+/// a shared L3): it put the half-miss point of a Zen 4 guest's 1 MiB L2 at 1.29 MiB, its L3
+/// plateau climbing from 13 to 16 ns.
+fn rise_end_level(points: &[Point], mid: usize, high: &Segment) -> f64 {
+    let plateau = high.log_level.exp();
+    let from = points[mid].size_bytes.max(1) as f64 * RISE_END_OCTAVES.0.exp2();
+    let to = from * RISE_END_OCTAVES.1.exp2();
+    let mut values: Vec<f64> = points[..=high.last.min(points.len() - 1)]
+        .iter()
+        .filter(|p| p.size_bytes as f64 >= from && p.size_bytes as f64 <= to)
+        .map(|p| p.value)
+        .collect();
+    values.sort_by(f64::total_cmp);
+    values
+        .get(values.len() / 2)
+        .map_or(plateau, |&v| v.min(plateau))
+}
+
+/// The level the accesses hit at, the bottom of a rise's miss-fraction scale: the median of
+/// the lower plateau's first half octave, or its level if that is lower. A plateau that
+/// drifts up within its tolerance already has misses (or TLB misses) creeping in: on a
+/// Zen 4 guest's L2 plateau, 3.8 ns at 288 KiB and 4.9 ns at 600 KiB, which hid the creep
+/// of a rise whose misses started there.
+fn rise_start_level(points: &[Point], low: &Segment) -> f64 {
+    let plateau = low.log_level.exp();
+    let to = points[low.first].size_bytes.max(1) as f64 * 0.5f64.exp2();
+    let mut values: Vec<f64> = points[low.first..=low.last.min(points.len() - 1)]
+        .iter()
+        .filter(|p| p.size_bytes as f64 <= to)
+        .map(|p| p.value)
+        .collect();
+    values.sort_by(f64::total_cmp);
+    values
+        .get(values.len() / 2)
+        .map_or(plateau, |&v| v.min(plateau))
+}
+
+/// Cache-like sizes (`2^k` or `3 * 2^k` bytes) from `lo` to `hi`.
+fn cache_like_sizes_between(lo: u64, hi: u64) -> impl Iterator<Item = u64> {
+    (6..48u32)
+        .flat_map(|k| [1u64 << k, 3u64 << (k - 1)])
+        .filter(move |&s| s >= lo && s <= hi)
+}
+
+/// Where a knee's capacity lies ([`capacity_gap`]), and, when misses crept in before it,
+/// the sizes between which a quarter and three quarters of the loads miss (on the monotone
+/// fit): the central half of the rise, where the capacity is under interference that varies
+/// while the curve is measured.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CapacityEstimate {
+    /// The gap `j` to `j + 1` of [`capacity_gap`].
+    pub gap: usize,
+    /// The central half of a creeping rise, in bytes.
+    pub central_bytes: Option<(u64, u64)>,
+}
+
+/// Quarter and three-quarter miss fractions bounding the central half of a creeping rise.
+const CENTRAL_MISS: (f64, f64) = (0.25, 0.75);
+
 /// The gap `j` to `j + 1` where the capacity lies, for `(first, last, last_outer)` as in
 /// [`steepest_rise`]. Two shapes, told apart by where misses start (the monotone fit of the
 /// miss fraction reaching a tenth) against where they rise fastest:
@@ -432,14 +525,28 @@ const CREEP_OCTAVES: f64 = 0.25;
 ///   times; the steepest rise four to six times, the rise's start or log-midpoint never.
 pub fn capacity_gap(
     points: &[Point],
-    (first, last, last_outer): (usize, usize, usize),
+    range: (usize, usize, usize),
     before: f64,
     after: f64,
 ) -> usize {
+    capacity_estimate(points, range, before, after).gap
+}
+
+/// [`capacity_gap`] with the central half of a creeping rise ([`CapacityEstimate`]).
+pub fn capacity_estimate(
+    points: &[Point],
+    (first, last, last_outer): (usize, usize, usize),
+    before: f64,
+    after: f64,
+) -> CapacityEstimate {
     let cliff = steepest_rise(points, (first, last, last_outer), before, after);
+    let steep = CapacityEstimate {
+        gap: cliff,
+        central_bytes: None,
+    };
     let outer = last_outer.min(points.len().saturating_sub(1));
     if first >= outer {
-        return cliff;
+        return steep;
     }
     let misses: Vec<f64> = points[first..=outer]
         .iter()
@@ -448,12 +555,19 @@ pub fn capacity_gap(
     let fit = monotone_fit(&misses);
     let reach = |m: f64| fit.iter().position(|&f| f >= m).map(|i| first + i);
     let (Some(onset), Some(half)) = (reach(ONSET_MISS), reach(0.5)) else {
-        return cliff;
+        return steep;
     };
     if onset >= cliff || octaves(points, onset, cliff) <= CREEP_OCTAVES {
-        cliff
-    } else {
-        half.saturating_sub(1).max(first)
+        return steep;
+    }
+    // Each crossing lies in a gap: the central half runs from the last point below a quarter
+    // to the first at three quarters.
+    let below_quarter = reach(CENTRAL_MISS.0).map(|i| points[i.saturating_sub(1).max(first)]);
+    let three_quarters = reach(CENTRAL_MISS.1).map_or(points[outer], |i| points[i]);
+    let central_bytes = below_quarter.map(|lo| (lo.size_bytes, three_quarters.size_bytes));
+    CapacityEstimate {
+        gap: half.saturating_sub(1).max(first),
+        central_bytes,
     }
 }
 
@@ -573,9 +687,7 @@ pub fn adaptive_sweep(
         }
         // Points already in a rise are measured again and the lower kept: a knee's position
         // should not hang on one disturbed sample.
-        let again: Vec<usize> = (0..points.len())
-            .filter(|&i| knees.iter().any(|k| in_span(points[i].size_bytes, k)))
-            .collect();
+        let again = span_indices(&points, &knees);
         complete = measure_again(&mut points, &again, measure)
             && measure_new(&mut points, &extra, measure);
         points.sort_by_key(|p| p.size_bytes);
@@ -590,6 +702,14 @@ pub fn adaptive_sweep(
         knees = find_knees(&points, options);
     }
     (points, knees, complete)
+}
+
+/// Indices of the points inside any of `knees`' spans (its rise, and an eighth of an octave
+/// either side of its capacity estimate).
+pub fn span_indices(points: &[Point], knees: &[Knee]) -> Vec<usize> {
+    (0..points.len())
+        .filter(|&i| knees.iter().any(|k| in_span(points[i].size_bytes, k)))
+        .collect()
 }
 
 fn in_span(size_bytes: u64, knee: &Knee) -> bool {

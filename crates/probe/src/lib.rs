@@ -12,7 +12,10 @@
 //! The `recompile` baseline rebuilds a C program per point with the system `cc`, so the
 //! speed-up of in-place rewriting is measured, not quoted. Data caches are found by pointer
 //! chasing over a random cyclic permutation; knees are detected automatically, each sized at
-//! the steepest rise of its miss fraction ([`steepest_rise`]).
+//! the steepest rise of its miss fraction ([`steepest_rise`]), or where half the accesses miss
+//! when misses creep in well before it ([`capacity_estimate`]). A step that another task
+//! sharing the cache moved earlier is measured again later: the L1i candidates many times
+//! over the pointer chase, the private data levels once after it ([`run_probe`]).
 //!
 //! This room measures and returns values. It never prints, exits or reads the environment for
 //! policy; interruption is a flag the caller sets. It is one of the two crates allowed `unsafe`
@@ -74,9 +77,10 @@ pub use code::{
 };
 pub use error::ProbeError;
 pub use knee::{
-    Knee, KneeOptions, NEARLY_STEEPEST, Point, Segment, adaptive_sweep, capacity_gap, find_knees,
-    geometric_sizes, log_noise, miss_fraction, monotone_fit, out_of_order, plateaus,
-    plausible_size, refinement_sizes, segment, steepest_rise,
+    CapacityEstimate, Knee, KneeOptions, NEARLY_STEEPEST, Point, Segment, adaptive_sweep,
+    capacity_estimate, capacity_gap, find_knees, geometric_sizes, log_noise, miss_fraction,
+    monotone_fit, out_of_order, plateaus, plausible_size, refinement_sizes, segment, span_indices,
+    steepest_rise,
 };
 pub use mem::{HUGE_PAGE_BYTES, Mapping, anon_huge_kib};
 pub use timer::{

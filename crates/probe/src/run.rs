@@ -1,6 +1,7 @@
 //! The whole probe: every measurement in order, with a time budget, progress reports and an
 //! interrupt flag, assembled into the `measured` section of a machine description.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -15,8 +16,9 @@ use crate::flops::{FlopsSample, Precision, measure_flops};
 use crate::icache::CodeProbe;
 use crate::knee::{
     Knee, KneeOptions, Point, adaptive_sweep, find_knees, geometric_sizes, out_of_order,
+    span_indices,
 };
-use crate::levels::{assign_levels, level_caches};
+use crate::levels::{MIN_L1I_RATIO, assign_levels, cache_knees, level_caches};
 use crate::simd::Simd;
 use crate::timer::{Timer, allowed_cpus, core_hz, pin_current_thread};
 
@@ -76,6 +78,10 @@ struct Budget {
     /// Samples stay within a few ms, below a scheduler time slice: under load, one that
     /// straddles a context switch is thrown away, and long ones nearly all would be.
     chase_far_loads: usize,
+    /// Repeats far beyond the caches: the steps there (last level to memory, ~10x) stand far
+    /// out of the noise, and under load these longest samples are the ones most often thrown
+    /// away and taken again, so they are most of a loaded run's time.
+    chase_far_repeats: u32,
     kernel_time: Duration,
     kernel_trials: u32,
     flops_time: Duration,
@@ -94,6 +100,7 @@ impl Budget {
                 chase_min_loads: 80_000,
                 chase_max_loads: 150_000,
                 chase_far_loads: 15_000,
+                chase_far_repeats: 11,
                 kernel_time: Duration::from_millis(15),
                 kernel_trials: 1,
                 flops_time: Duration::from_millis(60),
@@ -108,7 +115,8 @@ impl Budget {
                 chase_repeats: 21,
                 chase_min_loads: 150_000,
                 chase_max_loads: 400_000,
-                chase_far_loads: 30_000,
+                chase_far_loads: 20_000,
+                chase_far_repeats: 11,
                 kernel_time: Duration::from_millis(120),
                 kernel_trials: 3,
                 flops_time: Duration::from_millis(300),
@@ -313,17 +321,35 @@ fn serial_part(
     ));
     let code_s = started.elapsed().as_secs_f64();
 
+    let mut passes = PassValues::new();
     let mut chase = ChaseBuffer::new((4 * llc) as usize, options.seed)?;
     if !stop.load(Ordering::Relaxed) {
         let grid = geometric_sizes(KIB, 4 * llc, budget.coarse_per_octave, 64);
         let mut tick = |f: f64| progress("pointer chase", 0.3 + 0.5 * f);
+        // The code curves' L1i candidates are measured again every few chase points, spread
+        // over the chase's seconds: each pass is another draw of whatever shares the front
+        // end (see `remeasure_l1i_candidates`).
+        let mut chase_points = 0u32;
         let mut measure_one = |size: u64| {
-            let loads = if size > llc / 8 {
-                budget.chase_far_loads
+            chase_points += 1;
+            if chase_points.is_multiple_of(CODE_RECHECK_EVERY_POINTS) {
+                remeasure_l1i_candidates(
+                    &mut code,
+                    &timer,
+                    (budget.code_repeats, l2 / 4),
+                    &mut curves,
+                    &mut passes,
+                )?;
+            }
+            let (loads, repeats) = if size > llc / 8 {
+                (budget.chase_far_loads, budget.chase_far_repeats)
             } else {
-                ((size / 64) as usize).clamp(budget.chase_min_loads, budget.chase_max_loads)
+                (
+                    ((size / 64) as usize).clamp(budget.chase_min_loads, budget.chase_max_loads),
+                    budget.chase_repeats,
+                )
             };
-            chase.measure(&timer, size as usize, loads, budget.chase_repeats)
+            chase.measure(&timer, size as usize, loads, repeats)
         };
         let (points, knees) = sweep(&grid, 64, budget, stop, &mut tick, &mut measure_one)?;
         notes.push(huge_note("data", chase.huge_page_kib(), chase.capacity()));
@@ -338,9 +364,35 @@ fn serial_part(
         "phase times: timer and code {code_s:.1} s, pointer chase {:.1} s",
         started.elapsed().as_secs_f64() - code_s
     ));
+    let rechecks_started = Instant::now();
     if !stop.load(Ordering::Relaxed) {
-        recheck_code_curves(&mut code, &timer, budget.code_repeats, &mut curves)?;
+        recheck_code_curves(
+            &mut code,
+            &timer,
+            (budget.code_repeats, l2 / 4),
+            &mut curves,
+            &mut passes,
+        )?;
     }
+    if !stop.load(Ordering::Relaxed)
+        && !options.quick
+        && let Some(curve) = curves.iter_mut().find(|c| c.name == "pointer_chase")
+    {
+        // The private levels' knees, measured with the full load counts (the last level's
+        // are far samples, and it is shared: its effective size is what it is).
+        let again = private_level_span(curve, llc);
+        let repeats = (budget.chase_repeats / 3).max(3);
+        let mut measure_one = |size: u64| {
+            let loads =
+                ((size / 64) as usize).clamp(budget.chase_min_loads, budget.chase_max_loads);
+            chase.measure(&timer, size as usize, loads, repeats)
+        };
+        recheck_spans(curve, &again, &mut measure_one)?;
+    }
+    notes.push(format!(
+        "phase times: rechecks {:.1} s",
+        rechecks_started.elapsed().as_secs_f64()
+    ));
     let levels = assign_levels(machine, &curves);
     let caches = level_caches(&levels.knees, core_hz);
     let memory_latency_ns = levels.memory_latency_ns;
@@ -370,6 +422,106 @@ fn serial_part(
     })
 }
 
+/// Pointer-chase points between two passes over the code curves' L1i candidates (a chase
+/// point takes tens of milliseconds, a pass over a code span about as long).
+const CODE_RECHECK_EVERY_POINTS: u32 = 8;
+
+/// How far past its step (octaves) a code curve's L1i candidate is measured again: another
+/// task's code sharing the L1i moves the step earlier by its footprint, so the points above
+/// the step, not only those around it, are suspect.
+const L1I_RECHECK_OCTAVES: f64 = 0.5;
+
+/// Indices of the points of a code curve to measure again: the span of its first step of at
+/// least [`MIN_L1I_RATIO`] (the L1i candidate of `levels::l1i_knee`), extended to
+/// [`L1I_RECHECK_OCTAVES`] past it; none when that step lies past `max_step_bytes` (a quarter
+/// of the L2: then it is the L2's, as on Intel, where the NOP body's first step is).
+fn l1i_candidate_span(curve: &Curve, max_step_bytes: u64) -> Vec<usize> {
+    let Some(knee) = curve
+        .knees
+        .iter()
+        .find(|k| k.ratio >= MIN_L1I_RATIO)
+        .filter(|k| k.size_bytes <= max_step_bytes)
+    else {
+        return Vec::new();
+    };
+    span_indices(&curve.points, &[widened(*knee, L1I_RECHECK_OCTAVES)])
+}
+
+/// How far past its step (octaves) a private data level's knee is measured again after the
+/// chase: up to a sharer holding half the cache.
+const DATA_RECHECK_OCTAVES: f64 = 1.0;
+
+/// Indices of the pointer chase's points to measure again after the sweep: the spans of the
+/// private levels' knees (those ending below an eighth of the last-level cache `llc_bytes`,
+/// measured with the full load counts; the last level is shared, its effective size is what
+/// it is), each extended to [`DATA_RECHECK_OCTAVES`] past its step, since a sharer moves a
+/// step earlier by its footprint (to 640 KiB for a Zen 4 guest's 1 MiB L2 in one run).
+fn private_level_span(chase: &Curve, llc_bytes: u64) -> Vec<usize> {
+    let knees: Vec<Knee> = cache_knees(chase)
+        .into_iter()
+        .filter(|k| k.end_bytes <= llc_bytes / 8)
+        .map(|k| widened(k, DATA_RECHECK_OCTAVES))
+        .collect();
+    span_indices(&chase.points, &knees)
+}
+
+/// `knee` with its span's end moved to at least `octaves` past its capacity estimate.
+fn widened(knee: Knee, octaves: f64) -> Knee {
+    Knee {
+        end_bytes: knee
+            .end_bytes
+            .max((knee.cliff_hi_bytes as f64 * octaves.exp2()) as u64),
+        ..knee
+    }
+}
+
+/// Every pass's value of the points of the code curves' L1i candidates, by curve name and
+/// size.
+type PassValues = HashMap<(String, u64), Vec<f64>>;
+
+/// The lower median: the middle value, or the lower of the middle two (the minimum of two).
+fn lower_median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[(values.len().max(1) - 1) / 2]
+}
+
+/// Measures the L1i candidates of the code curves again ([`l1i_candidate_span`], from their
+/// knees as they stand) and finds their knees again. Each point takes the lower median of
+/// its passes (each the minimum of its repeats), not their minimum: over some twenty passes
+/// the minimum picks the one where a step past the L1i ran at hit speed (38 KiB for a 32 KiB
+/// L1i in one run: a sequential prefetcher, or a lucky replacement state), where the median
+/// leaves out both that and the passes a sharer slowed.
+fn remeasure_l1i_candidates(
+    code: &mut CodeProbe,
+    timer: &Timer,
+    (repeats, max_step_bytes): (u32, u64),
+    curves: &mut [Curve],
+    passes: &mut PassValues,
+) -> Result<(), ProbeError> {
+    for curve in curves.iter_mut() {
+        let Some(kind) = code_kind(&curve.name) else {
+            continue;
+        };
+        let span = l1i_candidate_span(curve, max_step_bytes);
+        if span.is_empty() {
+            continue;
+        }
+        for i in span {
+            let old = curve.points[i];
+            let point = code
+                .measure(timer, kind, old.size_bytes as usize, repeats)?
+                .point;
+            let values = passes
+                .entry((curve.name.clone(), old.size_bytes))
+                .or_insert_with(|| vec![old.value]);
+            values.push(point.value);
+            curve.points[i].value = lower_median(values);
+        }
+        curve.knees = find_knees(&curve.points, &KneeOptions::default());
+    }
+    Ok(())
+}
+
 /// The code kind a curve name stands for.
 fn code_kind(name: &str) -> Option<CodeKind> {
     match name {
@@ -380,16 +532,20 @@ fn code_kind(name: &str) -> Option<CodeKind> {
     }
 }
 
-/// Measures again, after the pointer chase, the points of a code curve's rise that stand above
-/// a larger size's, keeping the lower, and finds its knees again. A code sample lasts
-/// microseconds, so what keeps such a point high is interference lasting through the sweep's
-/// own repeats (another task's code in the shared front end); seconds later it is usually gone.
+/// Measures again, after the pointer chase, the points of the code curves' L1i candidates
+/// (one more pass of [`remeasure_l1i_candidates`]), then the points of a rise that stand
+/// above a larger size's, keeping the lower, and finds the knees again. A code sample
+/// lasts microseconds, so what keeps such points high is interference lasting through the
+/// sweep's own repeats (another task's code in the shared front end, which can move the
+/// whole step earlier); seconds later it is often gone.
 fn recheck_code_curves(
     code: &mut CodeProbe,
     timer: &Timer,
-    repeats: u32,
+    (repeats, max_step_bytes): (u32, u64),
     curves: &mut [Curve],
+    passes: &mut PassValues,
 ) -> Result<(), ProbeError> {
+    remeasure_l1i_candidates(code, timer, (repeats, max_step_bytes), curves, passes)?;
     for curve in curves.iter_mut() {
         let Some(kind) = code_kind(&curve.name) else {
             continue;
@@ -407,6 +563,29 @@ fn recheck_code_curves(
         }
         curve.knees = find_knees(&curve.points, &KneeOptions::default());
     }
+    Ok(())
+}
+
+/// Measures again the points at indices `again` (the spans of some of the curve's knees) and
+/// keeps the lower, then finds the curve's knees again. Interference only adds
+/// time: another task sharing a cache (a sibling hardware thread, the host) shrinks the
+/// capacity the sweep sees for as long as it runs, which the repeats of one point, a few
+/// milliseconds apart, cannot undo. A pass seconds later is another draw of it.
+fn recheck_spans(
+    curve: &mut Curve,
+    again: &[usize],
+    measure_one: &mut dyn FnMut(u64) -> Result<Point, ProbeError>,
+) -> Result<(), ProbeError> {
+    if again.is_empty() {
+        return Ok(());
+    }
+    for &i in again {
+        let point = measure_one(curve.points[i].size_bytes)?;
+        if point.value < curve.points[i].value {
+            curve.points[i] = point;
+        }
+    }
+    curve.knees = find_knees(&curve.points, &KneeOptions::default());
     Ok(())
 }
 
@@ -623,6 +802,126 @@ mod tests {
             "{text}"
         );
         assert_eq!(from_toml(&text, "m.toml".as_ref()).unwrap(), machine);
+    }
+
+    #[test]
+    fn a_step_moved_early_by_a_sharer_moves_back_when_measured_again() {
+        // A NOP body whose step came 6 KiB early while another task's code shared the L1i
+        // (a Zen 4 guest's 26 KiB); seconds later the task is gone and the step is at 32 KiB.
+        let step = |cap_kib: u64| {
+            move |size: u64| Point {
+                size_bytes: size,
+                value: if size <= cap_kib * KIB { 0.006 } else { 0.018 },
+                median: 0.0,
+            }
+        };
+        let sizes = geometric_sizes(4 * KIB, 4 * MIB, 24, 4);
+        let points: Vec<Point> = sizes.iter().map(|&s| step(26)(s)).collect();
+        let knees = find_knees(&points, &KneeOptions::default());
+        let mut curve = Curve {
+            name: "nop_body".into(),
+            unit: "ns per byte".into(),
+            points,
+            knees,
+        };
+        assert_eq!(curve.knees[0].cliff_lo_bytes / KIB, 25);
+        let quiet = step(32);
+        let span = l1i_candidate_span(&curve, 256 * KIB);
+        recheck_spans(&mut curve, &span, &mut |s| Ok(quiet(s))).unwrap();
+        assert_eq!(curve.knees[0].size_bytes, 32 * KIB, "{:?}", curve.knees);
+        // Measuring again never raises a point.
+        let span = l1i_candidate_span(&curve, 256 * KIB);
+        recheck_spans(&mut curve, &span, &mut |s| Ok(step(8)(s))).unwrap();
+        assert_eq!(curve.knees[0].size_bytes, 32 * KIB);
+        // A first step past a quarter of the L2 is the L2's, not measured again.
+        assert!(l1i_candidate_span(&curve, 16 * KIB).is_empty());
+    }
+
+    /// The curves of a recorded fixture, points as `[size_bytes, value, median]`.
+    fn fixture_curves(text: &str) -> Vec<Curve> {
+        let doc: serde_json::Value = serde_json::from_str(text).unwrap();
+        doc["curves"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                let points: Vec<Point> = c["points"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| Point {
+                        size_bytes: p[0].as_u64().unwrap(),
+                        value: p[1].as_f64().unwrap(),
+                        median: p[2].as_f64().unwrap(),
+                    })
+                    .collect();
+                Curve {
+                    name: c["name"].as_str().unwrap().into(),
+                    unit: c["unit"].as_str().unwrap().into(),
+                    knees: find_knees(&points, &KneeOptions::default()),
+                    points,
+                }
+            })
+            .collect()
+    }
+
+    /// A measurement that returns `later`'s point nearest (in log) to the size asked for.
+    fn from_later(later: &Curve) -> impl FnMut(u64) -> Result<Point, ProbeError> + '_ {
+        move |size| {
+            let d = |p: &Point| (p.size_bytes as f64 / size as f64).log2().abs();
+            let p = later
+                .points
+                .iter()
+                .min_by(|a, b| d(a).total_cmp(&d(b)))
+                .unwrap();
+            Ok(Point {
+                size_bytes: size,
+                ..*p
+            })
+        }
+    }
+
+    #[test]
+    fn zen4_steps_moved_early_by_a_sharer_come_back_when_measured_again() {
+        let curves = fixture_curves(include_str!("../testdata/zen4_shared_steps.json"));
+        let (mut nop, quiet_nop) = (curves[0].clone(), &curves[1]);
+        let (mut chase, quiet_chase) = (curves[2].clone(), &curves[3]);
+        // The NOP body's step at 29 KiB, half an octave re-measured later: 32 KiB.
+        assert!(nop.knees[0].size_bytes < 30 * KIB, "{:?}", nop.knees[0]);
+        let span = l1i_candidate_span(&nop, 256 * KIB);
+        recheck_spans(&mut nop, &span, &mut from_later(quiet_nop)).unwrap();
+        assert_eq!(nop.knees[0].size_bytes, 32 * KIB, "{:?}", nop.knees[0]);
+        // The chase's L2 step at 640 KiB (768 KiB snapped), an octave re-measured later: 1 MiB.
+        let mut machine = Machine::unknown();
+        for (level, kind, size) in [
+            (1, CacheKind::Data, 32 * KIB),
+            (2, CacheKind::Unified, MIB),
+            (3, CacheKind::Unified, 32 * MIB),
+        ] {
+            machine
+                .caches
+                .push(loopscope_machine::Cache::new(level, kind, size, 64, 8, 1));
+        }
+        let l2 = |chase: &Curve| {
+            let levels = assign_levels(&machine, std::slice::from_ref(chase));
+            levels.knees.iter().find(|l| l.level == 2).unwrap().knee
+        };
+        assert_eq!(l2(&chase).size_bytes, 768 * KIB);
+        let span = private_level_span(&chase, 32 * MIB);
+        recheck_spans(&mut chase, &span, &mut from_later(quiet_chase)).unwrap();
+        assert_eq!(l2(&chase).size_bytes, MIB, "{:?}", l2(&chase));
+    }
+
+    #[test]
+    fn passes_keep_their_lower_median() {
+        // Two passes: the lower (the recheck after the chase); many: neither a pass at hit
+        // speed past the capacity nor one a sharer slowed.
+        assert_eq!(lower_median(&mut [0.018, 0.006]), 0.006);
+        assert_eq!(
+            lower_median(&mut [0.018, 0.006, 0.017, 0.018, 0.030, 0.018]),
+            0.018
+        );
+        assert_eq!(lower_median(&mut [0.5]), 0.5);
     }
 
     #[test]
