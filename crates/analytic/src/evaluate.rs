@@ -163,6 +163,7 @@ impl<'c> Model<'c> {
             }
             targets.push(build(ctx, program, &positions, cache, t, deadline)?);
         }
+        crate::pipeline::prof_dump();
         Ok(Model { positions, targets })
     }
 
@@ -194,7 +195,10 @@ impl<'c> Model<'c> {
         with_sources: bool,
     ) -> Result<ReferenceMisses, AnalyticError> {
         let pos = &self.positions[t.target];
+        let t0 = Instant::now();
         let accesses = t.executions.count(values)?;
+        struct D(Instant); impl Drop for D { fn drop(&mut self) { eprintln!("PROF count {:.3}", self.0.elapsed().as_secs_f64()); } }
+        let _d = D(t0);
         let mut pieces = Vec::with_capacity(t.pieces.len());
         for piece in &t.pieces {
             let executions = count_instances(&piece.set, values)?;
@@ -327,10 +331,18 @@ impl<'c> Model<'c> {
                     labels.join(", "),
                     piece.set
                 ));
+                // Above the combinations' ways (`conflicted` built) the evictors are dom H′.
+                let evictors = if piece.conflicted.is_some() {
+                    "dom H'"
+                } else {
+                    "J'"
+                };
                 for (m, (j1, j2)) in piece.evictors.iter().zip(&piece.evicted).enumerate() {
                     if !j1.is_empty().unwrap_or(false) {
                         let label = &self.positions[m].label;
-                        out.push_str(&format!("    J'{label} = {j1}\n    J''{label} = {j2}\n"));
+                        out.push_str(&format!(
+                            "    {evictors}{label} = {j1}\n    J''{label} = {j2}\n"
+                        ));
                     }
                 }
                 for z in &piece.still_cached {
