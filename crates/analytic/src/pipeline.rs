@@ -386,8 +386,14 @@ impl<'c> Builder<'_, 'c> {
     /// in `j`. The patent renames `d` copies of the tag and orders them `Q1 < … < Qd`; a product
     /// of `d` copies grows too complex for isl at the associativities of real caches (8 ways,
     /// 16 ways). The same sets come from peeling one tag at a time: with `Hₑ` the tags left after
-    /// removing the `e − 1` smallest, `Ψ≥e = dom Hₑ` and `Hₑ₊₁ = {(k, Q) ∈ Hₑ : Q > lexmin Hₑ(k)}`,
-    /// so every step is one parametric lexmin over a single tag dimension.
+    /// removing the `e − 1` smallest, `Ψ≥e = dom Hₑ` and `Hₑ₊₁ = Hₑ − lexmin Hₑ`, so every step
+    /// is one parametric lexmin over a single tag dimension. (Subtracting the lexmin, a function
+    /// of the instance, gives the same pairs as intersecting with "above the lexmin" and costs
+    /// isl about a third: 3D stencil at L1, 20 × 40.)
+    ///
+    /// Peeling per piece is cheaper than once over the union of a target's pieces (their
+    /// domains are disjoint, so it would give the same sets): that measured 2.5 times slower on
+    /// the 3D stencil at L1, as isl's lexmin of a union combines the basic maps' minima pairwise.
     fn at_least_all(
         &self,
         piece: &Set<'c>,
@@ -409,10 +415,6 @@ impl<'c> Builder<'_, 'c> {
             }
             return Ok(ge);
         }
-        let above = self.ctx.map(&format!(
-            "{} -> {{ [{Q}] -> [next__] : next__ > {Q} }}",
-            self.params
-        ))?;
         let mut left = j.copy()?;
         for d in 2..=ways {
             self.check_time()?;
@@ -421,13 +423,9 @@ impl<'c> Builder<'_, 'c> {
                 ge.push(piece.subtract(piece)?);
                 continue;
             }
-            let t0 = Instant::now();
             let smallest = prof("peel_lexmin", || left.lexmin())?;
-            let txt = left.to_string();
-            eprintln!("PEEL t={} len={} disj={} floor={} exists={} took {:.3}", self.target, txt.len(), txt.matches(" or ").count()+txt.matches(";").count(), txt.matches("floor").count(), txt.matches("exists").count(), t0.elapsed().as_secs_f64());
-            if t0.elapsed().as_secs_f64() > 1.0 { std::fs::write(format!("/tmp/peel_{}.txt", self.target), &txt).ok(); }
-            left = prof("peel_intersect", || left.intersect(&smallest.apply_range(&above)?)?.coalesce())?;
-            ge.push(prof("peel_domain", || left.domain())?);
+            left = prof("peel_subtract", || left.subtract(&smallest)?.coalesce())?;
+            ge.push(left.domain()?);
         }
         Ok(ge)
     }
