@@ -163,7 +163,6 @@ impl<'c> Model<'c> {
             }
             targets.push(build(ctx, program, &positions, cache, t, deadline)?);
         }
-        crate::pipeline::prof_dump();
         Ok(Model { positions, targets })
     }
 
@@ -195,10 +194,7 @@ impl<'c> Model<'c> {
         with_sources: bool,
     ) -> Result<ReferenceMisses, AnalyticError> {
         let pos = &self.positions[t.target];
-        let t0 = Instant::now();
         let accesses = t.executions.count(values)?;
-        struct D(Instant); impl Drop for D { fn drop(&mut self) { eprintln!("PROF count {:.3}", self.0.elapsed().as_secs_f64()); } }
-        let _d = D(t0);
         let mut pieces = Vec::with_capacity(t.pieces.len());
         for piece in &t.pieces {
             let executions = count_instances(&piece.set, values)?;

@@ -18,11 +18,6 @@ use crate::text::{Q, S, W, before, domain, in_block, params, tuple};
 /// subtraction makes Σ_m d_m that distinct count).
 pub(crate) const COMBINATION_WAYS: u32 = 4;
 
-thread_local! { pub(crate) static PROF: std::cell::RefCell<std::collections::BTreeMap<&'static str,(f64,u64)>> = Default::default(); }
-pub(crate) fn prof<T>(name: &'static str, f: impl FnOnce() -> T) -> T { let t0 = Instant::now(); let r = f(); let d = t0.elapsed().as_secs_f64(); PROF.with(|p| { let mut p = p.borrow_mut(); let e = p.entry(name).or_insert((0.0,0)); e.0 += d; e.1 += 1; }); r }
-pub(crate) fn prof_dump() { PROF.with(|p| { for (k,(t,n)) in p.borrow().iter() { eprintln!("PROF {k:20} {t:8.3} s {n:6}"); } }); }
-
-
 /// One lexmax piece of one earlier position's hit condition (a hit-source candidate, S5).
 pub(crate) struct Candidate<'c> {
     pub label: String,
@@ -150,8 +145,9 @@ impl<'c> Builder<'_, 'c> {
             self.program
                 .may_share_lines(q.array, t.array, self.cache.line_bytes)
         }) {
-            let hc = prof("hit_condition", || self.hit_condition(pos))?;
-            for (r, map) in prof("lexmax", || hc.lexmax_pieces())?
+            for (r, map) in self
+                .hit_condition(pos)?
+                .lexmax_pieces()?
                 .into_iter()
                 .enumerate()
             {
@@ -167,11 +163,11 @@ impl<'c> Builder<'_, 'c> {
             }
         }
         // S11: disjoint pieces (Venn regions of the candidate domains).
-        let regions = prof("venn", || self.venn(&candidates))?;
-        let instances = prof("evicting_instances", || self.evicting_instances(&candidates))?;
+        let regions = self.venn(&candidates)?;
+        let instances = self.evicting_instances(&candidates)?;
         let mut pieces = Vec::with_capacity(regions.len());
         for (set, members) in regions {
-            pieces.push(prof("conflict_sets", || self.conflict_sets(set, members, &instances))?);
+            pieces.push(self.conflict_sets(set, members, &instances)?);
         }
         Ok(TargetSets {
             target: self.target,
@@ -247,7 +243,7 @@ impl<'c> Builder<'_, 'c> {
         // them, and parsing them with the order's disjunctions is most of the parse's cost.
         let mut bases = Vec::with_capacity(self.positions.len());
         for m in self.positions {
-            bases.push(prof("et_parse_base", || self.ctx.map(&format!(
+            bases.push(self.ctx.map(&format!(
                 "{} -> {{ {} -> {} : {} and {} and {} and {Q} != {W} }}",
                 self.params,
                 self.target_tuple(),
@@ -255,10 +251,11 @@ impl<'c> Builder<'_, 'c> {
                 domain(m, "x"),
                 before((m, "x"), (self.t(), "t"), self.depth),
                 in_block(m, &self.program.arrays[m.array], "x", &self.cache, Q),
-            )))?);
+            ))?);
         }
         // `after[p][m]`: instances of `m` after an instance of source position `p`.
-        let mut after: Vec<Option<Vec<Map<'c>>>> = (0..self.positions.len()).map(|_| None).collect();
+        let mut after: Vec<Option<Vec<Map<'c>>>> =
+            (0..self.positions.len()).map(|_| None).collect();
         let mut out = Vec::with_capacity(candidates.len());
         for cand in candidates {
             self.check_time()?;
@@ -266,25 +263,25 @@ impl<'c> Builder<'_, 'c> {
             if after[cand.position].is_none() {
                 let mut row = Vec::with_capacity(self.positions.len());
                 for m in self.positions {
-                    row.push(prof("et_parse_after", || self.ctx.map(&format!(
+                    row.push(self.ctx.map(&format!(
                         "{} -> {{ [{}] -> {} : {} }}",
                         self.params,
                         tuple("u", src).join(", "),
                         Self::evictor_tuple(m),
                         before((src, "u"), (m, "x"), self.depth)
-                    )))?);
+                    ))?);
                 }
                 after[cand.position] = Some(row);
             }
-            let row = after[cand.position].as_ref().ok_or_else(|| {
-                AnalyticError::Program("internal: source order not built".into())
-            })?;
+            let row = after[cand.position]
+                .as_ref()
+                .ok_or_else(|| AnalyticError::Program("internal: source order not built".into()))?;
             let mut per_m = Vec::with_capacity(self.positions.len());
             for (base, a) in bases.iter().zip(row) {
-                per_m.push(prof("et_apply_inter", || {
+                per_m.push(
                     base.intersect_domain(&cand.domain)?
-                        .intersect(&cand.map.apply_range(a)?)
-                })?);
+                        .intersect(&cand.map.apply_range(a)?)?,
+                );
             }
             out.push(per_m);
         }
@@ -305,12 +302,12 @@ impl<'c> Builder<'_, 'c> {
         for &c in members {
             let next = &instances[c][m];
             h = Some(match h {
-                None => prof("et_base_dom", || next.intersect_domain(piece))?,
-                Some(h) => prof("et_inter", || h.intersect(next))?,
+                None => next.intersect_domain(piece)?,
+                Some(h) => h.intersect(next)?,
             });
         }
         match h {
-            Some(h) => Ok(prof("et_project", || h.project_out_outputs(0, x))?),
+            Some(h) => Ok(h.project_out_outputs(0, x)?),
             None => Err(AnalyticError::Program(
                 "internal: a hit-source piece without candidates".into(),
             )),
@@ -336,20 +333,20 @@ impl<'c> Builder<'_, 'c> {
         let mut competing = Vec::with_capacity(self.positions.len());
         for m in 0..self.positions.len() {
             self.check_time()?;
-            let h = prof("evicting_tags", || self.evicting_tags(&set, &members, instances, m))?;
+            let h = self.evicting_tags(&set, &members, instances, m)?;
             // A reference-counted handle: keeping it costs no set operation.
             competing.push(h.copy()?);
             let jm = match &tags_seen {
-                Some(seen) if combine => prof("cs_subtract_tags", || h.subtract(seen))?,
+                Some(seen) if combine => h.subtract(seen)?,
                 _ => h.copy()?,
             };
             tags_seen = Some(match tags_seen {
-                Some(seen) => prof("cs_union_tags", || seen.union(&h))?,
+                Some(seen) => seen.union(&h)?,
                 None => h,
             });
-            let j1m = prof("cs_domain", || jm.domain())?;
+            let j1m = jm.domain()?;
             let j2m = match &rows_seen {
-                Some(seen) => prof("cs_subtract_rows", || j1m.subtract(seen))?,
+                Some(seen) => j1m.subtract(seen)?,
                 None => j1m.copy()?,
             };
             rows_seen = Some(match rows_seen {
@@ -365,7 +362,7 @@ impl<'c> Builder<'_, 'c> {
         let (still_cached, conflicted) = match (&tags_seen, &rows_seen) {
             _ if combine => (self.combinations(&set, &j, &j1)?, None),
             (Some(all), Some(rows)) => {
-                let at_least = prof("at_least_all", || self.at_least_all(&set, all, rows))?;
+                let at_least = self.at_least_all(&set, all, rows)?;
                 (Vec::new(), at_least.into_iter().last())
             }
             // No position at all: nothing can evict.
@@ -407,7 +404,7 @@ impl<'c> Builder<'_, 'c> {
         // holds the kernel's data, where the peel would otherwise run on many pieces only to
         // find nothing. Above the combinations' ways only Ψ≥ways is used, so the peel is skipped
         // altogether when it must be empty.
-        let tags = prof("range_count", || j.range()?.count(&[]))?;
+        let tags = j.range()?.count(&[])?;
         if ways > COMBINATION_WAYS && i128::from(ways) > tags {
             let empty = piece.subtract(piece)?;
             for _ in 2..=ways {
@@ -423,8 +420,8 @@ impl<'c> Builder<'_, 'c> {
                 ge.push(piece.subtract(piece)?);
                 continue;
             }
-            let smallest = prof("peel_lexmin", || left.lexmin())?;
-            left = prof("peel_subtract", || left.subtract(&smallest)?.coalesce())?;
+            let smallest = left.lexmin()?;
+            left = left.subtract(&smallest)?.coalesce()?;
             ge.push(left.domain()?);
         }
         Ok(ge)
