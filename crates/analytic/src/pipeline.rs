@@ -403,8 +403,13 @@ impl<'c> Builder<'_, 'c> {
         // Ψ≥d is empty without a parametric lexmin. This is the common case at a level that
         // holds the kernel's data, where the peel would otherwise run on many pieces only to
         // find nothing. Above the combinations' ways only Ψ≥ways is used, so the peel is skipped
-        // altogether when it must be empty.
-        let tags = j.range()?.count(&[])?;
+        // altogether when it must be empty. The count needs every parameter's value, so a
+        // program with symbolic parameters is peeled in full.
+        let tags = if self.program.params.is_empty() {
+            j.range()?.count(&[])?
+        } else {
+            i128::MAX
+        };
         if ways > COMBINATION_WAYS && i128::from(ways) > tags {
             let empty = piece.subtract(piece)?;
             for _ in 2..=ways {
