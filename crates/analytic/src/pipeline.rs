@@ -278,10 +278,7 @@ impl<'c> Builder<'_, 'c> {
                 .ok_or_else(|| AnalyticError::Program("internal: source order not built".into()))?;
             let mut per_m = Vec::with_capacity(self.positions.len());
             for (base, a) in bases.iter().zip(row) {
-                per_m.push(
-                    base.intersect_domain(&cand.domain)?
-                        .intersect(&cand.map.apply_range(a)?)?,
-                );
+                per_m.push(cand.map.apply_range(a)?.intersect(base)?);
             }
             out.push(per_m);
         }
