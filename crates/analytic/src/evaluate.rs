@@ -327,10 +327,18 @@ impl<'c> Model<'c> {
                     labels.join(", "),
                     piece.set
                 ));
+                // Above the combinations' ways (`conflicted` built) the evictors are dom H′.
+                let evictors = if piece.conflicted.is_some() {
+                    "dom H'"
+                } else {
+                    "J'"
+                };
                 for (m, (j1, j2)) in piece.evictors.iter().zip(&piece.evicted).enumerate() {
                     if !j1.is_empty().unwrap_or(false) {
                         let label = &self.positions[m].label;
-                        out.push_str(&format!("    J'{label} = {j1}\n    J''{label} = {j2}\n"));
+                        out.push_str(&format!(
+                            "    {evictors}{label} = {j1}\n    J''{label} = {j2}\n"
+                        ));
                     }
                 }
                 for z in &piece.still_cached {

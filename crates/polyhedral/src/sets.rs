@@ -262,6 +262,14 @@ impl<'c> Map<'c> {
             .map_err(isl_err("domain"))
     }
 
+    /// The outputs that have at least one input.
+    pub fn range(&self) -> Result<Set<'c>, PolyError> {
+        copy_of!(self, "copy")
+            .range()
+            .map(Set::wrap)
+            .map_err(isl_err("range"))
+    }
+
     /// The parametric lexicographic maximum of the outputs for each input (isl's PIP), as the
     /// list of its pieces: each piece maps the inputs of its domain to one quasi-affine output.
     pub fn lexmax_pieces(&self) -> Result<Vec<Map<'c>>, PolyError> {
