@@ -52,18 +52,11 @@ pub(crate) fn count_isl_set(set: &isl::Set, values: &[(&str, i64)]) -> Result<i1
             set: fixed.to_str().unwrap_or("?").to_string(),
         });
     }
-    let tt = std::time::Instant::now();
-    let divs = fixed.compute_divs().map_err(isl_err("compute_divs"))?;
-    let t1 = tt.elapsed().as_secs_f64();
-    let nb = divs.n_basic_set().unwrap_or(-1);
-    let disjoint = divs.make_disjoint().map_err(isl_err("make_disjoint"))?;
-    if std::env::var("LOOPSCOPE_DEBUG").is_ok() {
-        eprintln!(
-            "compute_divs {t1:.4}s ({nb} basic sets) make_disjoint {:.4}s ({} basic sets)",
-            tt.elapsed().as_secs_f64() - t1,
-            disjoint.n_basic_set().unwrap_or(-1)
-        );
-    }
+    let disjoint = fixed
+        .compute_divs()
+        .map_err(isl_err("compute_divs"))?
+        .make_disjoint()
+        .map_err(isl_err("make_disjoint"))?;
     let list = disjoint
         .get_basic_set_list()
         .map_err(isl_err("basic sets"))?;
