@@ -62,35 +62,7 @@ struct AtValue {
 /// Runs `misses --symbolic`.
 pub fn run(args: &MissesArgs, name: &str, levels: &[LevelConfig], ui: &Ui) -> anyhow::Result<()> {
     let start = Instant::now();
-    if args.define.iter().any(|(n, _)| n == name) {
-        return Err(bad_input(format!(
-            "--symbolic {name}: give {name} either a value (-D) or --symbolic, not both"
-        )));
-    }
-    let text = std::fs::read_to_string(&args.kernel)
-        .map_err(|e| bad_input(format!("{}: cannot read: {e}", args.kernel.display())))?;
-    let kernel = loopscope_kernel::parse_kernel(&text, &args.kernel.display().to_string())?;
-    if !kernel.params.iter().any(|p| p == name) {
-        return Err(bad_input(format!(
-            "--symbolic {name}: {} has no parameter `{name}` (it has: {})",
-            args.kernel.display(),
-            kernel.params.join(", ")
-        )));
-    }
-    // The symbolic parameter's value is a placeholder: no extent or address depends on it.
-    let mut define = args.define.clone();
-    define.push((name.to_owned(), 1));
-    let loaded = LoadedKernel::load(&args.kernel, &define, args.base.as_deref(), ui)?;
-    let symbolic = symbolic_index(&loaded, Some(name))?;
-    program_with_symbol(&loaded.kernel, &loaded.params, symbolic, &loaded.layout)
-        .map_err(|e| bad_input(format!("{}: --symbolic {name}: {e}", loaded.origin)))?;
-    for (at, _) in &args.at {
-        if at != name {
-            return Err(bad_input(format!(
-                "--at {at}: the formulas are in {name}, give --at {name}=VALUE"
-            )));
-        }
-    }
+    let (loaded, define) = load(args, name, ui)?;
     let request = ModelRequest {
         kernel: &args.kernel,
         define: &define,
@@ -131,6 +103,43 @@ pub fn run(args: &MissesArgs, name: &str, levels: &[LevelConfig], ui: &Ui) -> an
     } else {
         crate::cmd::print_text(&render(&report))
     }
+}
+
+/// The kernel with `name` kept symbolic, after every check that makes a bad request exit 2,
+/// and the `-D` values the level processes get (with a placeholder for `name`).
+fn load(
+    args: &MissesArgs,
+    name: &str,
+    ui: &Ui,
+) -> anyhow::Result<(LoadedKernel, Vec<(String, i64)>)> {
+    if args.define.iter().any(|(n, _)| n == name) {
+        return Err(bad_input(format!(
+            "--symbolic {name}: give {name} either a value (-D) or --symbolic, not both"
+        )));
+    }
+    if let Some((at, _)) = args.at.iter().find(|(at, _)| at != name) {
+        return Err(bad_input(format!(
+            "--at {at}: the formulas are in {name}, give --at {name}=VALUE"
+        )));
+    }
+    let text = std::fs::read_to_string(&args.kernel)
+        .map_err(|e| bad_input(format!("{}: cannot read: {e}", args.kernel.display())))?;
+    let kernel = loopscope_kernel::parse_kernel(&text, &args.kernel.display().to_string())?;
+    if !kernel.params.iter().any(|p| p == name) {
+        return Err(bad_input(format!(
+            "--symbolic {name}: {} has no parameter `{name}` (it has: {})",
+            args.kernel.display(),
+            kernel.params.join(", ")
+        )));
+    }
+    // The symbolic parameter's value is a placeholder: no extent or address depends on it.
+    let mut define = args.define.clone();
+    define.push((name.to_owned(), 1));
+    let loaded = LoadedKernel::load(&args.kernel, &define, args.base.as_deref(), ui)?;
+    let symbolic = symbolic_index(&loaded, Some(name))?;
+    program_with_symbol(&loaded.kernel, &loaded.params, symbolic, &loaded.layout)
+        .map_err(|e| bad_input(format!("{}: --symbolic {name}: {e}", loaded.origin)))?;
+    Ok((loaded, define))
 }
 
 fn symbolic_level(
