@@ -262,6 +262,7 @@ pub fn level_caches(levels: &[LevelKnee], core_hz: f64) -> Vec<MeasuredCache> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fixtures::fixture_curves;
     use crate::knee::{KneeOptions, Point, find_knees};
     use loopscope_machine::Cache;
 
@@ -290,32 +291,7 @@ mod tests {
     /// Curves of one full run on a Zen 4 guest (L1d and L1i 32 KiB, L2 1 MiB 8-way), knees
     /// found afresh.
     fn zen4_curves() -> Vec<Curve> {
-        let doc: serde_json::Value =
-            serde_json::from_str(include_str!("../testdata/zen4_curves.json")).unwrap();
-        let field = |p: &serde_json::Value, i: usize| p[i].as_f64().unwrap();
-        doc["curves"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| {
-                let points: Vec<Point> = c["points"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|p| Point {
-                        size_bytes: p[0].as_u64().unwrap(),
-                        value: field(p, 1),
-                        median: field(p, 2),
-                    })
-                    .collect();
-                Curve {
-                    name: c["name"].as_str().unwrap().into(),
-                    unit: c["unit"].as_str().unwrap().into(),
-                    knees: find_knees(&points, &KneeOptions::default()),
-                    points,
-                }
-            })
-            .collect()
+        fixture_curves(include_str!("../testdata/zen4_curves.json"))
     }
 
     fn zen4_machine() -> Machine {
@@ -356,35 +332,6 @@ mod tests {
             let curve = curves.iter().find(|c| c.name == name).unwrap();
             assert_eq!(curve.knees[0].size_bytes, 48 * K, "{name}");
         }
-    }
-
-    /// The curves of a recorded fixture, points as `[size_bytes, value, median]`, knees found
-    /// afresh.
-    fn fixture_curves(text: &str) -> Vec<Curve> {
-        let doc: serde_json::Value = serde_json::from_str(text).unwrap();
-        doc["curves"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| {
-                let points: Vec<Point> = c["points"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|p| Point {
-                        size_bytes: p[0].as_u64().unwrap(),
-                        value: p[1].as_f64().unwrap(),
-                        median: p[2].as_f64().unwrap(),
-                    })
-                    .collect();
-                Curve {
-                    name: c["name"].as_str().unwrap().into(),
-                    unit: c["unit"].as_str().unwrap().into(),
-                    knees: find_knees(&points, &KneeOptions::default()),
-                    points,
-                }
-            })
-            .collect()
     }
 
     #[test]

@@ -44,6 +44,8 @@ mod bandwidth;
 mod chase;
 mod code;
 mod error;
+#[cfg(test)]
+mod fixtures;
 mod flops;
 mod icache;
 mod knee;

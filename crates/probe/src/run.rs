@@ -759,6 +759,7 @@ fn peak(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fixtures::fixture_curves;
     use loopscope_machine::{MeasuredCache, from_toml, to_toml};
 
     #[test]
@@ -835,34 +836,6 @@ mod tests {
         assert_eq!(curve.knees[0].size_bytes, 32 * KIB);
         // A first step past a quarter of the L2 is the L2's, not measured again.
         assert!(l1i_candidate_span(&curve, 16 * KIB).is_empty());
-    }
-
-    /// The curves of a recorded fixture, points as `[size_bytes, value, median]`.
-    fn fixture_curves(text: &str) -> Vec<Curve> {
-        let doc: serde_json::Value = serde_json::from_str(text).unwrap();
-        doc["curves"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| {
-                let points: Vec<Point> = c["points"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|p| Point {
-                        size_bytes: p[0].as_u64().unwrap(),
-                        value: p[1].as_f64().unwrap(),
-                        median: p[2].as_f64().unwrap(),
-                    })
-                    .collect();
-                Curve {
-                    name: c["name"].as_str().unwrap().into(),
-                    unit: c["unit"].as_str().unwrap().into(),
-                    knees: find_knees(&points, &KneeOptions::default()),
-                    points,
-                }
-            })
-            .collect()
     }
 
     /// A measurement that returns `later`'s point nearest (in log) to the size asked for.
