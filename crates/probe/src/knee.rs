@@ -457,18 +457,22 @@ const RISE_END_OCTAVES: (f64, f64) = (1.0, 0.5);
 /// a shared L3): it put the half-miss point of a Zen 4 guest's 1 MiB L2 at 1.29 MiB, its L3
 /// plateau climbing from 13 to 16 ns.
 fn rise_end_level(points: &[Point], mid: usize, high: &Segment) -> f64 {
-    let plateau = high.log_level.exp();
     let from = points[mid].size_bytes.max(1) as f64 * RISE_END_OCTAVES.0.exp2();
     let to = from * RISE_END_OCTAVES.1.exp2();
-    let mut values: Vec<f64> = points[..=high.last.min(points.len() - 1)]
+    let upto = &points[..=high.last.min(points.len() - 1)];
+    median_capped(upto, from, to, high.log_level.exp())
+}
+
+/// The median value of the points sized `from..=to` bytes, or `cap` if that is lower or there
+/// are none.
+fn median_capped(points: &[Point], from: f64, to: f64, cap: f64) -> f64 {
+    let mut values: Vec<f64> = points
         .iter()
-        .filter(|p| p.size_bytes as f64 >= from && p.size_bytes as f64 <= to)
+        .filter(|p| (from..=to).contains(&(p.size_bytes as f64)))
         .map(|p| p.value)
         .collect();
     values.sort_by(f64::total_cmp);
-    values
-        .get(values.len() / 2)
-        .map_or(plateau, |&v| v.min(plateau))
+    values.get(values.len() / 2).map_or(cap, |&v| v.min(cap))
 }
 
 /// The level the accesses hit at, the bottom of a rise's miss-fraction scale: the median of
@@ -477,17 +481,9 @@ fn rise_end_level(points: &[Point], mid: usize, high: &Segment) -> f64 {
 /// Zen 4 guest's L2 plateau, 3.8 ns at 288 KiB and 4.9 ns at 600 KiB, which hid the creep
 /// of a rise whose misses started there.
 fn rise_start_level(points: &[Point], low: &Segment) -> f64 {
-    let plateau = low.log_level.exp();
     let to = points[low.first].size_bytes.max(1) as f64 * 0.5f64.exp2();
-    let mut values: Vec<f64> = points[low.first..=low.last.min(points.len() - 1)]
-        .iter()
-        .filter(|p| p.size_bytes as f64 <= to)
-        .map(|p| p.value)
-        .collect();
-    values.sort_by(f64::total_cmp);
-    values
-        .get(values.len() / 2)
-        .map_or(plateau, |&v| v.min(plateau))
+    let plateau = &points[low.first..=low.last.min(points.len() - 1)];
+    median_capped(plateau, 0.0, to, low.log_level.exp())
 }
 
 /// Cache-like sizes (`2^k` or `3 * 2^k` bytes) from `lo` to `hi`.
