@@ -399,19 +399,8 @@ fn kernel_file_traffic_comes_from_the_simulator() {
     let v = json(TRIAD_ARGS);
     // Per iteration: b, c, d loaded and a allocated (4 words), a written back (1 word), from
     // memory through L2.
-    let levels: Vec<(String, u64)> = v["traffic"]["levels"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| {
-            (
-                l["level"].as_str().unwrap().to_owned(),
-                l["bytes"].as_u64().unwrap(),
-            )
-        })
-        .collect();
     assert_eq!(
-        levels,
+        traffic_levels(&v),
         [("L2".to_owned(), 40_000), ("MEM".to_owned(), 40_000)]
     );
     assert_eq!(v["traffic"]["flops"], 2000);
