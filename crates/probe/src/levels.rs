@@ -263,7 +263,6 @@ pub fn level_caches(levels: &[LevelKnee], core_hz: f64) -> Vec<MeasuredCache> {
 mod tests {
     use super::*;
     use crate::fixtures::fixture_curves;
-    use crate::knee::{KneeOptions, Point, find_knees};
     use loopscope_machine::Cache;
 
     const K: u64 = 1024;
@@ -354,19 +353,8 @@ mod tests {
     fn a_loaded_zen4_chase_keeps_its_l2_knee() {
         // Under load the L2 step smears into a ramp from 300 KiB to 2 MiB, no cliff: its knee
         // must stay a knee of its own (not be sized in the L1's tail and merged into it).
-        let doc: serde_json::Value =
-            serde_json::from_str(include_str!("../testdata/zen4_loaded_chase.json")).unwrap();
-        let points: Vec<Point> = doc["curves"][0]["points"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|p| Point {
-                size_bytes: p[0].as_u64().unwrap(),
-                value: p[1].as_f64().unwrap(),
-                median: p[2].as_f64().unwrap(),
-            })
-            .collect();
-        let knees = find_knees(&points, &KneeOptions::default());
+        let curves = fixture_curves(include_str!("../testdata/zen4_loaded_chase.json"));
+        let knees = &curves[0].knees;
         let sizes: Vec<u64> = knees.iter().map(|k| k.size_bytes / K).collect();
         assert_eq!(sizes.len(), 3, "{knees:?}");
         assert_eq!(sizes[0], 32);
