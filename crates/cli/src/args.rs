@@ -66,7 +66,8 @@ pub enum Command {
         loopscope misses examples/kernels/spec000.c -D X=10 -D Y=10 -D Z=10 --cache L1=256:2:32 \\\n      \
         --base A=0,B=800,C=1600 --explain\n  \
         loopscope misses examples/kernels/2d-5pt.c -D M=100 -D N=1024 --cache L1=32K:8:64 --check\n  \
-        loopscope misses examples/kernels/triad.c -D N=100000 -m machine.toml --json")]
+        loopscope misses examples/kernels/triad.c -D N=100000 -m machine.toml --json\n  \
+        loopscope misses examples/kernels/2d-5pt.c -D M=12 --scan N=448..1088:32 --cache L1=8K:2:64")]
     Misses(cmd::misses::MissesArgs),
     /// One cache level of the analytic model, for `misses` and `roofline` (internal).
     #[command(hide = true)]

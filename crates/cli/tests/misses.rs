@@ -318,7 +318,7 @@ fn symbolic_formulas_reproduce_the_spec_closed_form_and_table() {
 #[test]
 fn symbolic_refuses_what_it_cannot_do() {
     let (triad, spec) = (example("triad.c"), example("spec000.c"));
-    let cases: [(Vec<&str>, &str); 3] = [
+    let cases: [(Vec<&str>, &str); 4] = [
         (
             vec![&triad, "--symbolic", "N"],
             "sets an extent of array `a`",
@@ -340,6 +340,10 @@ fn symbolic_refuses_what_it_cannot_do() {
                 "Z",
             ],
             "not both",
+        ),
+        (
+            vec![&spec, "-D", "X=1", "-D", "Y=1", "--at", "Z=1"],
+            "needs --symbolic",
         ),
     ];
     for (args, expected) in cases {

@@ -1,6 +1,7 @@
 //! `loopscope misses`: compulsory and conflict misses of every reference of a kernel, per cache
 //! level, from the analytic model of spec 000 (no simulation), with `--check` against the exact
-//! simulator and `--sources` for which references compete for the sets of the conflict misses.
+//! simulator, `--sources` for which references compete for the sets of the conflict misses,
+//! `--symbolic` for formulas in one parameter and `--scan` for its conflict spikes.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -68,8 +69,19 @@ pub struct MissesArgs {
     pub symbolic: Option<String>,
     /// With --symbolic: evaluate the formulas at NAME=VALUE (repeatable; prefix differences
     /// of two values are the misses of a range, spec §4.4).
-    #[arg(long, value_name = "NAME=VALUE", value_parser = parse_define, requires = "symbolic")]
+    // Checked in `run` rather than by clap (`requires`), so that the error is one line.
+    #[arg(long, value_name = "NAME=VALUE", value_parser = parse_define)]
     pub at: Vec<(String, i64)>,
+    /// Model every value of one parameter, NAME=LO..HI[:STEP] (STEP 1 by default, at most 4096
+    /// values; the parameter may size arrays), and report the values where conflict misses
+    /// spike. A value is a spike at a level when its conflict misses as a fraction of its
+    /// accesses are at least twice the median fraction of the other values within ±8
+    /// positions, and at least one percentage point above it: fractions, not counts, so that
+    /// misses growing with the size are no spike; a median, so that one spike does not hide
+    /// its neighbour.
+    // Parsed in `misses_scan` rather than by clap, so that every error is one line.
+    #[arg(long, value_name = "NAME=LO..HI[:STEP]")]
+    pub scan: Option<String>,
     /// Print one JSON document instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -196,8 +208,21 @@ struct CheckRef {
 /// Runs `misses`.
 pub fn run(args: &MissesArgs, ui: &Ui) -> anyhow::Result<()> {
     let start = Instant::now();
+    let scan = args
+        .scan
+        .as_deref()
+        .map(|text| crate::cmd::misses_scan::parse_request(args, text))
+        .transpose()?;
+    if !args.at.is_empty() && args.symbolic.is_none() {
+        return Err(bad_input(
+            "--at evaluates formulas: it needs --symbolic NAME",
+        ));
+    }
     let levels = cache_levels_from(args.cache.as_deref(), args.machine.as_deref(), ui)?;
     check_model_caches(&levels)?;
+    if let Some(range) = scan {
+        return crate::cmd::misses_scan::run(args, &range, &levels, ui);
+    }
     if let Some(name) = &args.symbolic {
         return crate::cmd::misses_symbolic::run(args, name, &levels, ui);
     }
@@ -267,7 +292,8 @@ fn check_model_caches(levels: &[LevelConfig]) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn to_u64(v: i128) -> u64 {
+/// A model count as a `u64` (negative counts, which the model never gives, as 0).
+pub(crate) fn to_u64(v: i128) -> u64 {
     u64::try_from(v.max(0)).unwrap_or(u64::MAX)
 }
 

@@ -1,0 +1,849 @@
+//! `loopscope misses --scan NAME=LO..HI[:STEP]`: the exact model at every value of one
+//! parameter, and the values where conflict misses spike (a power-of-two leading dimension in a
+//! cache of few ways). `--symbolic` cannot find these: a parameter that sizes an array changes
+//! the mapping of lines to sets with its value, so its counts are no quasi-polynomial, and each
+//! value has to be modelled on its own.
+
+use std::time::Instant;
+
+use indicatif::ProgressBar;
+use loopscope_analytic::program_from_kernel;
+use loopscope_cache::LevelConfig;
+use loopscope_report::Align;
+use serde::Serialize;
+
+use crate::cmd::misses::{MissesArgs, to_u64};
+use crate::cmd::model_level::{LevelOutcome, ModelRequest, model_levels};
+use crate::cmd::simulate::{LoadedKernel, percent, right_aligned};
+use crate::failure::bad_input;
+use crate::ui::Ui;
+
+/// At most this many values per scan: each costs one model run per level.
+const MAX_VALUES: u64 = 4096;
+/// Positions on each side of a value whose conflict fractions make its neighbourhood.
+const WINDOW_POSITIONS: usize = 8;
+/// A spike's conflict fraction is at least this times its neighbourhood's median …
+const SPIKE_RATIO: f64 = 2.0;
+/// … and at least this much (a fraction of the accesses) above it, so that noise on a level
+/// with almost no conflict misses (0.1 % against 0.04 %) is no spike.
+const SPIKE_MARGIN: f64 = 0.01;
+
+/// The spike rule in words, for the output.
+const SPIKE_RULE: &str = "conflict misses per access at least 2× the median of the other \
+                          values within ±8 positions, and at least 1 percentage point above it";
+
+/// A checked `--scan` request: the parameter and its values `lo, lo + step, …` up to `hi`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScanRange {
+    /// The parameter scanned.
+    pub name: String,
+    /// First value.
+    pub lo: i64,
+    /// Last value (included when `hi − lo` is a multiple of `step`).
+    pub hi: i64,
+    /// Distance between values, at least 1.
+    pub step: u64,
+}
+
+impl ScanRange {
+    /// How many values the range holds (at least 1, since `lo ≤ hi`).
+    fn count(&self) -> u64 {
+        let span = u64::try_from(i128::from(self.hi) - i128::from(self.lo)).unwrap_or(u64::MAX);
+        span / self.step.max(1) + 1
+    }
+
+    /// Every value, in order.
+    fn values(&self) -> Vec<i64> {
+        let step = i128::from(self.step);
+        (0..i128::from(self.count()))
+            .filter_map(|k| i64::try_from(i128::from(self.lo) + k * step).ok())
+            .collect()
+    }
+}
+
+/// Checks that `--scan` goes with no flag it cannot honour and parses its range: every
+/// problem is bad input (exit 2) in one line.
+pub fn parse_request(args: &MissesArgs, text: &str) -> anyhow::Result<ScanRange> {
+    let others = [
+        ("--symbolic", args.symbolic.is_some()),
+        ("--check", args.check),
+        ("--sources", args.sources),
+        ("--explain", args.explain),
+        ("--at", !args.at.is_empty()),
+    ];
+    if let Some((flag, _)) = others.iter().find(|(_, given)| *given) {
+        return Err(bad_input(format!(
+            "--scan models each value's counts only: it cannot be combined with {flag}"
+        )));
+    }
+    parse_range(text).map_err(|e| bad_input(format!("--scan {text}: {e}")))
+}
+
+/// Parses `NAME=LO..HI[:STEP]`.
+fn parse_range(text: &str) -> Result<ScanRange, String> {
+    const SHAPE: &str = "expected NAME=LO..HI or NAME=LO..HI:STEP";
+    let (name, range) = text.split_once('=').ok_or(SHAPE)?;
+    let (lo, rest) = range.split_once("..").ok_or(SHAPE)?;
+    let (hi, step) = match rest.split_once(':') {
+        Some((hi, step)) => (hi, Some(step)),
+        None => (rest, None),
+    };
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(SHAPE.into());
+    }
+    let integer = |what: &str, v: &str| {
+        v.trim()
+            .parse::<i64>()
+            .map_err(|_| format!("{what} is not a 64-bit integer: `{v}`"))
+    };
+    let (lo, hi) = (integer("LO", lo)?, integer("HI", hi)?);
+    let step = match step {
+        None => 1,
+        Some(s) => s
+            .trim()
+            .parse::<u64>()
+            .map_err(|_| format!("STEP is not a positive integer: `{s}`"))?,
+    };
+    if step == 0 {
+        return Err("STEP must be at least 1".into());
+    }
+    if lo > hi {
+        return Err(format!("LO ({lo}) is above HI ({hi})"));
+    }
+    let range = ScanRange {
+        name: name.to_owned(),
+        lo,
+        hi,
+        step,
+    };
+    if range.count() > MAX_VALUES {
+        return Err(format!(
+            "{} values, at most {MAX_VALUES} (narrow the range or raise STEP)",
+            range.count()
+        ));
+    }
+    Ok(range)
+}
+
+/// The result of `misses --scan`, as printed with `--json`.
+#[derive(Debug, Serialize)]
+struct ScanReport {
+    kernel: String,
+    /// The fixed parameters (`-D`).
+    params: serde_json::Map<String, serde_json::Value>,
+    /// The parameter scanned.
+    parameter: String,
+    range: RangeReport,
+    model: &'static str,
+    spike_rule: &'static str,
+    /// Values modelled at the same time (each with all its levels at once).
+    values_at_once: usize,
+    levels: Vec<LevelInfo>,
+    values: Vec<ValueReport>,
+    /// Every spike, level by level, in value order.
+    spikes: Vec<SpikeReport>,
+    duration_s: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct RangeReport {
+    lo: i64,
+    hi: i64,
+    step: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct LevelInfo {
+    name: String,
+    size_bytes: u64,
+    line_bytes: u64,
+    ways: u64,
+    sets: u64,
+}
+
+/// The model at one value of the parameter.
+#[derive(Debug, Serialize)]
+struct ValueReport {
+    value: i64,
+    /// Levels in the order of `levels`.
+    levels: Vec<ValueLevel>,
+    /// Wall-clock seconds of the value (its levels ran at once).
+    duration_s: f64,
+}
+
+/// One level at one value; the counts are `null` when it could not be modelled (`error`).
+#[derive(Debug, Serialize)]
+struct ValueLevel {
+    name: String,
+    accesses: Option<u64>,
+    misses: Option<u64>,
+    compulsory: Option<u64>,
+    /// Capacity misses included, as in `misses`.
+    conflict: Option<u64>,
+    /// Conflict misses per access; `null` also when the value makes no accesses.
+    conflict_fraction: Option<f64>,
+    spike: bool,
+    duration_s: f64,
+    error: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct SpikeReport {
+    level: String,
+    value: i64,
+    conflict_fraction: f64,
+    /// Median conflict fraction of the other values within ±8 positions.
+    neighbourhood_median: f64,
+}
+
+/// Runs `misses --scan`.
+pub fn run(
+    args: &MissesArgs,
+    range: &ScanRange,
+    levels: &[LevelConfig],
+    ui: &Ui,
+) -> anyhow::Result<()> {
+    let start = Instant::now();
+    let first = load_first(args, range, ui)?;
+    let values = range.values();
+    let at_once = values_at_once(levels.len());
+    let bar = ui.progress_bar(values.len() as u64, &format!("scanning {}", range.name));
+    let quiet = ui.silenced();
+    let model = |value| model_value(args, &range.name, value, levels, &quiet);
+    let modelled = model_values(&model, &values, at_once, &bar);
+    bar.finish_and_clear();
+    let mut params = first.param_map();
+    params.remove(&range.name);
+    let mut report = ScanReport {
+        kernel: first.origin.clone(),
+        params,
+        parameter: range.name.clone(),
+        range: RangeReport {
+            lo: range.lo,
+            hi: range.hi,
+            step: range.step,
+        },
+        model: "spec 000 (LRU, write-allocate); each level modelled alone at every value",
+        spike_rule: SPIKE_RULE,
+        values_at_once: at_once,
+        levels: levels.iter().map(level_info).collect(),
+        values: modelled,
+        spikes: Vec::new(),
+        duration_s: 0.0,
+    };
+    mark_spikes(&mut report);
+    report.duration_s = start.elapsed().as_secs_f64();
+    finish(&report, args.json, ui)
+}
+
+/// Prints the report, or fails when no level could be modelled at any value.
+fn finish(report: &ScanReport, json: bool, ui: &Ui) -> anyhow::Result<()> {
+    let failures = not_modelled(report);
+    let cells = report.values.len() * report.levels.len();
+    if failures.iter().map(|f| f.values.len()).sum::<usize>() == cells {
+        let reasons: Vec<String> = failures
+            .iter()
+            .map(|f| format!("{}: {}", f.level, f.reason))
+            .collect();
+        anyhow::bail!(
+            "{}: no cache level could be modelled at any value of {} ({})",
+            report.kernel,
+            report.parameter,
+            reasons.join("; ")
+        );
+    }
+    if json {
+        // The text lists these below the table; JSON has them in `error`, so say so once here.
+        for f in &failures {
+            ui.warn(format!(
+                "{} not modelled at {} = {}: {}",
+                f.level,
+                report.parameter,
+                list(&f.values),
+                f.reason
+            ));
+        }
+        crate::cmd::print_json(report)
+    } else {
+        crate::cmd::print_text(&render(report))
+    }
+}
+
+/// The kernel at the first value, with the checks that make a bad request exit 2: `NAME` is a
+/// parameter and the kernel loads (every other parameter has a `-D` value).
+fn load_first(args: &MissesArgs, range: &ScanRange, ui: &Ui) -> anyhow::Result<LoadedKernel> {
+    let text = std::fs::read_to_string(&args.kernel)
+        .map_err(|e| bad_input(format!("{}: cannot read: {e}", args.kernel.display())))?;
+    let kernel = loopscope_kernel::parse_kernel(&text, &args.kernel.display().to_string())?;
+    let name = &range.name;
+    if !kernel.params.iter().any(|p| p == name) {
+        return Err(bad_input(format!(
+            "--scan {name}: {} has no parameter `{name}` (it has: {})",
+            args.kernel.display(),
+            kernel.params.join(", ")
+        )));
+    }
+    let define = defines_at(&args.define, name, range.lo);
+    let loaded = LoadedKernel::load(&args.kernel, &define, args.base.as_deref(), ui)?;
+    program_from_kernel(&loaded.kernel, &loaded.params, &loaded.layout)
+        .map_err(|e| bad_input(format!("{}: at {name} = {}: {e}", loaded.origin, range.lo)))?;
+    Ok(loaded)
+}
+
+/// The `-D` values with `name` set to `value` (replacing any `-D` for it).
+fn defines_at(define: &[(String, i64)], name: &str, value: i64) -> Vec<(String, i64)> {
+    define
+        .iter()
+        .filter(|(n, _)| n != name)
+        .cloned()
+        .chain([(name.to_owned(), value)])
+        .collect()
+}
+
+/// Values modelled at once. Each value runs one process per level, all at once, and the time
+/// limits are wall-clock: more processes than cores would stop levels that finish alone. So a
+/// second value runs beside the first only when both values' levels fit the cores.
+fn values_at_once(levels: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (cores / levels.max(1)).max(1)
+}
+
+/// Models `values` in order, `at_once` at a time, each by `model`; results in value order.
+fn model_values(
+    model: &(dyn Fn(i64) -> ValueReport + Sync),
+    values: &[i64],
+    at_once: usize,
+    bar: &ProgressBar,
+) -> Vec<ValueReport> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let worker = || {
+        let mut done = Vec::new();
+        loop {
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(&value) = values.get(i) else {
+                return done;
+            };
+            done.push((i, model(value)));
+            bar.inc(1);
+        }
+    };
+    let mut slots: Vec<Option<ValueReport>> = values.iter().map(|_| None).collect();
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..at_once.clamp(1, values.len().max(1)))
+            .map(|_| scope.spawn(worker))
+            .collect();
+        for w in workers {
+            for (i, report) in w.join().unwrap_or_default() {
+                slots[i] = Some(report);
+            }
+        }
+    });
+    // A slot is empty only if its worker thread died; its value is then reported as failed.
+    slots
+        .into_iter()
+        .zip(values)
+        .map(|(slot, &value)| {
+            slot.unwrap_or_else(|| ValueReport {
+                value,
+                levels: Vec::new(),
+                duration_s: 0.0,
+            })
+        })
+        .collect()
+}
+
+/// Every level at one value: the kernel is bound in this process first (cheap), so that a
+/// value the model cannot take fails once, not in a process per level.
+fn model_value(
+    args: &MissesArgs,
+    name: &str,
+    value: i64,
+    levels: &[LevelConfig],
+    quiet: &Ui,
+) -> ValueReport {
+    let start = Instant::now();
+    let define = defines_at(&args.define, name, value);
+    let bound =
+        LoadedKernel::load(&args.kernel, &define, args.base.as_deref(), quiet).and_then(|l| {
+            program_from_kernel(&l.kernel, &l.params, &l.layout)
+                .map(|_| ())
+                .map_err(anyhow::Error::from)
+        });
+    let outcomes: Vec<LevelOutcome> = match bound {
+        Err(e) => levels
+            .iter()
+            .map(|_| LevelOutcome {
+                refs: Err(format!("{e:#}")),
+                explain: None,
+                duration_s: 0.0,
+                formulas: None,
+            })
+            .collect(),
+        Ok(()) => {
+            let request = ModelRequest {
+                kernel: &args.kernel,
+                define: &define,
+                base: args.base.as_deref(),
+                max_operations: args.max_operations,
+                time_limit_s: args.time_limit,
+                explain: false,
+                sources: false,
+                symbolic: None,
+            };
+            model_levels(&request, levels)
+        }
+    };
+    ValueReport {
+        value,
+        levels: levels
+            .iter()
+            .zip(outcomes)
+            .map(|(l, o)| value_level(l, o))
+            .collect(),
+        duration_s: start.elapsed().as_secs_f64(),
+    }
+}
+
+/// One level's totals over its references.
+fn value_level(level: &LevelConfig, outcome: LevelOutcome) -> ValueLevel {
+    let mut out = ValueLevel {
+        name: level.name.clone(),
+        accesses: None,
+        misses: None,
+        compulsory: None,
+        conflict: None,
+        conflict_fraction: None,
+        spike: false,
+        duration_s: outcome.duration_s,
+        error: None,
+    };
+    match outcome.refs {
+        Err(e) => out.error = Some(e),
+        Ok(refs) => {
+            let sum = |pick: fn(&loopscope_analytic::ReferenceMisses) -> i128| {
+                refs.iter()
+                    .fold(0u64, |s, r| s.saturating_add(to_u64(pick(r))))
+            };
+            let (accesses, compulsory, conflict) = (
+                sum(|r| r.accesses),
+                sum(|r| r.compulsory),
+                sum(|r| r.conflict),
+            );
+            out.accesses = Some(accesses);
+            out.compulsory = Some(compulsory);
+            out.conflict = Some(conflict);
+            out.misses = Some(compulsory.saturating_add(conflict));
+            out.conflict_fraction = (accesses > 0).then(|| conflict as f64 / accesses as f64);
+        }
+    }
+    out
+}
+
+fn level_info(l: &LevelConfig) -> LevelInfo {
+    LevelInfo {
+        name: l.name.clone(),
+        size_bytes: l.size_bytes,
+        line_bytes: l.line_bytes,
+        ways: l.ways,
+        sets: l.sets(),
+    }
+}
+
+/// Finds each level's spikes, flags them in the values and lists them.
+fn mark_spikes(report: &mut ScanReport) {
+    for (k, level) in report.levels.iter().enumerate() {
+        let fractions: Vec<Option<f64>> = report
+            .values
+            .iter()
+            .map(|v| v.levels.get(k).and_then(|l| l.conflict_fraction))
+            .collect();
+        for (i, median) in find_spikes(&fractions) {
+            let v = &mut report.values[i];
+            if let Some(l) = v.levels.get_mut(k) {
+                l.spike = true;
+            }
+            report.spikes.push(SpikeReport {
+                level: level.name.clone(),
+                value: v.value,
+                conflict_fraction: fractions[i].unwrap_or_default(),
+                neighbourhood_median: median,
+            });
+        }
+    }
+}
+
+/// The positions of the spikes among `fractions` (`None`: not modelled, or no accesses), each
+/// with its neighbourhood's median. Fractions, not counts: misses that grow with the size are
+/// no spike. A median, not a mean: a spike beside another does not raise the bar for it.
+fn find_spikes(fractions: &[Option<f64>]) -> Vec<(usize, f64)> {
+    fractions
+        .iter()
+        .enumerate()
+        .filter_map(|(i, f)| {
+            let fraction = (*f)?;
+            let median = neighbourhood_median(fractions, i)?;
+            is_spike(fraction, median).then_some((i, median))
+        })
+        .collect()
+}
+
+/// The median fraction of the other values within `WINDOW_POSITIONS` of position `i` (fewer at
+/// the ends of the range); `None` when none of them has one. Of an even number, the higher of
+/// the two middle values: the first value past a step up (a working set outgrowing the level,
+/// capacity misses) has as many neighbours below as above, and the mean of the two would make
+/// it a spike.
+fn neighbourhood_median(fractions: &[Option<f64>], i: usize) -> Option<f64> {
+    let from = i.saturating_sub(WINDOW_POSITIONS);
+    let to = (i + WINDOW_POSITIONS).min(fractions.len().saturating_sub(1));
+    let mut near: Vec<f64> = (from..=to)
+        .filter(|&j| j != i)
+        .filter_map(|j| fractions.get(j).copied().flatten())
+        .collect();
+    near.sort_by(f64::total_cmp);
+    near.get(near.len() / 2).copied()
+}
+
+fn is_spike(fraction: f64, median: f64) -> bool {
+    fraction >= SPIKE_RATIO * median && fraction >= median + SPIKE_MARGIN
+}
+
+/// The levels and values that could not be modelled, one entry per level and reason.
+struct Failure<'a> {
+    level: &'a str,
+    reason: &'a str,
+    values: Vec<i64>,
+}
+
+fn not_modelled(report: &ScanReport) -> Vec<Failure<'_>> {
+    let mut out: Vec<Failure<'_>> = Vec::new();
+    for v in &report.values {
+        if v.levels.is_empty() {
+            for l in &report.levels {
+                add_failure(
+                    &mut out,
+                    &l.name,
+                    "the scan's worker thread failed",
+                    v.value,
+                );
+            }
+        }
+        for l in &v.levels {
+            if let Some(reason) = &l.error {
+                add_failure(&mut out, &l.name, reason, v.value);
+            }
+        }
+    }
+    out
+}
+
+fn add_failure<'a>(out: &mut Vec<Failure<'a>>, level: &'a str, reason: &'a str, value: i64) {
+    match out
+        .iter_mut()
+        .find(|f| f.level == level && f.reason == reason)
+    {
+        Some(f) => f.values.push(value),
+        None => out.push(Failure {
+            level,
+            reason,
+            values: vec![value],
+        }),
+    }
+}
+
+/// Values as a short list: the first 12, then how many more.
+fn list(values: &[i64]) -> String {
+    let shown: Vec<String> = values.iter().take(12).map(i64::to_string).collect();
+    match values.len().saturating_sub(12) {
+        0 => shown.join(", "),
+        more => format!("{}, … ({more} more)", shown.join(", ")),
+    }
+}
+
+fn render(r: &ScanReport) -> String {
+    let p = &r.parameter;
+    let fixed: Vec<String> = r.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let count = r.values.len().max(1) as f64;
+    let each_s = r.values.iter().map(|v| v.duration_s).sum::<f64>() / count;
+    let mut out = format!(
+        "kernel    {}  ({}{p} = {}..{} step {}, {} values)\nmodel     {}\ntime      {:.1} s, \
+         {:.2} s per value ({}, {each_s:.2} s each)\n\n",
+        r.kernel,
+        if fixed.is_empty() {
+            String::new()
+        } else {
+            format!("{}; ", fixed.join(", "))
+        },
+        r.range.lo,
+        r.range.hi,
+        r.range.step,
+        r.values.len(),
+        r.model,
+        r.duration_s,
+        r.duration_s / count,
+        match r.values_at_once {
+            1 => "one value at a time".to_owned(),
+            n => format!("{n} values at once"),
+        },
+    );
+    out.push_str(&render_table(r));
+    out.push_str(&format!("\nspikes: {SPIKE_RULE}\n"));
+    for l in &r.levels {
+        out.push_str(&format!("  {:<6} {}\n", l.name, spike_line(r, &l.name)));
+    }
+    let failures = not_modelled(r);
+    if !failures.is_empty() {
+        out.push_str("\nnot modelled (-):\n");
+        for f in failures {
+            out.push_str(&format!(
+                "  {} at {p} = {}: {}\n",
+                f.level,
+                list(&f.values),
+                f.reason
+            ));
+        }
+    }
+    out
+}
+
+/// Value, then per level misses, conflict, conflict % and a `*` on spikes.
+fn render_table(r: &ScanReport) -> String {
+    let mut header = vec![r.parameter.clone()];
+    for l in &r.levels {
+        header.extend([
+            format!("{} misses", l.name),
+            format!("{} conflict", l.name),
+            "conflict %".to_owned(),
+            String::new(),
+        ]);
+    }
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
+    let mut table = right_aligned(&header, 0);
+    for k in 0..r.levels.len() {
+        table = table.align(4 * k + 4, Align::Left);
+    }
+    let dash = || "-".to_owned();
+    for v in &r.values {
+        let mut row = vec![v.value.to_string()];
+        for k in 0..r.levels.len() {
+            let Some(l) = v.levels.get(k) else {
+                row.extend([dash(), dash(), dash(), String::new()]);
+                continue;
+            };
+            row.extend([
+                l.misses.map_or_else(dash, |m| m.to_string()),
+                l.conflict.map_or_else(dash, |c| c.to_string()),
+                l.conflict
+                    .zip(l.accesses)
+                    .map_or_else(dash, |(c, a)| percent(c, a)),
+                if l.spike { "*" } else { "" }.to_owned(),
+            ]);
+        }
+        table.row(row);
+    }
+    table.render()
+}
+
+/// `level`'s spikes as `value (fraction % vs median %)`, or "no spikes".
+fn spike_line(r: &ScanReport, level: &str) -> String {
+    let spikes: Vec<String> = r
+        .spikes
+        .iter()
+        .filter(|s| s.level == level)
+        .map(|s| {
+            format!(
+                "{} ({:.2} % vs {:.2} %)",
+                s.value,
+                100.0 * s.conflict_fraction,
+                100.0 * s.neighbourhood_median
+            )
+        })
+        .collect();
+    if spikes.is_empty() {
+        "no spikes".to_owned()
+    } else {
+        format!("{} = {}", r.parameter, spikes.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_parse_with_and_without_a_step() {
+        let r = parse_range("N=1000..1030:8").unwrap();
+        assert_eq!(r.values(), [1000, 1008, 1016, 1024]);
+        assert_eq!(parse_range(" N = -2..1 ").unwrap().values(), [-2, -1, 0, 1]);
+        assert_eq!(parse_range("N=5..5").unwrap().values(), [5]);
+        let wide = parse_range(&format!("N={}..{}:{}", i64::MIN, i64::MAX, u64::MAX)).unwrap();
+        assert_eq!(wide.values(), [i64::MIN, i64::MAX]);
+    }
+
+    #[test]
+    fn bad_ranges_say_what_is_wrong() {
+        for (text, expected) in [
+            ("N", "expected NAME=LO..HI"),
+            ("N=1-5", "expected NAME=LO..HI"),
+            ("=1..5", "expected NAME=LO..HI"),
+            ("N=a..5", "LO is not"),
+            ("N=1..", "HI is not"),
+            ("N=1..5:0", "at least 1"),
+            ("N=1..5:-1", "STEP is not"),
+            ("N=5..1", "LO (5) is above HI (1)"),
+            ("N=1..4097", "4097 values, at most 4096"),
+        ] {
+            let e = parse_range(text).unwrap_err();
+            assert!(e.contains(expected), "{text}: {e}");
+        }
+        assert!(parse_range("N=1..4096").is_ok());
+        assert!(parse_range("N=0..8190:2").is_ok());
+    }
+
+    #[test]
+    fn a_spike_stands_out_of_its_neighbourhood() {
+        let mut f = vec![Some(0.04); 20];
+        f[10] = Some(0.70);
+        assert_eq!(find_spikes(&f), [(10, 0.04)]);
+    }
+
+    #[test]
+    fn a_neighbouring_spike_is_found_too() {
+        let mut f = vec![Some(0.04); 20];
+        f[10] = Some(0.70);
+        f[11] = Some(0.50);
+        let found: Vec<usize> = find_spikes(&f).into_iter().map(|(i, _)| i).collect();
+        assert_eq!(found, [10, 11]);
+    }
+
+    #[test]
+    fn growth_and_noise_are_no_spikes() {
+        // A fraction that rises steadily: each value is near its neighbourhood's median.
+        let rising: Vec<Option<f64>> = (0..30).map(|i| Some(0.01 * f64::from(i))).collect();
+        assert!(find_spikes(&rising).is_empty());
+        // Three times the median, but less than a percentage point above it.
+        let mut f = vec![Some(0.001); 10];
+        f[5] = Some(0.003);
+        assert!(find_spikes(&f).is_empty());
+        // From a median of 0 a jump of a point is a spike.
+        let mut f = vec![Some(0.0); 10];
+        f[5] = Some(0.01);
+        assert_eq!(find_spikes(&f), [(5, 0.0)]);
+    }
+
+    #[test]
+    fn a_step_is_no_spike() {
+        // Capacity misses from where the working set outgrows the level: 0 %, then 4.5 %.
+        let step: Vec<Option<f64>> = (0..30)
+            .map(|i| Some(if i < 15 { 0.0 } else { 0.045 }))
+            .collect();
+        assert!(find_spikes(&step).is_empty(), "{:?}", find_spikes(&step));
+    }
+
+    #[test]
+    fn values_without_a_fraction_are_skipped() {
+        let mut f = vec![None; 5];
+        f[2] = Some(0.5);
+        assert!(find_spikes(&f).is_empty(), "no neighbour to compare with");
+        f[0] = Some(0.1);
+        f[4] = Some(0.1);
+        assert_eq!(find_spikes(&f), [(2, 0.1)]);
+        // Only ±8 positions count: the values far away do not.
+        let mut far = vec![Some(0.9); 30];
+        for x in &mut far[5..=21] {
+            *x = Some(0.02);
+        }
+        far[13] = Some(0.2);
+        assert_eq!(neighbourhood_median(&far, 13), Some(0.02));
+        assert_eq!(
+            neighbourhood_median(&far, 4),
+            Some(0.02),
+            "0..=3 and 5..=12"
+        );
+    }
+
+    fn counted(name: &str, accesses: u64, conflict: u64) -> ValueLevel {
+        ValueLevel {
+            name: name.into(),
+            accesses: Some(accesses),
+            misses: Some(conflict + 1),
+            compulsory: Some(1),
+            conflict: Some(conflict),
+            conflict_fraction: Some(conflict as f64 / accesses as f64),
+            spike: false,
+            duration_s: 0.1,
+            error: None,
+        }
+    }
+
+    fn failed(name: &str, reason: &str) -> ValueLevel {
+        ValueLevel {
+            error: Some(reason.into()),
+            accesses: None,
+            misses: None,
+            compulsory: None,
+            conflict: None,
+            conflict_fraction: None,
+            ..counted(name, 1, 0)
+        }
+    }
+
+    #[test]
+    fn text_marks_spikes_and_lists_each_failure_once() {
+        let slow = "took more than the time limit of 30 s (stopped)";
+        let mut report = ScanReport {
+            kernel: "k.c".into(),
+            params: serde_json::Map::new(),
+            parameter: "N".into(),
+            range: RangeReport {
+                lo: 1,
+                hi: 5,
+                step: 1,
+            },
+            model: "m",
+            spike_rule: SPIKE_RULE,
+            values_at_once: 1,
+            levels: ["L1", "L2"]
+                .iter()
+                .map(|n| LevelInfo {
+                    name: (*n).into(),
+                    size_bytes: 1024,
+                    line_bytes: 64,
+                    ways: 2,
+                    sets: 8,
+                })
+                .collect(),
+            values: (1..=5)
+                .map(|v| ValueReport {
+                    value: v,
+                    levels: vec![
+                        counted("L1", 100, if v == 3 { 70 } else { 4 }),
+                        if v == 2 {
+                            counted("L2", 100, 0)
+                        } else {
+                            failed("L2", slow)
+                        },
+                    ],
+                    duration_s: 0.5,
+                })
+                .collect(),
+            spikes: Vec::new(),
+            duration_s: 2.5,
+        };
+        mark_spikes(&mut report);
+        let text = render(&report);
+        let row = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("3 "))
+            .unwrap();
+        assert!(row.contains("70.00  *"), "{text}");
+        assert!(text.contains("L1     N = 3 (70.00 % vs 4.00 %)"), "{text}");
+        assert!(text.contains("L2     no spikes"), "{text}");
+        assert!(
+            text.contains(&format!("  L2 at N = 1, 3, 4, 5: {slow}\n")),
+            "{text}"
+        );
+        assert_eq!(text.matches(slow).count(), 1, "{text}");
+        assert_eq!(not_modelled(&report).len(), 1);
+    }
+}
