@@ -11,13 +11,16 @@ paper does, but with its 16 multiply-adds per element independent (a balanced su
 (a[i] + z_k) * c[i]) rather than chained: the paper's chain `(RHS)*c + z` is bound by the
 FP latency on an out-of-order x86 core (6.5 GFLOP/s here, a third of what the same core does
 with independent operations), which no kernel below resembles. Then it predicts kernels it
-was not calibrated on (examples/kernels: triad, the 2D 5-point Jacobi stencil, matmul) with
+was not calibrated on (examples/kernels: the STREAM set and daxpy, the 2D and 3D Jacobi
+stencils, matmul in ijk and ikj order, a matrix-vector product and a triangular one) with
 working sets in L1, L2, L3 and memory, and prints predicted against measured GFLOP/s with the
 errors:
 - `extended`: every level timed, L1 included (every access's bytes over the calibrated L1
   bandwidth), which loopscope does whenever L1 has a bandwidth. On x86 the load and store
   ports bound cache-resident kernels before the FP units do; the paper's SPARC did not need it.
-- `paper`: the paper's model as written, L1 not timed.
+  Kernels that sum in order through their innermost loop (matvec, triangular, ijk matmul) also
+  get loopscope's chain term: one dependent addition latency per link, timed on this machine.
+- `paper`: the paper's model as written, L1 not timed (with the chain term).
 - `classic`: the classic roofline (memory traffic only, capped at the theoretical peak).
 - `model`: `extended` with the traffic from the analytic cache model (`--traffic model`, spec
   000) instead of the simulator, against the same measurement; levels the model cannot do
@@ -47,18 +50,30 @@ import roofline as paper_bench  # noqa: E402  (the kerncraft helpers)
 KERNELS = os.path.join(ROOT, "examples", "kernels")
 # Working sets sized for caches of at least 32 KiB L1, 512 KiB L2, 16 MiB L3; memory far beyond.
 BASE_N = {"L1": 1024, "L2": 12288, "L3": 524288, "MEM": 8388608}
-CASES = [
-    ("triad", "triad.c", {"N": 512}, "L1"),
-    ("triad", "triad.c", {"N": 8192}, "L2"),
-    ("triad", "triad.c", {"N": 262144}, "L3"),
-    ("triad", "triad.c", {"N": 4194304}, "MEM"),
-    ("jacobi 2d-5pt", "2d-5pt.c", {"M": 32, "N": 32}, "L1"),
-    ("jacobi 2d-5pt", "2d-5pt.c", {"M": 128, "N": 128}, "L2"),
-    ("jacobi 2d-5pt", "2d-5pt.c", {"M": 512, "N": 512}, "L3"),
-    ("jacobi 2d-5pt", "2d-5pt.c", {"M": 2048, "N": 2048}, "MEM"),
-    ("matmul", "matmul.c", {"N": 32}, "L1"),
-    ("matmul", "matmul.c", {"N": 128}, "L2"),
-]
+# Ten distinct kernels: the STREAM set and daxpy (one to three streams, one of them written),
+# stencils (neighbour reuse through the caches), matrix multiply in two loop orders, and two
+# matrix-vector products whose inner loop is a sum into one element (a chain of dependent adds
+# at -O2, which no bandwidth or peak ceiling sees).
+ONE_D = {"L1": 512, "L2": 8192, "L3": 262144, "MEM": 4194304}
+CASES = (
+    [("triad", "triad.c", {"N": n}, level) for level, n in ONE_D.items()]
+    + [("daxpy", "daxpy.c", {"N": n}, level) for level, n in ONE_D.items()]
+    + [("scale", "scale.c", {"N": n}, level) for level, n in ONE_D.items()]
+    + [("stream add", "stream-add.c", {"N": n}, level) for level, n in ONE_D.items()]
+    + [("jacobi 2d-5pt", "2d-5pt.c", {"M": n, "N": n}, level)
+       for level, n in {"L1": 32, "L2": 128, "L3": 512, "MEM": 2048}.items()]
+    + [("jacobi 3d-7pt", "3d-7pt.c", {"M": m, "N": n}, level)
+       for level, (m, n) in {"L1": (6, 12), "L2": (12, 48), "L3": (16, 128),
+                             "MEM": (32, 512)}.items()]
+    + [("matmul ijk", "matmul.c", {"N": n}, level) for level, n in {"L1": 32, "L2": 128}.items()]
+    + [("matmul ikj", "matmul-ikj.c", {"N": n}, level)
+       for level, n in {"L1": 32, "L2": 128}.items()]
+    + [("matvec", "matvec.c", {"N": n}, level)
+       for level, n in {"L1": 48, "L2": 256, "L3": 768, "MEM": 4096}.items()]
+    + [("triangular", "triangular.c", {"N": n}, level)
+       for level, n in {"L1": 64, "L2": 256, "L3": 1024, "MEM": 4096}.items()]
+)
+ONLY = os.environ.get("ONLY")  # e.g. ONLY=matvec: the cases whose kernel name contains it
 
 
 def defines(params):
@@ -154,6 +169,8 @@ def main():
           + f"{'kerncraft':>10}{'err':>8}  limit (kerncraft)")
     rows = []
     for name, file, params, level in CASES:
+        if ONLY and ONLY not in name:
+            continue
         kernel = os.path.join(KERNELS, file)
         out = roofline(loopscope, kernel, params, "--bandwidth", every, *peaks, "--measure")
         measured = out["measured"]["gflops"]

@@ -294,6 +294,10 @@ pub struct Measured {
     /// Load-to-use latency of main memory (beyond the last cache level), in nanoseconds.
     #[serde(default)]
     pub memory_latency_ns: Option<f64>,
+    /// Latency of a double-precision floating-point addition that needs the result of the one
+    /// before, in nanoseconds (what an in-order sum waits per element).
+    #[serde(default)]
+    pub add_latency_ns: Option<f64>,
 }
 
 /// One cache level as measured.

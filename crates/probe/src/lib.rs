@@ -86,6 +86,6 @@ pub use knee::{
 };
 pub use mem::{HUGE_PAGE_BYTES, Mapping, anon_huge_kib};
 pub use timer::{
-    Timer, TimerSource, allowed_cpus, context_switches, core_hz, monotonic_raw_ns,
+    Timer, TimerSource, add_latency_ns, allowed_cpus, context_switches, core_hz, monotonic_raw_ns,
     pin_current_thread, undisturbed_samples,
 };

@@ -20,7 +20,7 @@ use crate::knee::{
 };
 use crate::levels::{MIN_L1I_RATIO, assign_levels, cache_knees, level_caches};
 use crate::simd::Simd;
-use crate::timer::{Timer, allowed_cpus, core_hz, pin_current_thread};
+use crate::timer::{Timer, add_latency_ns, allowed_cpus, core_hz, pin_current_thread};
 
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;
@@ -149,6 +149,7 @@ pub fn run_probe(
     let Serial {
         timer,
         core_hz,
+        add_latency_ns,
         pinned,
         curves,
         mut notes,
@@ -199,6 +200,7 @@ pub fn run_probe(
             notes,
             core_hz: Some(core_hz),
             memory_latency_ns,
+            add_latency_ns: Some(add_latency_ns),
         },
         timer,
         pinned_cpu: pinned.then_some(cpus[0]),
@@ -216,6 +218,7 @@ struct Serial {
     notes: Vec<String>,
     caches: Vec<loopscope_machine::MeasuredCache>,
     memory_latency_ns: Option<f64>,
+    add_latency_ns: f64,
 }
 
 fn serial_part(
@@ -242,6 +245,11 @@ fn serial_part(
     notes.push(format!(
         "core clock {:.3} GHz (dependent-add chain)",
         core_hz / 1e9
+    ));
+    let add_latency_ns = add_latency_ns(&timer, 30);
+    notes.push(format!(
+        "floating-point add latency {add_latency_ns:.3} ns, {:.2} cycles (dependent-add chain)",
+        add_latency_ns * core_hz / 1e9
     ));
     let advertised = |level: u8, kind: CacheKind| {
         machine
@@ -414,6 +422,7 @@ fn serial_part(
     Ok(Serial {
         timer,
         core_hz,
+        add_latency_ns,
         pinned,
         curves,
         notes,
@@ -796,6 +805,7 @@ mod tests {
             notes: vec!["interrupted".into()],
             core_hz: Some(3.244e9),
             memory_latency_ns: Some(128.2),
+            add_latency_ns: Some(0.93),
         });
         let text = to_toml(&machine).unwrap();
         assert!(

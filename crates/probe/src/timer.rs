@@ -305,6 +305,51 @@ pub fn core_hz(timer: &Timer, chains: u32) -> f64 {
     (iterations * ADDS_PER_ITERATION) as f64 / (best_ns * 1e-9)
 }
 
+/// Nanoseconds per double-precision addition that needs the result of the one before: what an
+/// in-order floating-point sum waits per element (3 or 4 cycles on current x86 cores).
+pub fn add_latency_ns(timer: &Timer, chains: u32) -> f64 {
+    const ADDS_PER_ITERATION: u64 = 64;
+    let iterations: u64 = 20_000;
+    let mut best_ns = f64::INFINITY;
+    for _ in 0..chains.max(1) {
+        let ns = timer.time_ns(|| float_add_chain(iterations));
+        best_ns = best_ns.min(ns);
+    }
+    best_ns / (iterations * ADDS_PER_ITERATION) as f64
+}
+
+#[cfg(target_arch = "x86_64")]
+#[inline(never)]
+fn float_add_chain(iterations: u64) {
+    let mut sum = 1.0f64;
+    let step = std::hint::black_box(1e-9f64);
+    // SAFETY: pure register arithmetic on `sum`, `step` and the counter; no memory is touched.
+    unsafe {
+        std::arch::asm!(
+            "2:",
+            ".rept 64",
+            "addsd {sum}, {step}",
+            ".endr",
+            "dec {n}",
+            "jnz 2b",
+            sum = inout(xmm_reg) sum,
+            step = in(xmm_reg) step,
+            n = inout(reg) iterations => _,
+            options(nostack, nomem),
+        );
+    }
+    std::hint::black_box(sum);
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(never)]
+fn float_add_chain(iterations: u64) {
+    let mut sum = 1.0f64;
+    for _ in 0..iterations * 64 {
+        sum = std::hint::black_box(sum + 1e-9);
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 #[inline(never)]
 fn add_chain(iterations: u64) {

@@ -61,6 +61,12 @@ pub fn render_probe(report: &ProbeReport, machine: &Machine) -> String {
     if let Some(ns) = report.measured.memory_latency_ns {
         let _ = writeln!(out, "memory latency {ns:.1} ns");
     }
+    if let Some(ns) = report.measured.add_latency_ns {
+        let _ = writeln!(
+            out,
+            "add latency {ns:.3} ns (dependent double-precision additions)"
+        );
+    }
     out.push_str(&render_measured(&report.measured));
     out
 }

@@ -51,7 +51,10 @@ pub fn render_roofline_svg(analysis: &Analysis, axis: RooflineAxis) -> Result<St
         .iter()
         .map(|r| r.gb_per_s)
         .fold(f64::INFINITY, f64::min);
-    let y_lo = (slowest.min(peak) * lo / 2.0).min(peak / 100.0).max(1e-9);
+    let y_lo = (slowest.min(peak) * lo / 2.0)
+        .min(peak / 100.0)
+        .min(chain_gflops(analysis).unwrap_or(peak) / 2.0)
+        .max(1e-9);
     let mut svg = String::new();
     {
         let area = SVGBackend::with_string(&mut svg, (860, 600)).into_drawing_area();
@@ -189,7 +192,26 @@ where
             .label(format!("Peff {} GFLOP/s", number(effective)))
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], style));
     }
+    if let Some(chain) = chain_gflops(analysis) {
+        let style = RED.stroke_width(1);
+        chart
+            .draw_series(DashedLineSeries::new(
+                [(x_lo, chain), (x_hi, chain)],
+                2,
+                3,
+                style,
+            ))
+            .map_err(fail)?
+            .label(format!("in-order sum chain {} GFLOP/s", number(chain)))
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], style));
+    }
     Ok(())
+}
+
+/// The rate the kernel's in-order sums allow, when it has them and the add latency is known.
+fn chain_gflops(analysis: &Analysis) -> Option<f64> {
+    let seconds = analysis.prediction.chain_time_s.filter(|&t| t > 0.0)?;
+    (analysis.traffic.flops > 0).then(|| analysis.traffic.flops as f64 / seconds / 1e9)
 }
 
 fn draw_points<X>(
@@ -223,6 +245,7 @@ where
             let at = (to_x(intensity), analysis.prediction.gflops);
             let label = match analysis.prediction.limit {
                 Limit::Compute => "prediction (compute-capped)",
+                Limit::Chain => "prediction (chain-bound)",
                 Limit::Level(_) => "prediction",
             };
             chart

@@ -80,6 +80,14 @@ fn render_inputs(out: &mut String, analysis: &Analysis, counts: Option<&Counts>)
             ceiling.level, ceiling.source
         );
     }
+    if let Some(latency) = &ceilings.add_latency {
+        let _ = writeln!(
+            out,
+            "  add        {} ns per dependent addition ({})",
+            number(latency.ns),
+            latency.source
+        );
+    }
     if analysis.options.paper_rounding {
         let _ = writeln!(
             out,
@@ -125,6 +133,22 @@ fn level_table(analysis: &Analysis) -> Table {
             analysis.ceilings.effective_gflops / analysis.ceilings.peak_gflops
         ),
     ]);
+    if let (Some(latency), Some(time_s)) = (
+        &analysis.ceilings.add_latency,
+        analysis.prediction.chain_time_s,
+    ) {
+        table.row([
+            "chain".to_owned(),
+            format!(
+                "{} adds",
+                number(analysis.traffic.chained_adds as f64 / iterations)
+            ),
+            String::new(),
+            format!("{} ns/add", number(latency.ns)),
+            format_seconds(time_s / iterations),
+            String::new(),
+        ]);
+    }
     table
 }
 
@@ -216,6 +240,7 @@ fn limit_name(limit: Limit) -> String {
     match limit {
         Limit::Level(level) => format!("{level} bandwidth"),
         Limit::Compute => "compute".to_owned(),
+        Limit::Chain => "the in-order sum's add latency".to_owned(),
     }
 }
 

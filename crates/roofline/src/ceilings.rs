@@ -59,6 +59,17 @@ pub struct Ceilings {
     pub peak_source: String,
     /// Bandwidth per level, innermost first.
     pub levels: Vec<LevelCeiling>,
+    /// Latency of a dependent floating-point addition, for kernels that sum in order.
+    pub add_latency: Option<AddLatency>,
+}
+
+/// How long one floating-point addition takes when it needs the result of the one before.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AddLatency {
+    /// Nanoseconds per dependent addition.
+    pub ns: f64,
+    /// Where the number came from.
+    pub source: String,
 }
 
 impl Ceilings {
@@ -81,6 +92,7 @@ impl Ceilings {
             effective_gflops,
             peak_source: peak_source.into(),
             levels: Vec::new(),
+            add_latency: None,
         })
     }
 
@@ -120,6 +132,20 @@ impl Ceilings {
                 self.levels.sort_by_key(|c| c.level);
             }
         }
+        Ok(())
+    }
+
+    /// Sets the latency of a dependent floating-point addition, refusing non-positive numbers.
+    pub fn set_add_latency(
+        &mut self,
+        ns: f64,
+        source: impl Into<String>,
+    ) -> Result<(), RooflineError> {
+        positive("the add latency (ns)", ns)?;
+        self.add_latency = Some(AddLatency {
+            ns,
+            source: source.into(),
+        });
         Ok(())
     }
 

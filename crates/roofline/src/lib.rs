@@ -35,6 +35,7 @@
 #![deny(missing_docs)]
 
 mod ceilings;
+mod chains;
 mod error;
 mod harness;
 mod kernel_file;
@@ -47,7 +48,7 @@ mod profiles;
 mod traffic;
 
 pub use ceilings::{
-    BandwidthFn, Ceilings, LevelCeiling, best_bandwidths, effective_bandwidth_gb_per_s,
+    AddLatency, BandwidthFn, Ceilings, LevelCeiling, best_bandwidths, effective_bandwidth_gb_per_s,
     parse_bandwidths, parse_volumes, round2, theoretical_peak_gflops,
 };
 pub use error::RooflineError;

@@ -13,6 +13,8 @@ pub enum Limit {
     Level(Level),
     /// The compute time is the largest.
     Compute,
+    /// The additions of an in-order sum, one latency after another, take the longest.
+    Chain,
 }
 
 impl std::fmt::Display for Limit {
@@ -20,6 +22,7 @@ impl std::fmt::Display for Limit {
         match self {
             Limit::Level(level) => level.fmt(f),
             Limit::Compute => f.write_str("compute"),
+            Limit::Chain => f.write_str("chain"),
         }
     }
 }
@@ -64,6 +67,9 @@ pub struct Prediction {
     pub time_per_iteration_s: f64,
     /// t_C = Nc / Peff over all iterations.
     pub compute_time_s: f64,
+    /// The chained additions one latency after another, over all iterations; `None` without
+    /// chained additions or without an add latency.
+    pub chain_time_s: Option<f64>,
     /// The level with the largest transfer time (ties go outwards, as §6.2 puts ties in the
     /// memory-bound region).
     pub bandwidth_limit: Level,
@@ -103,11 +109,20 @@ pub fn predict(traffic: &Traffic, ceilings: &Ceilings) -> Result<Prediction, Roo
             _ => Some(l),
         })
         .ok_or_else(|| RooflineError::Invalid("the kernel names no level".into()))?;
-    let (limit, time_s) = if compute_time_s > bound.time_s {
+    let (mut limit, mut time_s) = if compute_time_s > bound.time_s {
         (Limit::Compute, compute_time_s)
     } else {
         (Limit::Level(bound.name), bound.time_s)
     };
+    // Not part of the paper's max: an extension for sums the compiler must keep in order.
+    let chain_time_s = ceilings
+        .add_latency
+        .as_ref()
+        .filter(|_| traffic.chained_adds > 0)
+        .map(|latency| traffic.chained_adds as f64 * latency.ns * 1e-9);
+    if let Some(chain) = chain_time_s.filter(|&t| t > time_s) {
+        (limit, time_s) = (Limit::Chain, chain);
+    }
     let fraction = |t: f64| rate_gflops(traffic.flops, t) / ceilings.peak_gflops;
     Ok(Prediction {
         gflops: rate_gflops(traffic.flops, time_s),
@@ -116,6 +131,7 @@ pub fn predict(traffic: &Traffic, ceilings: &Ceilings) -> Result<Prediction, Roo
         time_s,
         time_per_iteration_s: time_s / traffic.iterations as f64,
         compute_time_s,
+        chain_time_s,
         bandwidth_limit: bound.name,
         uncapped_fraction_of_peak: fraction(bound.time_s),
         levels,

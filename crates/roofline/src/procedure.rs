@@ -301,6 +301,32 @@ pub fn l1_verdict(traffic: &Traffic, region: Level, thresholds: L1Thresholds) ->
     })
 }
 
+/// What the in-order sums of the kernel mean for the prediction, or why they are not in it.
+fn explain_chain(analysis: &mut Analysis) {
+    let adds = analysis.traffic.chained_adds;
+    if adds == 0 {
+        return;
+    }
+    let per_iteration = adds as f64 / analysis.traffic.iterations as f64;
+    let Some(latency) = &analysis.ceilings.add_latency else {
+        analysis.warnings.push(format!(
+            "the kernel sums in order through its innermost loop ({per_iteration:.3} dependent \
+             additions per iteration) and no add latency is known: the prediction ignores that \
+             chain (give --add-latency-ns, or a machine file from `loopscope probe`)"
+        ));
+        return;
+    };
+    let prediction = &analysis.prediction;
+    if prediction.limit == Limit::Chain {
+        analysis.notes.push(format!(
+            "chain-bound: {per_iteration:.3} dependent additions per iteration at {:.3} ns each \
+             outlast every bandwidth and Peff; several partial sums (or -ffast-math, which lets \
+             the compiler make them) would lift this limit",
+            latency.ns
+        ));
+    }
+}
+
 fn explain(analysis: &mut Analysis) {
     let prediction = &analysis.prediction;
     if prediction.limit == Limit::Compute && analysis.traffic.flops > 0 {
@@ -309,6 +335,7 @@ fn explain(analysis: &mut Analysis) {
             prediction.bandwidth_limit, prediction.uncapped_fraction_of_peak
         ));
     }
+    explain_chain(analysis);
     if analysis.traffic.flops == 0 {
         analysis.notes.push(
             "the kernel does no floating-point work: the prediction is a bytes-bound time, \
@@ -384,6 +411,7 @@ mod tests {
                 iterations: 1,
                 l1: None,
                 word_bytes: 8,
+                chained_adds: 0,
             };
             let mut ceilings = Ceilings::new(peak, peak * peff_fraction, "p").unwrap();
             for (&level, &gb_per_s) in levels.iter().zip(&bandwidths) {
@@ -421,6 +449,7 @@ mod tests {
             iterations: 1,
             l1: None,
             word_bytes: 8,
+            chained_adds: 0,
         };
         let err = analyse(&traffic, &ceilings, Options::default()).unwrap_err();
         assert!(matches!(err, RooflineError::NotPositive { .. }), "{err}");

@@ -46,6 +46,9 @@ pub struct Traffic {
     pub l1: Option<L1Refs>,
     /// Bytes of one counted reference (8 for the paper's double-precision words), for display.
     pub word_bytes: u64,
+    /// Floating-point additions that each wait for the one before (in-order sums through the
+    /// innermost loop), over all iterations; chains that advance side by side count once.
+    pub chained_adds: u64,
 }
 
 impl Traffic {
@@ -134,6 +137,7 @@ impl Counts {
             iterations: self.iterations,
             l1,
             word_bytes: self.word_bytes,
+            chained_adds: 0,
         }
     }
 }

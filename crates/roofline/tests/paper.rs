@@ -102,6 +102,7 @@ fn timed_run(level: Level, volume_bytes: u64, bf: f64) -> Traffic {
         iterations: 1,
         l1: None,
         word_bytes: 8,
+        chained_adds: 0,
     }
 }
 
@@ -535,6 +536,7 @@ fn table_3_classification_of_the_28_mixed_kernels() {
                 Limit::Level(Level::Memory) => "M",
                 Limit::Level(_) => "L2",
                 Limit::Compute => "C",
+                Limit::Chain => "chain",
             },
             fixed(p.fraction_of_peak, 4),
             fixed(a.classic.fraction_of_peak, 4),

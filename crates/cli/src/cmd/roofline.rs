@@ -100,6 +100,10 @@ pub struct RooflineArgs {
     /// Attainable compute rate Peff in GFLOP/s (default: the measured peak, else Ppeak).
     #[arg(long, value_name = "GFLOP/s")]
     pub effective_gflops: Option<f64>,
+    /// Latency of a dependent floating-point addition in ns, for kernels that sum in order
+    /// through their innermost loop (default: the machine file's, else timed on this machine).
+    #[arg(long, value_name = "NS")]
+    pub add_latency_ns: Option<f64>,
     /// A measured rate of the kernel, printed beside the prediction with the error.
     #[arg(long, value_name = "GFLOP/s")]
     pub measured_gflops: Option<f64>,
@@ -460,6 +464,16 @@ fn ceilings(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<Ceilings> {
                 .context("--bandwidth")?;
         }
     }
+    if let Some(ns) = args.add_latency_ns {
+        ceilings
+            .set_add_latency(ns, "--add-latency-ns")
+            .context("--add-latency-ns")?;
+    } else if ceilings.add_latency.is_none() && args.machine.is_none() && args.profile.is_none() {
+        // This machine without a probe file: a 10 ms chain of dependent additions tells.
+        let timer = loopscope_probe::Timer::calibrate(std::time::Duration::from_millis(20));
+        let ns = loopscope_probe::add_latency_ns(&timer, 30);
+        ceilings.set_add_latency(ns, "timed on this machine (dependent-add chain)")?;
+    }
     Ok(ceilings)
 }
 
@@ -519,6 +533,9 @@ fn machine_ceilings(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<Ceilings> {
     let mut ceilings = Ceilings::new(peak, effective, source).context("--peak-gflops")?;
     if let Some(measured) = &machine.measured {
         ceilings.add_measured(measured, threads, &name)?;
+        if let Some(ns) = measured.add_latency_ns {
+            ceilings.set_add_latency(ns, format!("{name}: measured"))?;
+        }
     }
     if ceilings.levels.is_empty() && args.bandwidth.is_none() {
         ui.note(format!("{name}: no measured bandwidths"));

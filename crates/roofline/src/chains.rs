@@ -1,0 +1,214 @@
+//! Dependency chains of in-order sums: the one in-core limit a bandwidth or peak ceiling cannot
+//! see.
+//!
+//! A statement such as `y[i] += a[i][j] * x[j]` inside the `j` loop adds into the same element
+//! on every iteration. Without `-ffast-math` a C compiler must keep the additions in source
+//! order, so each waits for the one before: the loop cannot run faster than one addition
+//! latency per iteration, whatever the caches deliver. On this class of kernel (matrix-vector
+//! products, dot products, matrix multiply in `ijk` order) the roofline over-predicts by
+//! several times without this term.
+//!
+//! Chains of different iterations of the next loop out are independent, and a vectorising
+//! compiler runs them side by side in one register when that loop walks the sum's target and
+//! every operand contiguously (gcc does this at `-O2` for `ijk` matrix multiply): then a vector
+//! of chains advances per latency. The vector width is the x86-64 baseline's 16 bytes, what the
+//! harness's `cc -O2` (no `-march`) compiles for.
+//!
+//! Not modelled: the overlap of short chains in the out-of-order window (a 32-iteration chain
+//! overlaps the next one almost entirely, so the bound is pessimistic for short inner loops),
+//! and recurrences through memory (`a[i] = a[i-1] + ...`).
+
+use loopscope_kernel::{AccessKind, Affine, Kernel, Reference, Statement, Sym};
+
+/// Bytes of the vector registers the harness's build uses (SSE2, the x86-64 baseline).
+pub(crate) const BASELINE_VECTOR_BYTES: u64 = 16;
+
+/// Additions on dependency chains over one run of `kernel`, each counted once per vector of
+/// chains that advance together; `executions` holds how often each statement runs.
+pub(crate) fn chained_adds(kernel: &Kernel, executions: &[u64], vector_bytes: u64) -> u64 {
+    kernel
+        .statements
+        .iter()
+        .zip(executions)
+        .filter(|(s, _)| is_in_order_sum(s))
+        .map(|(s, &n)| n.div_ceil(side_by_side(kernel, s, vector_bytes)))
+        .fold(0u64, u64::saturating_add)
+}
+
+/// True when the statement adds (or multiplies) into an element its innermost loop does not
+/// move: the target is read and written with the same subscripts, none of them the innermost
+/// loop's variable.
+fn is_in_order_sum(statement: &Statement) -> bool {
+    let (Some(&inner), Some(target)) = (statement.loops.last(), written(statement)) else {
+        return false;
+    };
+    let arithmetic = statement.flops.add + statement.flops.mul > 0;
+    let invariant = !target
+        .subscripts
+        .iter()
+        .any(|s| s.mentions(Sym::Loop(inner)));
+    let reads_target = statement.refs.iter().any(|r| {
+        r.kind == AccessKind::Read && r.array == target.array && r.subscripts == target.subscripts
+    });
+    arithmetic && invariant && reads_target
+}
+
+fn written(statement: &Statement) -> Option<&Reference> {
+    statement.refs.iter().find(|r| r.kind == AccessKind::Write)
+}
+
+/// How many of the statement's chains advance together: a vector's worth when the next loop
+/// out steps by one through the last subscript of the target and of every operand that moves
+/// with it, and the innermost loop's bounds do not depend on it; else one.
+fn side_by_side(kernel: &Kernel, statement: &Statement, vector_bytes: u64) -> u64 {
+    let [.., outer, inner] = statement.loops[..] else {
+        return 1;
+    };
+    let Some(target) = written(statement) else {
+        return 1;
+    };
+    let outer_sym = Sym::Loop(outer);
+    let inner_loop = &kernel.loops[inner];
+    let rectangular =
+        !inner_loop.start.mentions(outer_sym) && !inner_loop.end_inclusive.mentions(outer_sym);
+    let unit_step = kernel.loops[outer].step == 1;
+    let target_contiguous = contiguous_in(target, outer_sym) == Some(true);
+    let operands_fit = statement
+        .refs
+        .iter()
+        .all(|r| contiguous_in(r, outer_sym).is_some());
+    if !(rectangular && unit_step && target_contiguous && operands_fit) {
+        return 1;
+    }
+    let element_bytes = kernel.arrays[target.array].elem.bytes().max(1);
+    (vector_bytes / element_bytes).max(1)
+}
+
+/// `Some(true)` when `reference` steps by one element per iteration of `sym` (only its last
+/// subscript mentions it, with coefficient 1), `Some(false)` when it does not mention `sym`,
+/// `None` otherwise (a stride or a gather, which keeps the compiler from vectorising).
+fn contiguous_in(reference: &Reference, sym: Sym) -> Option<bool> {
+    let Some((last, leading)) = reference.subscripts.split_last() else {
+        return Some(false);
+    };
+    if leading.iter().any(|s: &Affine| s.mentions(sym)) {
+        return None;
+    }
+    match last.coefficient(sym) {
+        0 => Some(false),
+        1 => Some(true),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loopscope_kernel::{Program, parse_kernel};
+
+    fn chains(text: &str, n: i64) -> (u64, u64) {
+        let kernel = parse_kernel(text, "test.c").unwrap();
+        let params = kernel.param_values(&[("N".into(), n)]).unwrap();
+        let layout = kernel.layout(&params, &[]).unwrap();
+        let program = Program::new(&kernel, &params, &layout).unwrap();
+        let executions: u64 = program.executions().iter().sum();
+        (
+            chained_adds(&kernel, program.executions(), BASELINE_VECTOR_BYTES),
+            executions,
+        )
+    }
+
+    #[test]
+    fn a_matrix_vector_product_is_one_chain_per_row() {
+        let text = "double a[N][N], x[N], y[N];\n\
+                    for(int i=0; i<N; ++i)\n  for(int j=0; j<N; ++j)\n    y[i] += a[i][j] * x[j];";
+        // a[i][j] moves by a row per i: no side-by-side chains.
+        assert_eq!(chains(text, 10), (100, 100));
+    }
+
+    #[test]
+    fn ijk_matrix_multiply_runs_two_double_chains_side_by_side() {
+        let text = "double a[N][N], b[N][N], c[N][N];\n\
+                    for(int i=0; i<N; ++i)\n for(int j=0; j<N; ++j)\n  for(int k=0; k<N; ++k)\n\
+                    c[i][j] += a[i][k] * b[k][j];";
+        assert_eq!(chains(text, 8), (256, 512));
+    }
+
+    #[test]
+    fn streams_and_ikj_matrix_multiply_have_no_chain() {
+        let triad = "double a[N], b[N], c[N];\nfor(int i=0; i<N; ++i)\n a[i] = b[i] + c[i];";
+        assert_eq!(chains(triad, 16).0, 0);
+        let ikj = "double a[N][N], b[N][N], c[N][N];\n\
+                   for(int i=0; i<N; ++i)\n for(int k=0; k<N; ++k)\n  for(int j=0; j<N; ++j)\n\
+                   c[i][j] += a[i][k] * b[k][j];";
+        assert_eq!(chains(ikj, 8).0, 0);
+    }
+
+    #[test]
+    fn a_triangular_inner_loop_keeps_its_chains_apart() {
+        let text = "double a[N][N], x[N], y[N];\n\
+                    for(int i=0; i<N; ++i)\n  for(int j=0; j<=i; ++j)\n    y[i] += a[i][j] * x[j];";
+        // 1 + 2 + ... + 8 additions; the inner bounds depend on i, so nothing runs side by side.
+        assert_eq!(chains(text, 8), (36, 36));
+    }
+
+    #[test]
+    fn a_copy_into_an_invariant_element_is_not_a_sum() {
+        let text = "double a[N], y[N];\nfor(int i=0; i<N; ++i)\n y[0] = a[i];";
+        assert_eq!(chains(text, 16).0, 0);
+    }
+
+    fn matvec_analysis(latency_ns: Option<f64>) -> crate::Analysis {
+        let traffic = crate::Traffic {
+            levels: vec![crate::LevelTraffic {
+                level: crate::Level::Memory,
+                bytes: 8 * 1000,
+                volume_bytes: None,
+            }],
+            flops: 2000,
+            iterations: 1000,
+            l1: None,
+            word_bytes: 8,
+            chained_adds: 1000,
+        };
+        let mut ceilings = crate::Ceilings::new(40.0, 20.0, "test").unwrap();
+        let memory = crate::BandwidthFn::Constant { gb_per_s: 40.0 };
+        ceilings
+            .set_bandwidth(crate::Level::Memory, memory, "test")
+            .unwrap();
+        if let Some(ns) = latency_ns {
+            ceilings.set_add_latency(ns, "test").unwrap();
+        }
+        crate::analyse(&traffic, &ceilings, crate::Options::default()).unwrap()
+    }
+
+    #[test]
+    fn a_chain_longer_than_every_transfer_limits_the_prediction() {
+        // Memory: 8 B / 40 GB/s = 0.2 ns per iteration; the chain: one 0.8 ns addition.
+        let analysis = matvec_analysis(Some(0.8));
+        let p = &analysis.prediction;
+        assert_eq!(p.limit, crate::Limit::Chain);
+        assert!((p.time_per_iteration_s - 0.8e-9).abs() < 1e-15);
+        assert!((p.gflops - 2.5).abs() < 1e-9);
+        // The classic roofline does not see it.
+        assert!((analysis.classic.gflops - 10.0).abs() < 1e-9);
+        // A short latency leaves memory in charge.
+        let fast = matvec_analysis(Some(0.1));
+        assert_eq!(
+            fast.prediction.limit,
+            crate::Limit::Level(crate::Level::Memory)
+        );
+    }
+
+    #[test]
+    fn without_a_latency_the_chain_is_a_warning_not_a_guess() {
+        let analysis = matvec_analysis(None);
+        assert_eq!(analysis.prediction.chain_time_s, None);
+        assert!(
+            analysis
+                .warnings
+                .iter()
+                .any(|w| w.contains("no add latency"))
+        );
+    }
+}
