@@ -15,9 +15,12 @@ was not calibrated on (examples/kernels: the STREAM set and daxpy, the 2D and 3D
 stencils, matmul in ijk and ikj order, a matrix-vector product and a triangular one) with
 working sets in L1, L2, L3 and memory, and prints predicted against measured GFLOP/s with the
 errors:
-- `extended`: every level timed, L1 included (every access's bytes over the calibrated L1
-  bandwidth), which loopscope does whenever L1 has a bandwidth. On x86 the load and store
-  ports bound cache-resident kernels before the FP units do; the paper's SPARC did not need it.
+- `extended`: every level timed, L1 included, which loopscope does whenever L1 has a
+  bandwidth. On x86 the load and store ports bound cache-resident kernels before the FP units
+  do (the paper's SPARC did not need it), and they are separate ports: L1's time is the longer
+  of the loads' bytes over the L1 load bandwidth and the stores' over the L1 store bandwidth,
+  both calibrated in L1 through the same harness (a kernel with four loads per store, one with
+  two stores per load).
   Kernels that sum in order through their innermost loop (matvec, triangular, ijk matmul) also
   get loopscope's chain term: one dependent addition latency per link, timed on this machine.
 - `paper`: the paper's model as written, L1 not timed (with the chain term).
@@ -130,7 +133,28 @@ def calibrate(loopscope, tmp, peak):
     heavy = os.path.join(tmp, "independent16.c")
     independent_kernel(heavy, 16)
     out = roofline(loopscope, heavy, {"N": BASE_N["L1"]}, *probe)
-    return bandwidth, min(out["measured"]["gflops"], peak)
+    return bandwidth, min(out["measured"]["gflops"], peak), l1_ports(loopscope, tmp, probe)
+
+
+def l1_ports(loopscope, tmp, probe):
+    """L1's load and store bandwidths apart (x86 cores load and store through separate ports):
+    from a kernel with four loads per store (load-bound) and one with two stores per load
+    (store-bound), in L1, each bandwidth the bytes of its kind over the measured time."""
+    def bytes_per_flop(text, kind):
+        path = os.path.join(tmp, f"{kind}.c")
+        with open(path, "w") as f:
+            f.write(text)
+        out = roofline(loopscope, path, {"N": 512}, *probe)
+        return out["measured"]["gflops"] * ACCESSED[kind] / (out["traffic"]["flops"] / 512)
+    load = bytes_per_flop("double a[N], b[N], c[N], d[N], e[N];\nfor (int i = 0; i < N; ++i)\n"
+                          "    a[i] = (b[i] + c[i]) * (d[i] + e[i]);\n", "load")
+    store = bytes_per_flop("double a[N], b[N], c[N];\ndouble z, y;\nfor (int i = 0; i < N; ++i) {\n"
+                           "    a[i] = c[i] * z;\n    b[i] = c[i] * y;\n}\n", "store")
+    return load, store
+
+
+# Bytes per element of the port calibration kernels' loads (4 loads) and stores (2 stores).
+ACCESSED = {"load": 32, "store": 16}
 
 
 def kerncraft_predict(binary, machine_file, kernel, params):
@@ -153,11 +177,14 @@ def main():
                                         capture_output=True, text=True).stdout)
     peak = machine["peak_flops_per_cycle"]["dp"] * machine["nominal_hz"] / 1e9
     print(f"load average {os.getloadavg()[0]:.2f}; peak {peak:.2f} GFLOP/s per core")
-    bandwidth, peff = calibrate(loopscope, tmp, peak)
+    bandwidth, peff, (l1_load, l1_store) = calibrate(loopscope, tmp, peak)
     print("calibration (cc -O2 harness): "
           + ", ".join(f"{l} {b:.1f} GB/s" for l, b in bandwidth.items())
-          + f", Peff {peff:.2f} GFLOP/s")
-    every = ",".join(f"{l}={b:.3f}" for l, b in bandwidth.items())
+          + f", Peff {peff:.2f} GFLOP/s; L1 ports: loads {l1_load:.1f} GB/s, stores "
+          + f"{l1_store:.1f} GB/s")
+    # The extended model times L1 by its ports: loads and stores apart.
+    every = ",".join(f"{l}={l1_load if l == 'L1' else b:.3f}" for l, b in bandwidth.items())
+    every = [every, "--store-bandwidth", f"L1={l1_store:.3f}"]
     no_l1 = ",".join(f"{l}={b:.3f}" for l, b in bandwidth.items() if l != "L1")
     peaks = ["--peak-gflops", f"{peak:.4f}", "--effective-gflops", f"{peff:.4f}"]
     kerncraft = paper_bench.kerncraft_binary()
@@ -172,12 +199,12 @@ def main():
         if ONLY and ONLY not in name:
             continue
         kernel = os.path.join(KERNELS, file)
-        out = roofline(loopscope, kernel, params, "--bandwidth", every, *peaks, "--measure")
+        out = roofline(loopscope, kernel, params, "--bandwidth", *every, *peaks, "--measure")
         measured = out["measured"]["gflops"]
         again = ["--measured-gflops", f"{measured}"]
         paper = roofline(loopscope, kernel, params, "--bandwidth", no_l1, *peaks, *again)
         modelled = roofline(loopscope, kernel, params, "--traffic", "model", "--time-limit", "20",
-                            "--bandwidth", every, *peaks, *again)
+                            "--bandwidth", *every, *peaks, *again)
         if "simulator" in modelled["kernel"]["traffic_source"]:
             print(f"  {file} {level}: traffic from the {modelled['kernel']['traffic_source']}")
         predicted = [out["prediction"]["gflops"], paper["prediction"]["gflops"],

@@ -74,11 +74,21 @@ fn render_inputs(out: &mut String, analysis: &Analysis, counts: Option<&Counts>)
             ),
         };
         let label = if index == 0 { "bandwidth" } else { "" };
-        let _ = writeln!(
-            out,
-            "  {label:<9}  {} {bandwidth} ({})",
-            ceiling.level, ceiling.source
-        );
+        let _ = match &ceiling.store {
+            Some(store) => writeln!(
+                out,
+                "  {label:<9}  {} {bandwidth} loads ({}), {} GB/s stores ({})",
+                ceiling.level,
+                ceiling.source,
+                number(store.gb_per_s),
+                store.source
+            ),
+            None => writeln!(
+                out,
+                "  {label:<9}  {} {bandwidth} ({})",
+                ceiling.level, ceiling.source
+            ),
+        };
     }
     if let Some(latency) = &ceilings.add_latency {
         let _ = writeln!(
@@ -110,9 +120,11 @@ fn level_table(analysis: &Analysis) -> Table {
             level
                 .bytes_per_flop
                 .map_or("-".into(), |bf| format!("{bf:.3}")),
-            level
-                .bandwidth_gb_per_s
-                .map_or("-".into(), |b| format!("{} GB/s", number(b))),
+            match (level.bandwidth_gb_per_s, level.store_bandwidth_gb_per_s) {
+                (Some(b), Some(st)) => format!("{}+{} GB/s", number(b), number(st)),
+                (Some(b), None) => format!("{} GB/s", number(b)),
+                (None, _) => "-".into(),
+            },
             format_seconds(level.time_s / iterations),
             level
                 .roof_fraction_of_peak

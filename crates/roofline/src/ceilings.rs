@@ -46,6 +46,18 @@ pub struct LevelCeiling {
     pub bandwidth: BandwidthFn,
     /// Where the number came from (`--bandwidth`, `machine.toml measured copy, 2 threads`).
     pub source: String,
+    /// Bandwidth of stores alone, when they go through ports of their own (L1): the level's
+    /// time is then the longer of its loads over `bandwidth` and its stores over this.
+    pub store: Option<StoreBandwidth>,
+}
+
+/// A level's store bandwidth and where it came from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StoreBandwidth {
+    /// GB/s of stored bytes.
+    pub gb_per_s: f64,
+    /// Where the number came from.
+    pub source: String,
 }
 
 /// The machine side of the model: Ppeak, Peff and the effective bandwidths (whole chip).
@@ -120,18 +132,47 @@ impl Ceilings {
                 }
             }
         }
-        let ceiling = LevelCeiling {
+        let mut ceiling = LevelCeiling {
             level,
             bandwidth,
             source: source.into(),
+            store: None,
         };
         match self.levels.iter_mut().find(|c| c.level == level) {
-            Some(slot) => *slot = ceiling,
+            Some(slot) => {
+                ceiling.store = slot.store.take();
+                *slot = ceiling;
+            }
             None => {
                 self.levels.push(ceiling);
                 self.levels.sort_by_key(|c| c.level);
             }
         }
+        Ok(())
+    }
+
+    /// Sets the store bandwidth of `level`, which must already have a bandwidth (then taken
+    /// for its loads alone).
+    pub fn set_store_bandwidth(
+        &mut self,
+        level: Level,
+        gb_per_s: f64,
+        source: impl Into<String>,
+    ) -> Result<(), RooflineError> {
+        positive(&format!("{level} store bandwidth"), gb_per_s)?;
+        let slot = self
+            .levels
+            .iter_mut()
+            .find(|c| c.level == level)
+            .ok_or_else(|| {
+                RooflineError::Invalid(format!(
+                    "{level} has a store bandwidth but no (load) bandwidth"
+                ))
+            })?;
+        slot.store = Some(StoreBandwidth {
+            gb_per_s,
+            source: source.into(),
+        });
         Ok(())
     }
 
@@ -162,11 +203,19 @@ impl Ceilings {
         file: &str,
     ) -> Result<(), RooflineError> {
         for (level, gb_per_s, how) in best_bandwidths(measured, threads) {
+            let loads_only = how.starts_with("measured load kernel");
             self.set_bandwidth(
                 level,
                 BandwidthFn::Constant { gb_per_s },
                 format!("{file}: {how}"),
             )?;
+            // Stores are timed apart only beside a bandwidth of loads alone, and only in L1,
+            // whose load and store ports are separate.
+            if level == Level::Cache(1) && loads_only {
+                if let Some((store_gb_per_s, how)) = best_store_bandwidth(measured, threads) {
+                    self.set_store_bandwidth(level, store_gb_per_s, format!("{file}: {how}"))?;
+                }
+            }
         }
         Ok(())
     }
@@ -184,6 +233,28 @@ impl Ceilings {
         }
         rounded
     }
+}
+
+/// L1's store bandwidth from `probe`'s `store` kernel runs with `threads` threads (or the most
+/// threads when `None`): the highest, in bytes stored (no write-allocate in L1).
+fn best_store_bandwidth(measured: &Measured, threads: Option<u32>) -> Option<(f64, String)> {
+    let runs = measured.bandwidth.iter().filter(|run| {
+        run.level == "L1"
+            && run.kernel == "store"
+            && threads.is_none_or(|t| t == run.threads)
+            && run.gb_per_s.is_finite()
+            && run.gb_per_s > 0.0
+    });
+    let best = runs.max_by(|a, b| {
+        (a.threads, a.gb_per_s)
+            .partial_cmp(&(b.threads, b.gb_per_s))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    })?;
+    let plural = if best.threads == 1 { "" } else { "s" };
+    Some((
+        best.gb_per_s,
+        format!("measured store kernel, {} thread{plural}", best.threads),
+    ))
 }
 
 /// Rounds half-up to two decimals, as the paper prints its coefficients. A tiny epsilon keeps

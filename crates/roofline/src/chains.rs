@@ -164,6 +164,7 @@ mod tests {
                 level: crate::Level::Memory,
                 bytes: 8 * 1000,
                 volume_bytes: None,
+                store_bytes: None,
             }],
             flops: 2000,
             iterations: 1000,

@@ -31,7 +31,7 @@ pub fn simulated_traffic(
     let mut sim = Hierarchy::new(levels, references, false, 0);
     run_once(&program, &mut sim, progress)?;
     let warm: Vec<LevelStats> = sim.stats().to_vec();
-    let access_bytes = run_once(&program, &mut sim, progress)?;
+    let accessed = run_once(&program, &mut sim, progress)?;
     let boundary = sim
         .stats()
         .iter()
@@ -43,22 +43,33 @@ pub fn simulated_traffic(
             (outer_level(levels, index), bytes)
         })
         .collect();
-    Ok(assemble(kernel, &program, access_bytes, boundary, timed))
+    Ok(assemble(kernel, &program, accessed, boundary, timed))
 }
 
-/// The traffic of one run: `access_bytes` between the registers and L1 (listed only when
+/// Bytes between the registers and L1 in one run, loads and stores apart: they go through
+/// separate ports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct AccessBytes {
+    pub(crate) load: u64,
+    pub(crate) store: u64,
+}
+
+/// The traffic of one run: `accessed` bytes between the registers and L1 (listed only when
 /// `timed(L1)`, as the paper does not time L1), then the bytes crossing each cache level's outer
 /// boundary, listed when non-zero or when `timed` says the level has a bandwidth.
 pub(crate) fn assemble(
     kernel: &Kernel,
     program: &Program,
-    access_bytes: u64,
+    accessed: AccessBytes,
     boundary: Vec<(Level, u64)>,
     timed: impl Fn(Level) -> bool,
 ) -> Traffic {
     let mut traffic_levels = Vec::new();
     if timed(Level::Cache(1)) {
-        traffic_levels.push(level_traffic(Level::Cache(1), access_bytes));
+        traffic_levels.push(LevelTraffic {
+            store_bytes: Some(accessed.store),
+            ..level_traffic(Level::Cache(1), accessed.load + accessed.store)
+        });
     }
     for (outer, bytes) in boundary {
         if bytes > 0 || timed(outer) {
@@ -90,6 +101,7 @@ fn level_traffic(level: Level, bytes: u64) -> LevelTraffic {
         level,
         bytes,
         volume_bytes: None,
+        store_bytes: None,
     }
 }
 
@@ -124,10 +136,10 @@ fn run_once(
     program: &Program,
     sim: &mut Hierarchy,
     progress: &mut dyn FnMut(u64),
-) -> Result<u64, RooflineError> {
+) -> Result<AccessBytes, RooflineError> {
     const CHUNK: u64 = 1 << 20;
     let mut stream = program.accesses();
-    let mut bytes = 0u64;
+    let mut bytes = AccessBytes::default();
     let mut count = 0u64;
     loop {
         let batch = stream.next_batch();
@@ -135,7 +147,14 @@ fn run_once(
             break;
         }
         sim.access_kernel_batch(batch);
-        bytes += batch.iter().map(|a| u64::from(a.size_bytes)).sum::<u64>();
+        for access in batch {
+            let slot = if access.write {
+                &mut bytes.store
+            } else {
+                &mut bytes.load
+            };
+            *slot += u64::from(access.size_bytes);
+        }
         count += batch.len() as u64;
         if count >= CHUNK {
             progress(count);
@@ -414,6 +433,46 @@ mod tests {
         assert_eq!(seen, simulated_accesses(&kernel, &params, &layout).unwrap());
         assert_eq!(t.levels.len(), 1);
         assert_eq!(t.levels[0].bytes, 64 * 4 * 8);
+        // Of the four accesses per iteration, the store to a[i].
+        assert_eq!(t.levels[0].store_bytes, Some(64 * 8));
+    }
+
+    #[test]
+    fn l1_ports_time_loads_and_stores_apart() {
+        let kernel = parse_kernel(TRIAD, "k.c").unwrap();
+        let params = kernel.param_values(&[("N".into(), 64)]).unwrap();
+        let layout = kernel.layout(&params, &[]).unwrap();
+        let levels = parse_cache_spec("L1=32K:8:64").unwrap();
+        let l1 = |l: Level| l == Level::Cache(1);
+        let t = simulated_traffic(&kernel, &params, &layout, &levels, l1, &mut |_| {}).unwrap();
+        let mut ceilings = crate::Ceilings::new(100.0, 100.0, "test").unwrap();
+        let loads = crate::BandwidthFn::Constant { gb_per_s: 24.0 };
+        ceilings.set_bandwidth(Level::Cache(1), loads, "t").unwrap();
+        let per_iteration = |c: &crate::Ceilings| {
+            crate::predict(&t, c).unwrap().levels[0].time_s / t.iterations as f64
+        };
+        // One bandwidth: all 32 bytes at 24 GB/s.
+        assert!((per_iteration(&ceilings) - 32.0 / 24e9).abs() < 1e-18);
+        // Ports: 24 load bytes at 24 GB/s, and 8 store bytes at 4 GB/s, which take longer.
+        ceilings
+            .set_store_bandwidth(Level::Cache(1), 4.0, "t")
+            .unwrap();
+        assert!((per_iteration(&ceilings) - 8.0 / 4e9).abs() < 1e-18);
+        ceilings
+            .set_store_bandwidth(Level::Cache(1), 80.0, "t")
+            .unwrap();
+        assert!((per_iteration(&ceilings) - 24.0 / 24e9).abs() < 1e-18);
+        // Replacing the load bandwidth keeps the store bandwidth.
+        ceilings
+            .set_bandwidth(Level::Cache(1), loads, "again")
+            .unwrap();
+        assert!(ceilings.level(Level::Cache(1)).unwrap().store.is_some());
+        // No store bandwidth without a level to attach it to.
+        assert!(
+            ceilings
+                .set_store_bandwidth(Level::Memory, 1.0, "t")
+                .is_err()
+        );
     }
 
     #[test]

@@ -48,8 +48,8 @@ mod profiles;
 mod traffic;
 
 pub use ceilings::{
-    AddLatency, BandwidthFn, Ceilings, LevelCeiling, best_bandwidths, effective_bandwidth_gb_per_s,
-    parse_bandwidths, parse_volumes, round2, theoretical_peak_gflops,
+    AddLatency, BandwidthFn, Ceilings, LevelCeiling, StoreBandwidth, best_bandwidths,
+    effective_bandwidth_gb_per_s, parse_bandwidths, parse_volumes, round2, theoretical_peak_gflops,
 };
 pub use error::RooflineError;
 pub use harness::{HarnessArray, HarnessKernel, HarnessRun, harness_source, run_harness};

@@ -4,7 +4,7 @@
 
 use serde::{Serialize, Serializer};
 
-use crate::{Ceilings, Level, RooflineError, Traffic};
+use crate::{Ceilings, Level, LevelTraffic, RooflineError, Traffic};
 
 /// What limits a kernel: one level's bandwidth, or the arithmetic units.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,8 +42,11 @@ pub struct LevelTime {
     pub bytes: u64,
     /// Bytes through it per iteration.
     pub bytes_per_iteration: f64,
-    /// The effective bandwidth used (B_L), `None` for an untouched level without one.
+    /// The effective bandwidth used (B_L), `None` for an untouched level without one; the
+    /// bandwidth of loads alone when the level's stores are timed apart.
     pub bandwidth_gb_per_s: Option<f64>,
+    /// The bandwidth the level's stores were timed with, when they were timed apart.
+    pub store_bandwidth_gb_per_s: Option<f64>,
     /// t_L = D_L / B_L over all iterations.
     pub time_s: f64,
     /// The kernel's required bytes per FLOP at this level (b/f), `None` without FLOPs.
@@ -175,12 +178,22 @@ fn level_times(traffic: &Traffic, ceilings: &Ceilings) -> Result<Vec<LevelTime>,
             let bandwidth = bandwidth_at(ceilings, l.level, l.bytes, l.volume_bytes)?;
             let bytes = l.bytes as f64;
             let bytes_per_flop = (traffic.flops > 0).then(|| bytes / flops);
+            let store = store_split(ceilings, l);
+            let time_s = match (bandwidth, store) {
+                // Separate ports: loads and stores overlap, the busier port decides.
+                (Some(b), Some((stored, store_gb_per_s))) => {
+                    ((bytes - stored) / (b * 1e9)).max(stored / (store_gb_per_s * 1e9))
+                }
+                (Some(b), None) => bytes / (b * 1e9),
+                (None, _) => 0.0,
+            };
             Ok(LevelTime {
                 name: l.level,
                 bytes: l.bytes,
                 bytes_per_iteration: bytes / traffic.iterations as f64,
                 bandwidth_gb_per_s: bandwidth,
-                time_s: bandwidth.map_or(0.0, |b| bytes / (b * 1e9)),
+                store_bandwidth_gb_per_s: store.map(|(_, b)| b),
+                time_s,
                 bytes_per_flop,
                 roof_fraction_of_peak: match (bandwidth, bytes_per_flop) {
                     (Some(b), Some(bf)) if bf > 0.0 => Some(b / ceilings.peak_gflops / bf),
@@ -189,6 +202,13 @@ fn level_times(traffic: &Traffic, ceilings: &Ceilings) -> Result<Vec<LevelTime>,
             })
         })
         .collect()
+}
+
+/// The stored bytes of a level and its store bandwidth, when both are known.
+fn store_split(ceilings: &Ceilings, traffic: &LevelTraffic) -> Option<(f64, f64)> {
+    let stored = traffic.store_bytes?.min(traffic.bytes);
+    let store = ceilings.level(traffic.level)?.store.as_ref()?;
+    Some((stored as f64, store.gb_per_s))
 }
 
 /// The bandwidth of `level` at its access volume; an error when the level moves bytes but has

@@ -26,7 +26,7 @@ use loopscope_analytic::ReferenceMisses;
 use loopscope_cache::{LevelConfig, Replacement};
 use loopscope_kernel::{AccessKind, Kernel, Layout, Program};
 
-use crate::kernel_file::{assemble, kernel_error, outer_level};
+use crate::kernel_file::{AccessBytes, assemble, kernel_error, outer_level};
 use crate::{Level, RooflineError, Traffic};
 
 /// What the model gave for one cache level.
@@ -148,20 +148,19 @@ fn warm_run_lines(
 }
 
 /// Bytes the kernel's references access in one run (the traffic between registers and L1).
-fn run_access_bytes(kernel: &Kernel, program: &Program) -> u64 {
-    kernel
-        .statements
-        .iter()
-        .zip(program.executions())
-        .map(|(s, n)| {
-            let per_execution: u64 = s
-                .refs
-                .iter()
-                .map(|r| kernel.arrays[r.array].elem.bytes())
-                .sum();
-            per_execution.saturating_mul(*n)
-        })
-        .fold(0, u64::saturating_add)
+fn run_access_bytes(kernel: &Kernel, program: &Program) -> AccessBytes {
+    let mut bytes = AccessBytes::default();
+    for (statement, &n) in kernel.statements.iter().zip(program.executions()) {
+        for r in &statement.refs {
+            let slot = match r.kind {
+                AccessKind::Write => &mut bytes.store,
+                AccessKind::Read => &mut bytes.load,
+            };
+            let moved = kernel.arrays[r.array].elem.bytes().saturating_mul(n);
+            *slot = slot.saturating_add(moved);
+        }
+    }
+    bytes
 }
 
 #[cfg(test)]

@@ -6,7 +6,8 @@ use serde::Serialize;
 
 use crate::model::bandwidth_at;
 use crate::{
-    Ceilings, Classic, Level, Limit, Prediction, RooflineError, Traffic, classic, predict, round2,
+    Ceilings, Classic, Level, LevelTraffic, Limit, Prediction, RooflineError, Traffic, classic,
+    predict, round2,
 };
 
 /// Where one level takes over from the next one out (eqs. 12–13): the inner level limits when
@@ -196,7 +197,8 @@ impl Analysis {
     }
 }
 
-/// Eqs. (12)–(13) for every pair of adjacent timed levels that both have a bandwidth.
+/// Eqs. (12)–(13) for every pair of adjacent timed levels that both have a bandwidth (one
+/// bandwidth each: a level whose loads and stores are timed apart has none).
 pub fn boundaries(
     traffic: &Traffic,
     ceilings: &Ceilings,
@@ -206,6 +208,9 @@ pub fn boundaries(
     let mut out = Vec::new();
     for pair in traffic.levels.windows(2) {
         let (inner, outer) = (&pair[0], &pair[1]);
+        if split_ports(ceilings, inner) || split_ports(ceilings, outer) {
+            continue;
+        }
         let b_inner = bandwidth_at(ceilings, inner.level, inner.bytes, inner.volume_bytes)?;
         let b_outer = bandwidth_at(ceilings, outer.level, outer.bytes, outer.volume_bytes)?;
         let (Some(b_inner), Some(b_outer)) = (b_inner, b_outer) else {
@@ -231,6 +236,14 @@ pub fn boundaries(
         });
     }
     Ok(out)
+}
+
+/// A level timed by separate load and store ports has no single bandwidth for eqs. (12)–(13).
+fn split_ports(ceilings: &Ceilings, level: &LevelTraffic) -> bool {
+    level.store_bytes.is_some()
+        && ceilings
+            .level(level.level)
+            .is_some_and(|c| c.store.is_some())
 }
 
 /// §6.2 step (3), generalised: in the memory region nL1s < 10·nM and nL1l < 8·(words beyond
@@ -406,6 +419,7 @@ mod tests {
                     level,
                     bytes: served[i..].iter().sum::<u64>() * 8,
                     volume_bytes: None,
+                    store_bytes: None,
                 }).collect(),
                 flops,
                 iterations: 1,
@@ -444,6 +458,7 @@ mod tests {
                 level: Level::Memory,
                 bytes: 8,
                 volume_bytes: Some(20_000_000_000),
+                store_bytes: None,
             }],
             flops: 1,
             iterations: 1,

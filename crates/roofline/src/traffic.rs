@@ -20,6 +20,9 @@ pub struct LevelTraffic {
     /// The access volume a volume-dependent bandwidth is evaluated at (eq. 14); `None` means
     /// [`Self::bytes`].
     pub volume_bytes: Option<u64>,
+    /// Of [`Self::bytes`], those stored, when known: L1 (registers to L1) has separate load
+    /// and store ports, timed apart when the level has a store bandwidth.
+    pub store_bytes: Option<u64>,
 }
 
 /// References served from L1, split by the spacing of §2.4; they are not timed, only checked.
@@ -123,6 +126,7 @@ impl Counts {
                     level,
                     bytes: words * self.word_bytes * self.iterations,
                     volume_bytes: None,
+                    store_bytes: None,
                 }
             })
             .collect();

@@ -97,6 +97,7 @@ fn timed_run(level: Level, volume_bytes: u64, bf: f64) -> Traffic {
             level,
             bytes: volume_bytes,
             volume_bytes: None,
+            store_bytes: None,
         }],
         flops: (volume_bytes as f64 / bf).round() as u64,
         iterations: 1,

@@ -12,10 +12,10 @@ use loopscope_machine::{Machine, read_machine_file, write_atomically};
 use loopscope_report::format_bytes;
 use loopscope_report::{RooflineAxis, render_roofline, render_roofline_svg};
 use loopscope_roofline::{
-    Analysis, Ceilings, Counts, HarnessKernel, HarnessRun, KernelHarness, ModelledLevel, Options,
-    PAPER_PROFILES, Traffic, analyse, check_model_caches, harness_source, modelled_traffic,
-    paper_profile, parse_bandwidths, parse_counts, parse_volumes, run_harness, simulated_accesses,
-    simulated_traffic, theoretical_peak_gflops,
+    Analysis, BandwidthFn, Ceilings, Counts, HarnessKernel, HarnessRun, KernelHarness,
+    ModelledLevel, Options, PAPER_PROFILES, Traffic, analyse, check_model_caches, harness_source,
+    modelled_traffic, paper_profile, parse_bandwidths, parse_counts, parse_volumes, run_harness,
+    simulated_accesses, simulated_traffic, theoretical_peak_gflops,
 };
 use serde::Serialize;
 
@@ -85,6 +85,11 @@ pub struct RooflineArgs {
     /// volume-dependent one as `L3=57.45+3.332/s` (intercept GB/s + slope per second, eq. 14).
     #[arg(long, value_name = "LEVEL=GB/s,...")]
     pub bandwidth: Option<String>,
+    /// Store bandwidth in GB/s of a level whose loads and stores go through separate ports
+    /// (L1): `L1=56`. The level's --bandwidth then counts its loads alone, and its time is
+    /// the longer of the two.
+    #[arg(long, value_name = "LEVEL=GB/s,...")]
+    pub store_bandwidth: Option<String>,
     /// Access volume in bytes at which a volume-dependent bandwidth is evaluated, per level:
     /// `L3=2457600` (default: the bytes the kernel moves through the level).
     #[arg(long, value_name = "LEVEL=BYTES,...")]
@@ -462,6 +467,18 @@ fn ceilings(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<Ceilings> {
             ceilings
                 .set_bandwidth(level, bandwidth, "--bandwidth")
                 .context("--bandwidth")?;
+        }
+    }
+    if let Some(text) = &args.store_bandwidth {
+        for (level, bandwidth) in parse_bandwidths(text)? {
+            let BandwidthFn::Constant { gb_per_s } = bandwidth else {
+                return Err(bad_input(format!(
+                    "--store-bandwidth: {level}: a store bandwidth is one number of GB/s"
+                )));
+            };
+            ceilings
+                .set_store_bandwidth(level, gb_per_s, "--store-bandwidth")
+                .context("--store-bandwidth")?;
         }
     }
     if let Some(ns) = args.add_latency_ns {
