@@ -489,7 +489,7 @@ fn ceilings(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<Ceilings> {
         // This machine without a probe file: a 10 ms chain of dependent additions tells.
         let timer = loopscope_probe::Timer::calibrate(std::time::Duration::from_millis(20));
         let ns = loopscope_probe::add_latency_ns(&timer, 30);
-        ceilings.set_add_latency(ns, "timed on this machine (dependent-add chain)")?;
+        ceilings.set_add_latency(ns, "timed on this machine, dependent-add chain")?;
     }
     Ok(ceilings)
 }
