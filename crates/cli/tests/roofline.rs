@@ -593,3 +593,118 @@ fn measure_shows_the_compiler_message() {
     let missing = loopscope(&[TRIAD_ARGS, &["--measure", "--cc", "/nonexistent/cc"]].concat());
     assert_eq!(missing.status.code(), Some(1), "{}", stderr(&missing));
 }
+
+fn kernel_file(text: &str) -> tempfile::NamedTempFile {
+    let file = tempfile::Builder::new().suffix(".c").tempfile().unwrap();
+    std::fs::write(file.path(), text).unwrap();
+    file
+}
+
+const MATVEC: &str = "double a[N][N], x[N], y[N];\n\
+    for(int i=0; i<N; ++i)\n  for(int j=0; j<N; ++j)\n    y[i] += a[i][j] * x[j];\n";
+
+#[test]
+fn an_in_order_sum_is_bound_by_the_add_latency() {
+    let kernel = kernel_file(MATVEC);
+    let path = kernel.path().to_str().unwrap();
+    let common = [
+        path,
+        "-D",
+        "N=64",
+        "--cache",
+        "L1=32K:8:64",
+        "--bandwidth",
+        "L2=100,MEM=20",
+        "--peak-gflops",
+        "40",
+    ];
+    let mut args = common.to_vec();
+    args.extend(["--add-latency-ns", "1"]);
+    let v = json(&args);
+    assert_eq!(v["prediction"]["limit"], "chain");
+    assert_eq!(v["traffic"]["chained_adds"], 64 * 64);
+    // One addition per iteration, 1 ns each: 2 FLOPs per ns.
+    assert!((v["prediction"]["gflops"].as_f64().unwrap() - 2.0).abs() < 1e-9);
+    assert_eq!(v["ceilings"]["add_latency"]["source"], "--add-latency-ns");
+    let text = stdout(&loopscope(&args));
+    assert!(
+        text.contains("limited by the in-order sum's add latency"),
+        "{text}"
+    );
+    assert!(text.contains("chain-bound"), "{text}");
+    // A machine file without a latency: the chain is named in a warning, not guessed.
+    let machine = machine_file(MACHINE);
+    let mut args = common.to_vec();
+    args.extend(["-m", machine.path().to_str().unwrap()]);
+    let output = loopscope(&args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stderr(&output).contains("no add latency is known"));
+}
+
+#[test]
+fn l1_ports_time_loads_and_stores_apart() {
+    let kernel =
+        kernel_file("double a[N], b[N];\ndouble s;\nfor(int i=0; i<N; ++i)\n  b[i] = s * a[i];\n");
+    let path = kernel.path().to_str().unwrap();
+    let base = [
+        path,
+        "-D",
+        "N=512",
+        "--cache",
+        "L1=32K:8:64",
+        "--bandwidth",
+        "L1=100",
+        "--peak-gflops",
+        "40",
+    ];
+    let l1_time = |extra: &[&str]| {
+        let mut args = base.to_vec();
+        args.extend(extra);
+        let v = json(&args);
+        v["prediction"]["levels"][0]["time_s"].as_f64().unwrap()
+    };
+    // 16 bytes per iteration at 100 GB/s; with ports, 8 stored bytes at 20 GB/s take longer.
+    let one = l1_time(&[]);
+    let ports = l1_time(&["--store-bandwidth", "L1=20"]);
+    assert!((one - 512.0 * 16.0 / 100e9).abs() < 1e-15, "{one}");
+    assert!((ports - 512.0 * 8.0 / 20e9).abs() < 1e-15, "{ports}");
+}
+
+#[test]
+fn bad_chain_and_port_numbers_exit_2_with_one_line() {
+    let kernel = kernel_file(MATVEC);
+    let path = kernel.path().to_str().unwrap();
+    for extra in [
+        &["--add-latency-ns", "0"][..],
+        &["--add-latency-ns=-1"],
+        &["--store-bandwidth", "L1=0"],
+        &["--store-bandwidth", "MEM=5"],
+        &["--store-bandwidth", "L1=5+1/s"],
+    ] {
+        let mut args = vec![
+            path,
+            "-D",
+            "N=8",
+            "--cache",
+            "L1=32K:8:64",
+            "--bandwidth",
+            "L1=100",
+            "--peak-gflops",
+            "40",
+        ];
+        args.extend(extra);
+        let output = loopscope(&args);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{extra:?}: {}",
+            stderr(&output)
+        );
+        assert_eq!(
+            stderr(&output).trim().lines().count(),
+            1,
+            "{extra:?}: {}",
+            stderr(&output)
+        );
+    }
+}
