@@ -9,6 +9,13 @@
 //! paper's rounded coefficients ([`Options::paper_rounding`]) and the paper's machines
 //! ([`paper_profile`]).
 //!
+//! Two terms go beyond the paper, for what x86 cores do that its SPARC did not need. L1 can be
+//! timed by its ports ([`Ceilings::set_store_bandwidth`]): loads and stores go through separate
+//! ones, so the level's time is the longer of the two. And an in-order sum through the innermost
+//! loop (`y[i] += a[i][j] * x[j]` without `-ffast-math`) cannot run faster than one addition
+//! latency per link ([`Traffic::chained_adds`], [`Ceilings::set_add_latency`]): the chain term,
+//! which the max of eq. (4) takes with the others. Both are documented where they are built.
+//!
 //! The kernel enters as a [`Traffic`]: bytes through each level and FLOPs over some iterations.
 //! It comes from the paper's per-iteration counts ([`parse_counts`]) or from a kernel file
 //! run through the exact cache simulator ([`simulated_traffic`]) or the analytic cache model of
