@@ -106,6 +106,8 @@ pub struct Counts {
     pub iterations: u64,
     /// Whether loads are SIMD loads (the L1 thresholds assume they are).
     pub simd_loads: bool,
+    /// Dependent additions per iteration (an in-order sum's links; 0 when not given).
+    pub chained_adds: u64,
 }
 
 impl Counts {
@@ -141,16 +143,17 @@ impl Counts {
             iterations: self.iterations,
             l1,
             word_bytes: self.word_bytes,
-            chained_adds: 0,
+            chained_adds: self.chained_adds * self.iterations,
         }
     }
 }
 
 const COUNTS_EXPECTED: &str = "expected KEY=INTEGER pairs separated by commas, with KEY one of \
-    mem, l1..l9, flops, l1s, l1l, word, iterations (example: mem=3,l2=6,flops=78)";
+    mem, l1..l9, flops, l1s, l1l, chain, word, iterations (example: mem=3,l2=6,flops=78)";
 
 /// Parses `--counts`: `mem=3,l2=6,flops=78`, optionally `l1s=`, `l1l=` (L1 references by
-/// spacing), `l1=` (a timed L1), `word=` (bytes per reference, default 8), `iterations=`.
+/// spacing), `l1=` (a timed L1), `chain=` (dependent additions per iteration), `word=` (bytes
+/// per reference, default 8), `iterations=`.
 /// Errors name the column of the offending pair.
 pub fn parse_counts(text: &str) -> Result<Counts, RooflineError> {
     let mut counts = Counts {
@@ -161,6 +164,7 @@ pub fn parse_counts(text: &str) -> Result<Counts, RooflineError> {
         word_bytes: 8,
         iterations: 1,
         simd_loads: true,
+        chained_adds: 0,
     };
     for pair in pairs("--counts", text, COUNTS_EXPECTED)? {
         let error = |column: usize, message: String| syntax("--counts", column, message);
@@ -177,6 +181,7 @@ pub fn parse_counts(text: &str) -> Result<Counts, RooflineError> {
             "flops" => counts.flops = number,
             "l1s" => counts.l1_short_words = Some(number),
             "l1l" => counts.l1_long_words = Some(number),
+            "chain" => counts.chained_adds = number,
             "word" | "iterations" if number == 0 => {
                 return Err(error(
                     pair.value_column,
@@ -209,7 +214,8 @@ fn finish_counts(counts: Counts) -> Result<Counts, RooflineError> {
         .checked_mul(counts.word_bytes)
         .and_then(|b| b.checked_mul(counts.iterations))
         .is_none()
-        || counts.flops.checked_mul(counts.iterations).is_none();
+        || counts.flops.checked_mul(counts.iterations).is_none()
+        || counts.chained_adds.checked_mul(counts.iterations).is_none();
     if overflow {
         return Err(RooflineError::Invalid(
             "--counts: the counts times the word size and iterations overflow 64 bits".into(),
@@ -255,6 +261,9 @@ mod tests {
         let l1 = traffic.l1.unwrap();
         assert_eq!((l1.short_bytes, l1.long_bytes), (960, 480));
         assert_eq!(traffic.flops, 430);
+        assert_eq!(traffic.chained_adds, 0);
+        let chained = parse_counts("mem=1,flops=2,chain=1,iterations=10").unwrap();
+        assert_eq!(chained.traffic().chained_adds, 10);
     }
 
     #[test]

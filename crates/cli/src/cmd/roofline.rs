@@ -28,7 +28,8 @@ use crate::ui::Ui;
 pub struct RooflineArgs {
     /// Per-iteration references served from each level, in 8-byte words (a store counts 2), and
     /// FLOPs: `mem=3,l2=6,flops=78`. Also `l1s=`, `l1l=` (L1 references with short and long
-    /// spacing, for the L1 conditions), `l3=`, `l1=` (a timed L1), `word=`, `iterations=`.
+    /// spacing, for the L1 conditions), `l3=`, `l1=` (a timed L1), `chain=` (dependent
+    /// additions per iteration), `word=`, `iterations=`.
     #[arg(
         long,
         value_name = "KEY=N,...",
