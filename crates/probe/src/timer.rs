@@ -295,27 +295,24 @@ pub fn pin_current_thread(cpu: usize) -> Result<(), ProbeError> {
 /// chain's length divided by its time is the clock the core really runs at (turbo included),
 /// which the TSC does not tell.
 pub fn core_hz(timer: &Timer, chains: u32) -> f64 {
-    const ADDS_PER_ITERATION: u64 = 64;
-    let iterations: u64 = 20_000;
-    let mut best_ns = f64::INFINITY;
-    for _ in 0..chains.max(1) {
-        let ns = timer.time_ns(|| add_chain(iterations));
-        best_ns = best_ns.min(ns);
-    }
-    (iterations * ADDS_PER_ITERATION) as f64 / (best_ns * 1e-9)
+    1e9 / ns_per_link(timer, chains, add_chain)
+}
+
+/// The fastest of `chains` runs of `chain` (64 dependent operations per iteration), in
+/// nanoseconds per operation.
+fn ns_per_link(timer: &Timer, chains: u32, chain: fn(u64)) -> f64 {
+    const LINKS_PER_ITERATION: u64 = 64;
+    const ITERATIONS: u64 = 20_000;
+    let best_ns = (0..chains.max(1))
+        .map(|_| timer.time_ns(|| chain(ITERATIONS)))
+        .fold(f64::INFINITY, f64::min);
+    best_ns / (ITERATIONS * LINKS_PER_ITERATION) as f64
 }
 
 /// Nanoseconds per double-precision addition that needs the result of the one before: what an
 /// in-order floating-point sum waits per element (3 or 4 cycles on current x86 cores).
 pub fn add_latency_ns(timer: &Timer, chains: u32) -> f64 {
-    const ADDS_PER_ITERATION: u64 = 64;
-    let iterations: u64 = 20_000;
-    let mut best_ns = f64::INFINITY;
-    for _ in 0..chains.max(1) {
-        let ns = timer.time_ns(|| float_add_chain(iterations));
-        best_ns = best_ns.min(ns);
-    }
-    best_ns / (iterations * ADDS_PER_ITERATION) as f64
+    ns_per_link(timer, chains, float_add_chain)
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -231,14 +231,9 @@ pub fn run(args: &MissesArgs, ui: &Ui) -> anyhow::Result<()> {
     program_from_kernel(&loaded.kernel, &loaded.params, &loaded.layout)
         .map_err(|e| bad_input(format!("{}: {e}", loaded.origin)))?;
     let request = ModelRequest {
-        kernel: &args.kernel,
-        define: &args.define,
-        base: args.base.as_deref(),
-        max_operations: args.max_operations,
-        time_limit_s: args.time_limit,
         explain: args.explain,
         sources: args.sources,
-        symbolic: None,
+        ..model_request(args, &args.define)
     };
     let modelled = model_levels(&request, &levels);
     let labels = kernel_labels(&loaded.kernel);
@@ -270,6 +265,24 @@ pub fn run(args: &MissesArgs, ui: &Ui) -> anyhow::Result<()> {
         crate::cmd::print_json(&report)
     } else {
         crate::cmd::print_text(&render(&report, args))
+    }
+}
+
+/// The model's request for `args` with the kernel's values `define`: counts only (no
+/// explanation, sources or formulas), which the caller adds.
+pub(crate) fn model_request<'a>(
+    args: &'a MissesArgs,
+    define: &'a [(String, i64)],
+) -> ModelRequest<'a> {
+    ModelRequest {
+        kernel: &args.kernel,
+        define,
+        base: args.base.as_deref(),
+        max_operations: args.max_operations,
+        time_limit_s: args.time_limit,
+        explain: false,
+        sources: false,
+        symbolic: None,
     }
 }
 

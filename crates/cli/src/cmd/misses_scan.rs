@@ -12,8 +12,8 @@ use loopscope_cache::LevelConfig;
 use loopscope_report::Align;
 use serde::Serialize;
 
-use crate::cmd::misses::{MissesArgs, to_u64};
-use crate::cmd::model_level::{LevelOutcome, ModelRequest, model_levels};
+use crate::cmd::misses::{MissesArgs, model_request, to_u64};
+use crate::cmd::model_level::{LevelOutcome, model_levels};
 use crate::cmd::simulate::{LoadedKernel, percent, right_aligned};
 use crate::failure::bad_input;
 use crate::ui::Ui;
@@ -380,19 +380,7 @@ fn model_value(
                 formulas: None,
             })
             .collect(),
-        Ok(()) => {
-            let request = ModelRequest {
-                kernel: &args.kernel,
-                define: &define,
-                base: args.base.as_deref(),
-                max_operations: args.max_operations,
-                time_limit_s: args.time_limit,
-                explain: false,
-                sources: false,
-                symbolic: None,
-            };
-            model_levels(&request, levels)
-        }
+        Ok(()) => model_levels(&model_request(args, &define), levels),
     };
     ValueReport {
         value,

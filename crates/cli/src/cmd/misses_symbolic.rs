@@ -8,7 +8,7 @@ use loopscope_analytic::{Formula, QuasiPolynomial, ReferenceFormulas, program_wi
 use loopscope_cache::LevelConfig;
 use serde::Serialize;
 
-use crate::cmd::misses::MissesArgs;
+use crate::cmd::misses::{MissesArgs, model_request};
 use crate::cmd::model_level::{LevelOutcome, ModelRequest, model_levels, symbolic_index};
 use crate::cmd::simulate::{LoadedKernel, RefLabel, kernel_labels};
 use crate::failure::bad_input;
@@ -64,14 +64,8 @@ pub fn run(args: &MissesArgs, name: &str, levels: &[LevelConfig], ui: &Ui) -> an
     let start = Instant::now();
     let (loaded, define) = load(args, name, ui)?;
     let request = ModelRequest {
-        kernel: &args.kernel,
-        define: &define,
-        base: args.base.as_deref(),
-        max_operations: args.max_operations,
-        time_limit_s: args.time_limit,
-        explain: false,
-        sources: false,
         symbolic: Some(name),
+        ..model_request(args, &define)
     };
     let outcomes = model_levels(&request, levels);
     let labels = kernel_labels(&loaded.kernel);
