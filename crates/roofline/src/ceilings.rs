@@ -203,19 +203,22 @@ impl Ceilings {
         file: &str,
     ) -> Result<(), RooflineError> {
         for (level, gb_per_s, how) in best_bandwidths(measured, threads) {
-            let loads_only = how.starts_with("measured load kernel");
             self.set_bandwidth(
                 level,
                 BandwidthFn::Constant { gb_per_s },
                 format!("{file}: {how}"),
             )?;
-            // Stores are timed apart only beside a bandwidth of loads alone, and only in L1,
-            // whose load and store ports are separate.
-            if level == Level::Cache(1) && loads_only {
-                if let Some((store_gb_per_s, how)) = best_store_bandwidth(measured, threads) {
-                    self.set_store_bandwidth(level, store_gb_per_s, format!("{file}: {how}"))?;
-                }
-            }
+        }
+        // L1's load and store ports apart, when probe timed both: a store that hits L1 moves
+        // no write-allocate line, so the best run counting one overstates L1.
+        let kernel_run = |kernel| l1_run(measured, threads, kernel);
+        if let (Some((load, load_how)), Some((store, store_how))) =
+            (kernel_run("load"), kernel_run("store"))
+        {
+            let l1 = Level::Cache(1);
+            let bandwidth = BandwidthFn::Constant { gb_per_s: load };
+            self.set_bandwidth(l1, bandwidth, format!("{file}: {load_how}"))?;
+            self.set_store_bandwidth(l1, store, format!("{file}: {store_how}"))?;
         }
         Ok(())
     }
@@ -235,12 +238,12 @@ impl Ceilings {
     }
 }
 
-/// L1's store bandwidth from `probe`'s `store` kernel runs with `threads` threads (or the most
-/// threads when `None`): the highest, in bytes stored (no write-allocate in L1).
-fn best_store_bandwidth(measured: &Measured, threads: Option<u32>) -> Option<(f64, String)> {
+/// The best L1 run of `probe`'s `kernel` with `threads` threads (or the most threads when
+/// `None`), in bytes the kernel moved (no write-allocate in L1), and its description.
+fn l1_run(measured: &Measured, threads: Option<u32>, kernel: &str) -> Option<(f64, String)> {
     let runs = measured.bandwidth.iter().filter(|run| {
         run.level == "L1"
-            && run.kernel == "store"
+            && run.kernel == kernel
             && threads.is_none_or(|t| t == run.threads)
             && run.gb_per_s.is_finite()
             && run.gb_per_s > 0.0
@@ -253,7 +256,7 @@ fn best_store_bandwidth(measured: &Measured, threads: Option<u32>) -> Option<(f6
     let plural = if best.threads == 1 { "" } else { "s" };
     Some((
         best.gb_per_s,
-        format!("measured store kernel, {} thread{plural}", best.threads),
+        format!("measured {kernel} kernel, {} thread{plural}", best.threads),
     ))
 }
 
@@ -403,6 +406,35 @@ mod tests {
             "{}",
             single[0].2
         );
+    }
+
+    #[test]
+    fn l1_takes_probes_load_and_store_runs_as_its_ports() {
+        let measured = Measured {
+            bandwidth: vec![
+                run("L1", "load", 1, 140.0, None),
+                run("L1", "store", 1, 100.0, Some(200.0)),
+                run("L1", "copy", 1, 150.0, Some(230.0)),
+            ],
+            ..Measured::default()
+        };
+        let mut ceilings = Ceilings::new(40.0, 40.0, "t").unwrap();
+        ceilings.add_measured(&measured, Some(1), "m.toml").unwrap();
+        let l1 = ceilings.level(Level::Cache(1)).unwrap();
+        // Not the copy run's 230 GB/s, which counts a write-allocate line no L1 hit moves.
+        assert_eq!(l1.bandwidth, BandwidthFn::Constant { gb_per_s: 140.0 });
+        assert_eq!(l1.store.as_ref().map(|s| s.gb_per_s), Some(100.0));
+        assert!(l1.source.contains("load kernel"), "{}", l1.source);
+        // Without a store run, L1 keeps its single best bandwidth.
+        let loads_only = Measured {
+            bandwidth: vec![run("L1", "load", 1, 140.0, None)],
+            ..Measured::default()
+        };
+        let mut ceilings = Ceilings::new(40.0, 40.0, "t").unwrap();
+        ceilings
+            .add_measured(&loads_only, Some(1), "m.toml")
+            .unwrap();
+        assert!(ceilings.level(Level::Cache(1)).unwrap().store.is_none());
     }
 
     #[test]
