@@ -173,6 +173,7 @@ mod tests {
                 gb_per_s: 17.123456789,
                 gb_per_s_with_write_allocate: Some(22.8),
                 method: "AVX2".into(),
+                vector_bytes: Some(32),
             }],
             peak_gflops: None,
             duration_s: 9.5,

@@ -326,6 +326,7 @@ impl Importer<'_> {
                     gb_per_s,
                     gb_per_s_with_write_allocate: None,
                     method: "kerncraft benchmarks (likwid-bench)".to_owned(),
+                    vector_bytes: None,
                 });
             }
         }

@@ -342,6 +342,10 @@ pub struct Bandwidth {
     /// How it was measured.
     #[serde(default)]
     pub method: String,
+    /// Bytes of one vector of the kernel's loads and stores (16 for SSE2, 64 for AVX-512):
+    /// the L1 bandwidth a loop reaches depends on it. `None` when not recorded.
+    #[serde(default)]
+    pub vector_bytes: Option<u32>,
 }
 
 /// Achieved peak floating-point rate.

@@ -202,6 +202,9 @@ mod kernels {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: `simd` came from run-time detection (or a narrower choice), so the CPU
             // supports the instructions; slices have lengths that are multiples of 64.
+            Simd::Sse2 => unsafe { sse2::load(a) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
             Simd::Avx2 => unsafe { avx2::load(a) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
@@ -222,6 +225,9 @@ mod kernels {
         match simd {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: see `load`.
+            Simd::Sse2 => unsafe { sse2::store(a, value) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
             Simd::Avx2 => unsafe { avx2::store(a, value) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: see `load`.
@@ -234,6 +240,9 @@ mod kernels {
         match simd {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: see `load`; a and b have equal lengths.
+            Simd::Sse2 => unsafe { sse2::copy(a, b) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
             Simd::Avx2 => unsafe { avx2::copy(a, b) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: see `load`.
@@ -246,6 +255,9 @@ mod kernels {
         match simd {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: see `load`; a, b and c have equal lengths.
+            Simd::Sse2 => unsafe { sse2::triad(a, b, c, s) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
             Simd::Avx2 => unsafe { avx2::triad(a, b, c, s) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: see `load`.
@@ -330,6 +342,18 @@ mod kernels {
         };
     }
 
+    vector_kernels!(
+        sse2,
+        "sse2",
+        __m128d,
+        2,
+        _mm_loadu_pd,
+        _mm_storeu_pd,
+        _mm_add_pd,
+        _mm_mul_pd,
+        _mm_set1_pd,
+        _mm_setzero_pd
+    );
     vector_kernels!(
         avx2,
         "avx2",

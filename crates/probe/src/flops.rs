@@ -39,13 +39,10 @@ pub struct FlopsSample {
 /// FLOPs one call of `kernel(iterations)` performs.
 /// An FMA and a multiply-plus-add are both two operations per lane.
 pub fn flops_per_call(simd: Simd, precision: Precision, iterations: u64) -> u64 {
-    let bits = match simd {
-        Simd::Scalar => 64,
-        Simd::Avx2 => 256,
-        Simd::Avx512 => 512,
-    };
+    let bits = u64::from(simd.vector_bytes()) * 8;
     let element_bits = if precision == Precision::Dp { 64 } else { 32 };
-    let lanes = if simd == Simd::Scalar {
+    // The FLOP kernel has no SSE2 form: it runs the scalar loop there.
+    let lanes = if matches!(simd, Simd::Scalar | Simd::Sse2) {
         1
     } else {
         bits / element_bits

@@ -647,6 +647,41 @@ fn huge_note(what: &str, kib: Option<u64>, capacity: usize) -> String {
 }
 
 /// Bandwidth of every kernel at a working set inside each level, on one and on all CPUs.
+/// One bandwidth kernel at one width on `set`, as the machine file records it.
+fn bandwidth_run(
+    level: &str,
+    kernel: Kernel,
+    simd: Simd,
+    set: &[usize],
+    per_thread: u64,
+    budget: &Budget,
+) -> Result<Bandwidth, ProbeError> {
+    let s = measure_bandwidth(
+        kernel,
+        simd,
+        set,
+        per_thread,
+        budget.kernel_time,
+        budget.kernel_trials,
+    )?;
+    Ok(Bandwidth {
+        level: level.to_owned(),
+        kernel: kernel.name().into(),
+        threads: s.threads,
+        working_set_bytes: s.working_set_bytes,
+        gb_per_s: s.gb_per_s,
+        gb_per_s_with_write_allocate: (s.gb_per_s_with_write_allocate != s.gb_per_s)
+            .then_some(s.gb_per_s_with_write_allocate),
+        method: format!(
+            "{} {}, {} per thread",
+            simd.name(),
+            kernel.name(),
+            per_thread
+        ),
+        vector_bytes: Some(simd.vector_bytes()),
+    })
+}
+
 fn bandwidths(
     machine: &Machine,
     caches: &[loopscope_machine::MeasuredCache],
@@ -701,29 +736,22 @@ fn bandwidths(
                 if stop.load(Ordering::Relaxed) {
                     return Ok(out);
                 }
-                let s = measure_bandwidth(
+                out.push(bandwidth_run(level, kernel, simd, set, per_thread, budget)?);
+            }
+        }
+        // Code built for the x86-64 baseline (no -march) loads and stores 16 bytes at a time
+        // and does not reach the wide kernels' L1 bandwidth: L1's ports at that width too.
+        if level == "L1" && simd > Simd::Sse2 && !stop.load(Ordering::Relaxed) {
+            for kernel in [Kernel::Load, Kernel::Store] {
+                let one = [cpus[0]];
+                out.push(bandwidth_run(
+                    level,
                     kernel,
-                    simd,
-                    set,
-                    per_thread,
-                    budget.kernel_time,
-                    budget.kernel_trials,
-                )?;
-                out.push(Bandwidth {
-                    level: level.clone(),
-                    kernel: kernel.name().into(),
-                    threads: s.threads,
-                    working_set_bytes: s.working_set_bytes,
-                    gb_per_s: s.gb_per_s,
-                    gb_per_s_with_write_allocate: (s.gb_per_s_with_write_allocate != s.gb_per_s)
-                        .then_some(s.gb_per_s_with_write_allocate),
-                    method: format!(
-                        "{} {}, {} per thread",
-                        simd.name(),
-                        kernel.name(),
-                        per_thread
-                    ),
-                });
+                    Simd::Sse2,
+                    &one,
+                    *size,
+                    budget,
+                )?);
             }
         }
     }
@@ -793,6 +821,7 @@ mod tests {
                 gb_per_s: 9.72,
                 gb_per_s_with_write_allocate: Some(19.43),
                 method: "AVX2 store".into(),
+                vector_bytes: Some(32),
             }],
             peak_gflops: Some(PeakGflops {
                 dp: 103.66,

@@ -8,6 +8,9 @@ use serde::Serialize;
 pub enum Simd {
     /// Plain Rust loops (whatever the compiler makes of them for the base target).
     Scalar,
+    /// 128-bit SSE2, the x86-64 baseline: what code built without `-march` uses. Measured for
+    /// L1 beside the widest extension, whose L1 bandwidth such code does not reach.
+    Sse2,
     /// 256-bit AVX2 (with FMA for the FLOP kernel when present).
     Avx2,
     /// 512-bit AVX-512F.
@@ -41,10 +44,21 @@ impl Simd {
         }
     }
 
+    /// Bytes of one vector (8 for scalar code).
+    pub fn vector_bytes(self) -> u32 {
+        match self {
+            Simd::Scalar => 8,
+            Simd::Sse2 => 16,
+            Simd::Avx2 => 32,
+            Simd::Avx512 => 64,
+        }
+    }
+
     /// Lower-case name for notes and JSON.
     pub fn name(self) -> &'static str {
         match self {
             Simd::Scalar => "scalar",
+            Simd::Sse2 => "SSE2",
             Simd::Avx2 => "AVX2",
             Simd::Avx512 => "AVX-512",
         }
@@ -52,7 +66,7 @@ impl Simd {
 
     /// Every extension at most as wide as `self`, narrowest first (for tests).
     pub fn up_to(self) -> Vec<Simd> {
-        [Simd::Scalar, Simd::Avx2, Simd::Avx512]
+        [Simd::Scalar, Simd::Sse2, Simd::Avx2, Simd::Avx512]
             .into_iter()
             .filter(|s| *s <= self)
             .collect()

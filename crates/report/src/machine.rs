@@ -125,8 +125,9 @@ pub(crate) fn render_measured(measured: &Measured) -> String {
             "working set",
             "GB/s",
             "GB/s+WA",
+            "vector",
         ]);
-        for c in 2..6 {
+        for c in 2..7 {
             table = table.align(c, Align::Right);
         }
         for b in &measured.bandwidth {
@@ -138,6 +139,7 @@ pub(crate) fn render_measured(measured: &Measured) -> String {
                 format!("{:.2}", b.gb_per_s),
                 b.gb_per_s_with_write_allocate
                     .map_or("-".into(), |v| format!("{v:.2}")),
+                b.vector_bytes.map_or("-".into(), |v| format!("{v} B")),
             ]);
         }
         out.push('\n');

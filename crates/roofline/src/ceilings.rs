@@ -195,12 +195,16 @@ impl Ceilings {
         self.levels.iter().find(|c| c.level == level)
     }
 
-    /// Takes every level's bandwidth from `probe`'s measurements; see [`best_bandwidths`].
+    /// Takes every level's bandwidth from `probe`'s measurements; see [`best_bandwidths`]. L1
+    /// takes probe's `load` and `store` runs as its ports, those with vectors of
+    /// `l1_vector_bytes` when given and recorded (the width the kernel is built for: L1's
+    /// bandwidth depends on it), else the fastest.
     pub fn add_measured(
         &mut self,
         measured: &Measured,
         threads: Option<u32>,
         file: &str,
+        l1_vector_bytes: Option<u32>,
     ) -> Result<(), RooflineError> {
         for (level, gb_per_s, how) in best_bandwidths(measured, threads) {
             self.set_bandwidth(
@@ -211,7 +215,10 @@ impl Ceilings {
         }
         // L1's load and store ports apart, when probe timed both: a store that hits L1 moves
         // no write-allocate line, so the best run counting one overstates L1.
-        let kernel_run = |kernel| l1_run(measured, threads, kernel);
+        let kernel_run = |kernel| {
+            l1_run(measured, threads, kernel, l1_vector_bytes)
+                .or_else(|| l1_run(measured, threads, kernel, None))
+        };
         if let (Some((load, load_how)), Some((store, store_how))) =
             (kernel_run("load"), kernel_run("store"))
         {
@@ -239,11 +246,18 @@ impl Ceilings {
 }
 
 /// The best L1 run of `probe`'s `kernel` with `threads` threads (or the most threads when
-/// `None`), in bytes the kernel moved (no write-allocate in L1), and its description.
-fn l1_run(measured: &Measured, threads: Option<u32>, kernel: &str) -> Option<(f64, String)> {
+/// `None`) and vectors of `vector_bytes` (any when `None`), in bytes the kernel moved (no
+/// write-allocate in L1), and its description.
+fn l1_run(
+    measured: &Measured,
+    threads: Option<u32>,
+    kernel: &str,
+    vector_bytes: Option<u32>,
+) -> Option<(f64, String)> {
     let runs = measured.bandwidth.iter().filter(|run| {
         run.level == "L1"
             && run.kernel == kernel
+            && (vector_bytes.is_none() || run.vector_bytes == vector_bytes)
             && threads.is_none_or(|t| t == run.threads)
             && run.gb_per_s.is_finite()
             && run.gb_per_s > 0.0
@@ -254,9 +268,15 @@ fn l1_run(measured: &Measured, threads: Option<u32>, kernel: &str) -> Option<(f6
             .unwrap_or(std::cmp::Ordering::Equal)
     })?;
     let plural = if best.threads == 1 { "" } else { "s" };
+    let width = best
+        .vector_bytes
+        .map_or(String::new(), |b| format!(", {b}-byte vectors"));
     Some((
         best.gb_per_s,
-        format!("measured {kernel} kernel, {} thread{plural}", best.threads),
+        format!(
+            "measured {kernel} kernel, {} thread{plural}{width}",
+            best.threads
+        ),
     ))
 }
 
@@ -376,6 +396,7 @@ mod tests {
             gb_per_s: gb,
             gb_per_s_with_write_allocate: wa,
             method: String::new(),
+            vector_bytes: None,
         }
     }
 
@@ -419,12 +440,38 @@ mod tests {
             ..Measured::default()
         };
         let mut ceilings = Ceilings::new(40.0, 40.0, "t").unwrap();
-        ceilings.add_measured(&measured, Some(1), "m.toml").unwrap();
+        ceilings
+            .add_measured(&measured, Some(1), "m.toml", None)
+            .unwrap();
         let l1 = ceilings.level(Level::Cache(1)).unwrap();
         // Not the copy run's 230 GB/s, which counts a write-allocate line no L1 hit moves.
         assert_eq!(l1.bandwidth, BandwidthFn::Constant { gb_per_s: 140.0 });
         assert_eq!(l1.store.as_ref().map(|s| s.gb_per_s), Some(100.0));
         assert!(l1.source.contains("load kernel"), "{}", l1.source);
+        // Asked for 16-byte vectors, the runs at that width, when probe recorded them.
+        let narrow = |kernel: &str, gb: f64| Bandwidth {
+            vector_bytes: Some(16),
+            ..run("L1", kernel, 1, gb, None)
+        };
+        let mut widths = measured.clone();
+        widths
+            .bandwidth
+            .extend([narrow("load", 110.0), narrow("store", 55.0)]);
+        let mut ceilings = Ceilings::new(40.0, 40.0, "t").unwrap();
+        ceilings
+            .add_measured(&widths, Some(1), "m.toml", Some(16))
+            .unwrap();
+        let l1 = ceilings.level(Level::Cache(1)).unwrap();
+        assert_eq!(l1.bandwidth, BandwidthFn::Constant { gb_per_s: 110.0 });
+        assert_eq!(l1.store.as_ref().map(|s| s.gb_per_s), Some(55.0));
+        assert!(l1.source.ends_with("16-byte vectors"), "{}", l1.source);
+        // A file without them: the fastest runs, whatever their width.
+        let mut ceilings = Ceilings::new(40.0, 40.0, "t").unwrap();
+        ceilings
+            .add_measured(&measured, Some(1), "m.toml", Some(16))
+            .unwrap();
+        let l1 = ceilings.level(Level::Cache(1)).unwrap();
+        assert_eq!(l1.bandwidth, BandwidthFn::Constant { gb_per_s: 140.0 });
         // Without a store run, L1 keeps its single best bandwidth.
         let loads_only = Measured {
             bandwidth: vec![run("L1", "load", 1, 140.0, None)],
@@ -432,7 +479,7 @@ mod tests {
         };
         let mut ceilings = Ceilings::new(40.0, 40.0, "t").unwrap();
         ceilings
-            .add_measured(&loads_only, Some(1), "m.toml")
+            .add_measured(&loads_only, Some(1), "m.toml", None)
             .unwrap();
         assert!(ceilings.level(Level::Cache(1)).unwrap().store.is_none());
     }

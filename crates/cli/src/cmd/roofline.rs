@@ -261,6 +261,9 @@ pub fn run(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<()> {
 /// measurement reflects what a default build of the kernel does.
 const CC_FLAGS: &[&str] = &["-O2"];
 
+/// Bytes of the vectors `CC_FLAGS` compiles for (SSE2, the x86-64 baseline).
+const HARNESS_VECTOR_BYTES: u32 = 16;
+
 fn render_kernel_input(input: &KernelInput) -> String {
     let params: Vec<String> = input
         .params
@@ -550,7 +553,9 @@ fn machine_ceilings(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<Ceilings> {
     };
     let mut ceilings = Ceilings::new(peak, effective, source).context("--peak-gflops")?;
     if let Some(measured) = &machine.measured {
-        ceilings.add_measured(measured, threads, &name)?;
+        // --measure's harness is built for the x86-64 baseline: 16-byte vectors.
+        let l1_vector_bytes = args.measure.then_some(HARNESS_VECTOR_BYTES);
+        ceilings.add_measured(measured, threads, &name, l1_vector_bytes)?;
         if let Some(ns) = measured.add_latency_ns {
             ceilings.set_add_latency(ns, format!("{name}: measured"))?;
         }
