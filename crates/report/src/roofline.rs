@@ -127,8 +127,13 @@ fn roofs(analysis: &Analysis) -> Vec<Roof> {
                 .levels
                 .iter()
                 .find(|l| l.name == ceiling.level);
-            let gb_per_s = used
-                .and_then(|l| l.bandwidth_gb_per_s)
+            // A level timed by separate load and store ports: the rate it sustains for the
+            // kernel's mix, which is what its roof means for this kernel.
+            let mixed = used
+                .filter(|l| l.store_bandwidth_gb_per_s.is_some() && l.time_s > 0.0)
+                .map(|l| l.bytes as f64 / l.time_s / 1e9);
+            let gb_per_s = mixed
+                .or(used.and_then(|l| l.bandwidth_gb_per_s))
                 .unwrap_or_else(|| ceiling.bandwidth.gb_per_s(0));
             let intensity = used
                 .filter(|l| l.bytes > 0 && flops > 0.0)

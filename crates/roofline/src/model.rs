@@ -195,8 +195,12 @@ fn level_times(traffic: &Traffic, ceilings: &Ceilings) -> Result<Vec<LevelTime>,
                 store_bandwidth_gb_per_s: store.map(|(_, b)| b),
                 time_s,
                 bytes_per_flop,
+                // With separate ports, the rate the level sustains for this mix of loads
+                // and stores.
                 roof_fraction_of_peak: match (bandwidth, bytes_per_flop) {
-                    (Some(b), Some(bf)) if bf > 0.0 => Some(b / ceilings.peak_gflops / bf),
+                    (Some(_), Some(bf)) if bf > 0.0 && time_s > 0.0 => {
+                        Some(bytes / time_s / 1e9 / ceilings.peak_gflops / bf)
+                    }
                     _ => None,
                 },
             })
