@@ -485,17 +485,23 @@ fn ceilings(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<Ceilings> {
                 .context("--store-bandwidth")?;
         }
     }
+    set_add_latency(args, &mut ceilings)?;
+    Ok(ceilings)
+}
+
+/// The add latency for in-order sums: the flag's, else the machine file's (already set), else,
+/// for this machine, timed on the spot (a 10 ms chain of dependent additions).
+fn set_add_latency(args: &RooflineArgs, ceilings: &mut Ceilings) -> anyhow::Result<()> {
     if let Some(ns) = args.add_latency_ns {
         ceilings
             .set_add_latency(ns, "--add-latency-ns")
             .context("--add-latency-ns")?;
     } else if ceilings.add_latency.is_none() && args.machine.is_none() && args.profile.is_none() {
-        // This machine without a probe file: a 10 ms chain of dependent additions tells.
         let timer = loopscope_probe::Timer::calibrate(std::time::Duration::from_millis(20));
         let ns = loopscope_probe::add_latency_ns(&timer, 30);
         ceilings.set_add_latency(ns, "timed on this machine, dependent-add chain")?;
     }
-    Ok(ceilings)
+    Ok(())
 }
 
 fn machine_ceilings(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<Ceilings> {
