@@ -708,3 +708,36 @@ fn bad_chain_and_port_numbers_exit_2_with_one_line() {
         );
     }
 }
+
+#[test]
+fn cflags_decide_the_chains() {
+    let matmul = kernel_file(
+        "double a[N][N], b[N][N], c[N][N];\n\
+         for(int i=0; i<N; ++i)\n for(int j=0; j<N; ++j)\n  for(int k=0; k<N; ++k)\n\
+         c[i][j] += a[i][k] * b[k][j];\n",
+    );
+    let chains = |cflags: &str| {
+        let v = json(&[
+            matmul.path().to_str().unwrap(),
+            "-D",
+            "N=16",
+            "--cache",
+            "L1=32K:8:64",
+            "--bandwidth",
+            "L2=100,MEM=20",
+            "--peak-gflops",
+            "40",
+            "--add-latency-ns",
+            "1",
+            &format!("--cflags={cflags}"),
+        ]);
+        v["traffic"]["chained_adds"].as_u64().unwrap()
+    };
+    // 16³ additions; 16-byte vectors run two j's side by side, 32-byte ones four.
+    assert_eq!(chains("-O2"), 16 * 16 * 16 / 2);
+    assert_eq!(chains("-O2 -mavx2"), 16 * 16 * 16 / 4);
+    assert_eq!(chains("-O3 -mavx512f -mavx2"), 16 * 16 * 16 / 4);
+    // Reassociation splits the sums: no chain.
+    assert_eq!(chains("-O3 -ffast-math"), 0);
+    assert_eq!(chains("-Ofast"), 0);
+}

@@ -236,7 +236,11 @@ fn render_verdicts(out: &mut String, analysis: &Analysis) {
             m.fraction_of_peak,
             100.0 * m.ratio,
             100.0 * m.error,
-            if m.at_limit {
+            if m.ratio > 1.15 {
+                // A limit the kernel beats is not a limit: a ceiling does not fit this build.
+                "above the prediction by more than 15 %: a ceiling is too low for this build \
+                 (bandwidths or peak measured with other code?)"
+            } else if m.at_limit {
                 "at the limit (≥ 85 %), tuning can stop"
             } else {
                 "below 85 % of the limit, worth tuning"

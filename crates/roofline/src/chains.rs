@@ -18,10 +18,25 @@
 //! overlaps the next one almost entirely, so the bound is pessimistic for short inner loops),
 //! and recurrences through memory (`a[i] = a[i-1] + ...`).
 
-use loopscope_kernel::{AccessKind, Affine, Kernel, Reference, Statement, Sym};
+use loopscope_kernel::{AccessKind, Affine, Kernel, Layout, Program, Reference, Statement, Sym};
+
+use crate::RooflineError;
+use crate::kernel_file::kernel_error;
 
 /// Bytes of the vector registers the harness's build uses (SSE2, the x86-64 baseline).
-pub(crate) const BASELINE_VECTOR_BYTES: u64 = 16;
+pub const BASELINE_VECTOR_BYTES: u64 = 16;
+
+/// The chained additions of one run of `kernel` at `params`, for a build whose vectors hold
+/// `vector_bytes` (the traffic functions assume [`BASELINE_VECTOR_BYTES`]).
+pub fn in_order_sums(
+    kernel: &Kernel,
+    params: &[i64],
+    layout: &Layout,
+    vector_bytes: u64,
+) -> Result<u64, RooflineError> {
+    let program = Program::new(kernel, params, layout).map_err(kernel_error)?;
+    Ok(chained_adds(kernel, program.executions(), vector_bytes))
+}
 
 /// Additions on dependency chains over one run of `kernel`, each counted once per vector of
 /// chains that advance together; `executions` holds how often each statement runs.
@@ -104,7 +119,7 @@ fn contiguous_in(reference: &Reference, sym: Sym) -> Option<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use loopscope_kernel::{Program, parse_kernel};
+    use loopscope_kernel::parse_kernel;
 
     fn chains(text: &str, n: i64) -> (u64, u64) {
         let kernel = parse_kernel(text, "test.c").unwrap();

@@ -58,6 +58,7 @@ pub use ceilings::{
     AddLatency, BandwidthFn, Ceilings, LevelCeiling, StoreBandwidth, best_bandwidths,
     effective_bandwidth_gb_per_s, parse_bandwidths, parse_volumes, round2, theoretical_peak_gflops,
 };
+pub use chains::{BASELINE_VECTOR_BYTES, in_order_sums};
 pub use error::RooflineError;
 pub use harness::{HarnessArray, HarnessKernel, HarnessRun, harness_source, run_harness};
 pub use kernel_file::{KernelHarness, simulated_accesses, simulated_traffic};

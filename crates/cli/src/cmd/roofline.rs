@@ -12,10 +12,10 @@ use loopscope_machine::{Machine, read_machine_file, write_atomically};
 use loopscope_report::format_bytes;
 use loopscope_report::{RooflineAxis, render_roofline, render_roofline_svg};
 use loopscope_roofline::{
-    Analysis, BandwidthFn, Ceilings, Counts, HarnessKernel, HarnessRun, KernelHarness,
-    ModelledLevel, Options, PAPER_PROFILES, Traffic, analyse, check_model_caches, harness_source,
-    modelled_traffic, paper_profile, parse_bandwidths, parse_counts, parse_volumes, run_harness,
-    simulated_accesses, simulated_traffic, theoretical_peak_gflops,
+    Analysis, BASELINE_VECTOR_BYTES, BandwidthFn, Ceilings, Counts, HarnessKernel, HarnessRun,
+    KernelHarness, ModelledLevel, Options, PAPER_PROFILES, Traffic, analyse, check_model_caches,
+    harness_source, in_order_sums, modelled_traffic, paper_profile, parse_bandwidths, parse_counts,
+    parse_volumes, run_harness, simulated_accesses, simulated_traffic, theoretical_peak_gflops,
 };
 use serde::Serialize;
 
@@ -72,9 +72,20 @@ pub struct RooflineArgs {
     /// measured GFLOP/s beside the prediction.
     #[arg(long, requires = "kernel", conflicts_with = "measured_gflops")]
     pub measure: bool,
-    /// C compiler for --measure (flags: `-O2`, no `-march=native`).
+    /// C compiler for --measure (flags: --cflags).
     #[arg(long, value_name = "PATH", default_value = "cc", requires = "measure")]
     pub cc: PathBuf,
+    /// The build the kernel is predicted and measured for, as compiler flags (default `-O2`, the
+    /// x86-64 baseline's 16-byte vectors). `-ffast-math`/`-Ofast` let the compiler split
+    /// in-order sums (no chain term); `-march=native`/`-mavx2`/`-mavx512f` widen the vectors
+    /// (L1's ports from probe's runs at that width, more sums side by side).
+    #[arg(
+        long,
+        value_name = "FLAGS",
+        allow_hyphen_values = true,
+        requires = "kernel"
+    )]
+    pub cflags: Option<String>,
     /// Machine file with a `measured` section (from `loopscope probe --out`); without it and
     /// without --profile, this machine is detected (which gives a peak but no bandwidths).
     #[arg(short = 'm', long = "machine", value_name = "FILE")]
@@ -224,7 +235,11 @@ pub fn run(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<()> {
         let run = measure(args, &input.file, &harness, ui)?;
         analysis = analysis.with_measured(run.gflops)?;
         input.harness = Some(HarnessReport {
-            compiler: format!("{} {}", args.cc.display(), CC_FLAGS.join(" ")),
+            compiler: format!(
+                "{} {}",
+                args.cc.display(),
+                Build::from_args(args).flags.join(" ")
+            ),
             seconds_per_run: run.seconds_per_run,
             repetitions: run.repetitions,
         });
@@ -257,12 +272,52 @@ pub fn run(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<()> {
     }
 }
 
-/// The flags `--measure` compiles with: a plain optimised build, no `-march=native`, so the
+/// The flags `--measure` compiles with by default: a plain optimised build, no `-march`, so the
 /// measurement reflects what a default build of the kernel does.
-const CC_FLAGS: &[&str] = &["-O2"];
+const DEFAULT_CFLAGS: &str = "-O2";
 
-/// Bytes of the vectors `CC_FLAGS` compiles for (SSE2, the x86-64 baseline).
-const HARNESS_VECTOR_BYTES: u32 = 16;
+/// The build a kernel file is predicted and measured for, from --cflags.
+struct Build {
+    flags: Vec<String>,
+    /// Bytes of the vectors it uses, when the flags tell (`None`: an unknown `-march`).
+    vector_bytes: Option<u32>,
+    /// Whether the compiler may reassociate floating-point sums (no in-order chains).
+    reassociates: bool,
+}
+
+impl Build {
+    fn from_args(args: &RooflineArgs) -> Build {
+        let flags: Vec<String> = args
+            .cflags
+            .as_deref()
+            .unwrap_or(DEFAULT_CFLAGS)
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        let reassociates = flags
+            .iter()
+            .any(|f| matches!(f.as_str(), "-ffast-math" | "-Ofast" | "-fassociative-math"));
+        // The last flag that sets the vector width wins, as with the compiler.
+        let vector_bytes = flags
+            .iter()
+            .rev()
+            .find_map(|flag| match flag.as_str() {
+                "-march=native" => {
+                    Some(Some(loopscope_probe::Simd::detect().vector_bytes().max(16)))
+                }
+                "-mavx512f" => Some(Some(64)),
+                "-mavx2" | "-mavx" => Some(Some(32)),
+                other if other.starts_with("-march=") => Some(None),
+                _ => None,
+            })
+            .unwrap_or(Some(16));
+        Build {
+            flags,
+            vector_bytes,
+            reassociates,
+        }
+    }
+}
 
 fn render_kernel_input(input: &KernelInput) -> String {
     let params: Vec<String> = input
@@ -360,6 +415,14 @@ fn kernel_traffic(
             with_simulated_fallback(traffic, &per_level, path, ui, simulate)?
         }
     };
+    let traffic = for_build(
+        traffic,
+        &Build::from_args(args),
+        &kernel,
+        &params,
+        &layout,
+        ui,
+    )?;
     let input = KernelInput {
         file: path.display().to_string(),
         params: kernel.params.iter().cloned().zip(params).collect(),
@@ -372,6 +435,31 @@ fn kernel_traffic(
         to_measure,
     };
     Ok((traffic, input))
+}
+
+/// The in-order sums as the build compiles them: none when it may reassociate them, and as
+/// many side by side as its vectors hold.
+fn for_build(
+    mut traffic: Traffic,
+    build: &Build,
+    kernel: &Kernel,
+    params: &[i64],
+    layout: &loopscope_kernel::Layout,
+    ui: &Ui,
+) -> anyhow::Result<Traffic> {
+    if traffic.chained_adds == 0 {
+        return Ok(traffic);
+    }
+    if build.reassociates {
+        ui.note("--cflags let the compiler reassociate floating-point sums: no chain term");
+        traffic.chained_adds = 0;
+    } else if let Some(bytes) = build
+        .vector_bytes
+        .filter(|&b| u64::from(b) != BASELINE_VECTOR_BYTES)
+    {
+        traffic.chained_adds = in_order_sums(kernel, params, layout, u64::from(bytes))?;
+    }
+    Ok(traffic)
 }
 
 /// The model's traffic, with the levels it could not do taken from the simulator (with a
@@ -432,13 +520,15 @@ fn measure(
     harness: &KernelHarness,
     ui: &Ui,
 ) -> anyhow::Result<HarnessRun> {
+    let build = Build::from_args(args);
+    let flags: Vec<&str> = build.flags.iter().map(String::as_str).collect();
     let dir = tempfile::tempdir().context("cannot create a directory for the harness")?;
     let bar = ui.progress_bar(0, "measuring");
     let run = run_harness(
         &harness_source(harness),
         harness.flops(),
         &args.cc,
-        CC_FLAGS,
+        &flags,
         dir.path(),
     );
     bar.finish_and_clear();
@@ -559,8 +649,10 @@ fn machine_ceilings(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<Ceilings> {
     };
     let mut ceilings = Ceilings::new(peak, effective, source).context("--peak-gflops")?;
     if let Some(measured) = &machine.measured {
-        // --measure's harness is built for the x86-64 baseline: 16-byte vectors.
-        let l1_vector_bytes = args.measure.then_some(HARNESS_VECTOR_BYTES);
+        // L1's bandwidth at the width the build uses, when the build is known.
+        let l1_vector_bytes = (args.measure || args.cflags.is_some())
+            .then(|| Build::from_args(args).vector_bytes)
+            .flatten();
         ceilings.add_measured(measured, threads, &name, l1_vector_bytes)?;
         if let Some(ns) = measured.add_latency_ns {
             ceilings.set_add_latency(ns, format!("{name}: measured"))?;
