@@ -169,6 +169,26 @@ impl<'c> Set<'c> {
         count_isl_set(&self.raw, values)
     }
 
+    /// The smallest and largest values of set dimension `pos` over all points (and parameter
+    /// values), or `None` when the set is empty or unbounded in it. Two integer programs over
+    /// the set as it is: unlike [`Set::count`], existential variables are not first rewritten
+    /// as explicit divisions, which for a projection can cost far more than the answer.
+    pub fn dim_range(&self, pos: u32) -> Result<Option<(i64, i64)>, PolyError> {
+        let lo = copy_of!(self, "copy")
+            .dim_min_val(pos as i32)
+            .map_err(isl_err("dim_min_val"))?;
+        let hi = copy_of!(self, "copy")
+            .dim_max_val(pos as i32)
+            .map_err(isl_err("dim_max_val"))?;
+        let finite = |v: &isl::Val| v.is_int().map_err(isl_err("is_int"));
+        if !finite(&lo)? || !finite(&hi)? {
+            return Ok(None);
+        }
+        let lo = lo.get_num_si().map_err(isl_err("get_num_si"))?;
+        let hi = hi.get_num_si().map_err(isl_err("get_num_si"))?;
+        Ok(Some((lo, hi)))
+    }
+
     /// The number of set dimensions.
     pub fn dims(&self) -> Result<usize, PolyError> {
         Ok(self.raw.dim(isl::DimType::Set).map_err(isl_err("dim"))? as usize)
