@@ -600,6 +600,29 @@ fn kernel_file(text: &str) -> tempfile::NamedTempFile {
     file
 }
 
+/// A kernel file's run on one 32 KiB L1 with the given N and bandwidths, 40 GFLOP/s peak, and
+/// `extra` flags.
+fn kernel_run<'a>(
+    path: &'a str,
+    n: &'a str,
+    bandwidth: &'a str,
+    extra: &[&'a str],
+) -> Vec<&'a str> {
+    let mut args = vec![
+        path,
+        "-D",
+        n,
+        "--cache",
+        "L1=32K:8:64",
+        "--bandwidth",
+        bandwidth,
+        "--peak-gflops",
+        "40",
+    ];
+    args.extend(extra);
+    args
+}
+
 const MATVEC: &str = "double a[N][N], x[N], y[N];\n\
     for(int i=0; i<N; ++i)\n  for(int j=0; j<N; ++j)\n    y[i] += a[i][j] * x[j];\n";
 
@@ -607,19 +630,7 @@ const MATVEC: &str = "double a[N][N], x[N], y[N];\n\
 fn an_in_order_sum_is_bound_by_the_add_latency() {
     let kernel = kernel_file(MATVEC);
     let path = kernel.path().to_str().unwrap();
-    let common = [
-        path,
-        "-D",
-        "N=64",
-        "--cache",
-        "L1=32K:8:64",
-        "--bandwidth",
-        "L2=100,MEM=20",
-        "--peak-gflops",
-        "40",
-    ];
-    let mut args = common.to_vec();
-    args.extend(["--add-latency-ns", "1"]);
+    let args = kernel_run(path, "N=64", "L2=100,MEM=20", &["--add-latency-ns", "1"]);
     let v = json(&args);
     assert_eq!(v["prediction"]["limit"], "chain");
     assert_eq!(v["traffic"]["chained_adds"], 64 * 64);
@@ -634,9 +645,8 @@ fn an_in_order_sum_is_bound_by_the_add_latency() {
     assert!(text.contains("chain-bound"), "{text}");
     // A machine file without a latency: the chain is named in a warning, not guessed.
     let machine = machine_file(MACHINE);
-    let mut args = common.to_vec();
-    args.extend(["-m", machine.path().to_str().unwrap()]);
-    let output = loopscope(&args);
+    let m = ["-m", machine.path().to_str().unwrap()];
+    let output = loopscope(&kernel_run(path, "N=64", "L2=100,MEM=20", &m));
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(stderr(&output).contains("no add latency is known"));
 }
@@ -646,21 +656,8 @@ fn l1_ports_time_loads_and_stores_apart() {
     let kernel =
         kernel_file("double a[N], b[N];\ndouble s;\nfor(int i=0; i<N; ++i)\n  b[i] = s * a[i];\n");
     let path = kernel.path().to_str().unwrap();
-    let base = [
-        path,
-        "-D",
-        "N=512",
-        "--cache",
-        "L1=32K:8:64",
-        "--bandwidth",
-        "L1=100",
-        "--peak-gflops",
-        "40",
-    ];
     let l1_time = |extra: &[&str]| {
-        let mut args = base.to_vec();
-        args.extend(extra);
-        let v = json(&args);
+        let v = json(&kernel_run(path, "N=512", "L1=100", extra));
         v["prediction"]["levels"][0]["time_s"].as_f64().unwrap()
     };
     // 16 bytes per iteration at 100 GB/s; with ports, 8 stored bytes at 20 GB/s take longer.
@@ -681,19 +678,7 @@ fn bad_chain_and_port_numbers_exit_2_with_one_line() {
         &["--store-bandwidth", "MEM=5"],
         &["--store-bandwidth", "L1=5+1/s"],
     ] {
-        let mut args = vec![
-            path,
-            "-D",
-            "N=8",
-            "--cache",
-            "L1=32K:8:64",
-            "--bandwidth",
-            "L1=100",
-            "--peak-gflops",
-            "40",
-        ];
-        args.extend(extra);
-        let output = loopscope(&args);
+        let output = loopscope(&kernel_run(path, "N=8", "L1=100", extra));
         assert_eq!(
             output.status.code(),
             Some(2),
@@ -716,21 +701,11 @@ fn cflags_decide_the_chains() {
          for(int i=0; i<N; ++i)\n for(int j=0; j<N; ++j)\n  for(int k=0; k<N; ++k)\n\
          c[i][j] += a[i][k] * b[k][j];\n",
     );
+    let path = matmul.path().to_str().unwrap();
     let chains = |cflags: &str| {
-        let v = json(&[
-            matmul.path().to_str().unwrap(),
-            "-D",
-            "N=16",
-            "--cache",
-            "L1=32K:8:64",
-            "--bandwidth",
-            "L2=100,MEM=20",
-            "--peak-gflops",
-            "40",
-            "--add-latency-ns",
-            "1",
-            &format!("--cflags={cflags}"),
-        ]);
+        let flag = format!("--cflags={cflags}");
+        let extra = ["--add-latency-ns", "1", flag.as_str()];
+        let v = json(&kernel_run(path, "N=16", "L2=100,MEM=20", &extra));
         v["traffic"]["chained_adds"].as_u64().unwrap()
     };
     // 16³ additions; 16-byte vectors run two j's side by side, 32-byte ones four.
