@@ -321,7 +321,8 @@ fn symbolic_refuses_what_it_cannot_do() {
     let cases: [(Vec<&str>, &str); 4] = [
         (
             vec![&triad, "--symbolic", "N"],
-            "sets an extent of array `a`",
+            "sets an extent of array `a`, so addresses are not affine in it: only a parameter \
+             that bounds loops alone can stay symbolic (`--scan N=LO..HI`",
         ),
         (
             vec![&spec, "-D", "X=1", "-D", "Y=1", "--symbolic", "Q"],
