@@ -240,6 +240,9 @@ fn render_verdicts(out: &mut String, analysis: &Analysis) {
                 // A limit the kernel beats is not a limit: a ceiling does not fit this build.
                 "above the prediction by more than 15 %: a ceiling is too low for this build \
                  (bandwidths or peak measured with other code?)"
+            } else if m.at_limit && analysis.prediction.limit == Limit::Chain {
+                // The chain is the code's limit, not the machine's: the code can lift it.
+                "at the in-order sum's limit (≥ 85 %): partial sums would lift it"
             } else if m.at_limit {
                 "at the limit (≥ 85 %), tuning can stop"
             } else {
