@@ -209,7 +209,7 @@ fn level_times(traffic: &Traffic, ceilings: &Ceilings) -> Result<Vec<LevelTime>,
 }
 
 /// The stored bytes of a level and its store bandwidth, when both are known.
-fn store_split(ceilings: &Ceilings, traffic: &LevelTraffic) -> Option<(f64, f64)> {
+pub(crate) fn store_split(ceilings: &Ceilings, traffic: &LevelTraffic) -> Option<(f64, f64)> {
     let stored = traffic.store_bytes?.min(traffic.bytes);
     let store = ceilings.level(traffic.level)?.store.as_ref()?;
     Some((stored as f64, store.gb_per_s))

@@ -4,10 +4,9 @@
 
 use serde::Serialize;
 
-use crate::model::bandwidth_at;
+use crate::model::{bandwidth_at, store_split};
 use crate::{
-    Ceilings, Classic, Level, LevelTraffic, Limit, Prediction, RooflineError, Traffic, classic,
-    predict, round2,
+    Ceilings, Classic, Level, Limit, Prediction, RooflineError, Traffic, classic, predict, round2,
 };
 
 /// Where one level takes over from the next one out (eqs. 12–13): the inner level limits when
@@ -208,7 +207,8 @@ pub fn boundaries(
     let mut out = Vec::new();
     for pair in traffic.levels.windows(2) {
         let (inner, outer) = (&pair[0], &pair[1]);
-        if split_ports(ceilings, inner) || split_ports(ceilings, outer) {
+        // A level timed by separate load and store ports has no single bandwidth to compare.
+        if store_split(ceilings, inner).is_some() || store_split(ceilings, outer).is_some() {
             continue;
         }
         let b_inner = bandwidth_at(ceilings, inner.level, inner.bytes, inner.volume_bytes)?;
@@ -236,14 +236,6 @@ pub fn boundaries(
         });
     }
     Ok(out)
-}
-
-/// A level timed by separate load and store ports has no single bandwidth for eqs. (12)–(13).
-fn split_ports(ceilings: &Ceilings, level: &LevelTraffic) -> bool {
-    level.store_bytes.is_some()
-        && ceilings
-            .level(level.level)
-            .is_some_and(|c| c.store.is_some())
 }
 
 /// §6.2 step (3), generalised: in the memory region nL1s < 10·nM and nL1l < 8·(words beyond
