@@ -194,7 +194,8 @@ struct HarnessReport {
 
 /// Runs `roofline`.
 pub fn run(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<()> {
-    let ceilings = ceilings(args, ui)?;
+    let build = Build::from_args(args);
+    let mut ceilings = ceilings(args, &build, ui)?;
     let options = Options {
         paper_rounding: args.paper_rounding,
         ..Options::default()
@@ -206,7 +207,7 @@ pub fn run(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<()> {
             (counts.traffic(), Some(counts), None)
         }
         (None, Some(path)) => {
-            let (traffic, input) = kernel_traffic(args, path, &ceilings, ui)?;
+            let (traffic, input) = kernel_traffic(args, &build, path, &ceilings, ui)?;
             (traffic, None, Some(input))
         }
         (None, None) => return Err(bad_input("give --counts or a kernel file")),
@@ -225,6 +226,9 @@ pub fn run(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<()> {
             slot.volume_bytes = Some(bytes);
         }
     }
+    if traffic.chained_adds > 0 {
+        time_add_latency(args, &mut ceilings)?;
+    }
     let mut analysis = analyse(&traffic, &ceilings, options)?;
     if let Some(gflops) = args.measured_gflops {
         analysis = analysis.with_measured(gflops)?;
@@ -232,14 +236,10 @@ pub fn run(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<()> {
     if let Some(input) = kernel.as_mut()
         && let Some(harness) = input.to_measure.take()
     {
-        let run = measure(args, &input.file, &harness, ui)?;
+        let run = measure(args, &build, &input.file, &harness, ui)?;
         analysis = analysis.with_measured(run.gflops)?;
         input.harness = Some(HarnessReport {
-            compiler: format!(
-                "{} {}",
-                args.cc.display(),
-                Build::from_args(args).flags.join(" ")
-            ),
+            compiler: format!("{} {}", args.cc.display(), build.flags.join(" ")),
             seconds_per_run: run.seconds_per_run,
             repetitions: run.repetitions,
         });
@@ -360,6 +360,7 @@ fn read_kernel(
 /// Per-level traffic of a kernel file, from the simulator of the given or the machine's caches.
 fn kernel_traffic(
     args: &RooflineArgs,
+    build: &Build,
     path: &Path,
     ceilings: &Ceilings,
     ui: &Ui,
@@ -415,14 +416,7 @@ fn kernel_traffic(
             with_simulated_fallback(traffic, &per_level, path, ui, simulate)?
         }
     };
-    let traffic = for_build(
-        traffic,
-        &Build::from_args(args),
-        &kernel,
-        &params,
-        &layout,
-        ui,
-    )?;
+    let traffic = for_build(traffic, build, &kernel, &params, &layout, ui)?;
     let input = KernelInput {
         file: path.display().to_string(),
         params: kernel.params.iter().cloned().zip(params).collect(),
@@ -516,11 +510,11 @@ fn with_simulated_fallback(
 /// Compiles and times the kernel file in the generated harness.
 fn measure(
     args: &RooflineArgs,
+    build: &Build,
     file: &str,
     harness: &KernelHarness,
     ui: &Ui,
 ) -> anyhow::Result<HarnessRun> {
-    let build = Build::from_args(args);
     let flags: Vec<&str> = build.flags.iter().map(String::as_str).collect();
     let dir = tempfile::tempdir().context("cannot create a directory for the harness")?;
     let bar = ui.progress_bar(0, "measuring");
@@ -536,7 +530,7 @@ fn measure(
 }
 
 /// Ppeak, Peff and bandwidths: a paper profile or a machine (file or detected), then flags.
-fn ceilings(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<Ceilings> {
+fn ceilings(args: &RooflineArgs, build: &Build, ui: &Ui) -> anyhow::Result<Ceilings> {
     let mut ceilings = match &args.profile {
         Some(name) => paper_profile(name).ok_or_else(|| {
             bad_input(format!(
@@ -544,7 +538,7 @@ fn ceilings(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<Ceilings> {
                 PAPER_PROFILES.join(", ")
             ))
         })?,
-        None => machine_ceilings(args, ui)?,
+        None => machine_ceilings(args, build, ui)?,
     };
     if args.peak_gflops.is_some() || args.effective_gflops.is_some() {
         let peak = args.peak_gflops.unwrap_or(ceilings.peak_gflops);
@@ -575,18 +569,19 @@ fn ceilings(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<Ceilings> {
                 .context("--store-bandwidth")?;
         }
     }
-    set_add_latency(args, &mut ceilings)?;
-    Ok(ceilings)
-}
-
-/// The add latency for in-order sums: the flag's, else the machine file's (already set), else,
-/// for this machine, timed on the spot (a 10 ms chain of dependent additions).
-fn set_add_latency(args: &RooflineArgs, ceilings: &mut Ceilings) -> anyhow::Result<()> {
     if let Some(ns) = args.add_latency_ns {
         ceilings
             .set_add_latency(ns, "--add-latency-ns")
             .context("--add-latency-ns")?;
-    } else if ceilings.add_latency.is_none() && args.machine.is_none() && args.profile.is_none() {
+    }
+    Ok(ceilings)
+}
+
+/// For a kernel with in-order sums and no add latency from the flag or the machine file: on
+/// this machine, timed on the spot (a 10 ms chain of dependent additions); for another
+/// machine's file or a profile, none (the analysis warns).
+fn time_add_latency(args: &RooflineArgs, ceilings: &mut Ceilings) -> anyhow::Result<()> {
+    if ceilings.add_latency.is_none() && args.machine.is_none() && args.profile.is_none() {
         let timer = loopscope_probe::Timer::calibrate(std::time::Duration::from_millis(20));
         let ns = loopscope_probe::add_latency_ns(&timer, 30);
         ceilings.set_add_latency(ns, "timed on this machine, dependent-add chain")?;
@@ -594,7 +589,7 @@ fn set_add_latency(args: &RooflineArgs, ceilings: &mut Ceilings) -> anyhow::Resu
     Ok(())
 }
 
-fn machine_ceilings(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<Ceilings> {
+fn machine_ceilings(args: &RooflineArgs, build: &Build, ui: &Ui) -> anyhow::Result<Ceilings> {
     let (machine, mut name) = match &args.machine {
         Some(path) => (read_machine_file(path)?, path.display().to_string()),
         None if args.peak_gflops.is_some() => (Machine::unknown(), String::new()),
@@ -651,7 +646,7 @@ fn machine_ceilings(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<Ceilings> {
     if let Some(measured) = &machine.measured {
         // L1's bandwidth at the width the build uses, when the build is known.
         let l1_vector_bytes = (args.measure || args.cflags.is_some())
-            .then(|| Build::from_args(args).vector_bytes)
+            .then_some(build.vector_bytes)
             .flatten();
         ceilings.add_measured(measured, threads, &name, l1_vector_bytes)?;
         if let Some(ns) = measured.add_latency_ns {
