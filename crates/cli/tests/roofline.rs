@@ -716,3 +716,17 @@ fn cflags_decide_the_chains() {
     assert_eq!(chains("-O3 -ffast-math"), 0);
     assert_eq!(chains("-Ofast"), 0);
 }
+
+#[test]
+fn a_machine_files_add_latency_survives_explicit_peaks() {
+    let kernel = kernel_file(MATVEC);
+    let path = kernel.path().to_str().unwrap();
+    let machine = machine_file(&MACHINE.replace(
+        "[measured]\nduration_s = 1.0\n",
+        "[measured]\nduration_s = 1.0\nadd_latency_ns = 0.5\n",
+    ));
+    let m = ["-m", machine.path().to_str().unwrap()];
+    let v = json(&kernel_run(path, "N=64", "L2=100,MEM=20", &m));
+    assert_eq!(v["ceilings"]["add_latency"]["ns"], 0.5);
+    assert_eq!(v["prediction"]["limit"], "chain");
+}

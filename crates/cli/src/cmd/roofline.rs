@@ -548,6 +548,7 @@ fn ceilings(args: &RooflineArgs, build: &Build, ui: &Ui) -> anyhow::Result<Ceili
         let mut updated = Ceilings::new(peak, effective, "--peak-gflops/--effective-gflops")
             .context("--peak-gflops/--effective-gflops")?;
         updated.levels = std::mem::take(&mut ceilings.levels);
+        updated.add_latency = ceilings.add_latency.take();
         ceilings = updated;
     }
     if let Some(text) = &args.bandwidth {
