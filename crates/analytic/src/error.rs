@@ -7,6 +7,17 @@ pub enum AnalyticError {
     /// The program description is inconsistent (unknown name, wrong subscript count, ...).
     #[error("{0}")]
     Program(String),
+    /// A parameter asked to stay symbolic sizes an array, so addresses are not affine in it.
+    #[error(
+        "`{parameter}` sets an extent of array `{array}`, so addresses are not affine in it: \
+         only a parameter that bounds loops alone can stay symbolic"
+    )]
+    SymbolSizesArray {
+        /// The parameter.
+        parameter: String,
+        /// The first array whose extent it sets.
+        array: String,
+    },
     /// The cache geometry is unusable.
     #[error("cache geometry: {0}")]
     Cache(String),
@@ -27,7 +38,9 @@ impl AnalyticError {
     /// True when the cause is in what the user gave.
     pub fn is_bad_input(&self) -> bool {
         match self {
-            AnalyticError::Program(_) | AnalyticError::Cache(_) => true,
+            AnalyticError::Program(_)
+            | AnalyticError::SymbolSizesArray { .. }
+            | AnalyticError::Cache(_) => true,
             AnalyticError::TimeLimit { .. } => false,
             AnalyticError::Sets(e) => e.is_bad_input(),
         }

@@ -42,11 +42,10 @@ pub fn program_with_symbol(
             .iter()
             .find(|a| a.extents.iter().any(|e| e.mentions(Sym::Param(p))))
         {
-            return Err(AnalyticError::Program(format!(
-                "`{name}` sets an extent of array `{}`, so addresses are not affine in it: only a \
-                 parameter that bounds loops alone can stay symbolic",
-                a.name
-            )));
+            return Err(AnalyticError::SymbolSizesArray {
+                parameter: name.clone(),
+                array: a.name.clone(),
+            });
         }
     }
     let adapter = Adapter {

@@ -4,7 +4,9 @@
 
 use std::time::Instant;
 
-use loopscope_analytic::{Formula, QuasiPolynomial, ReferenceFormulas, program_with_symbol};
+use loopscope_analytic::{
+    AnalyticError, Formula, QuasiPolynomial, ReferenceFormulas, program_with_symbol,
+};
 use loopscope_cache::LevelConfig;
 use serde::Serialize;
 
@@ -132,18 +134,11 @@ fn load(
     let loaded = LoadedKernel::load(&args.kernel, &define, args.base.as_deref(), ui)?;
     let symbolic = symbolic_index(&loaded, Some(name))?;
     program_with_symbol(&loaded.kernel, &loaded.params, symbolic, &loaded.layout).map_err(|e| {
-        let sizes_an_array = symbolic.is_some_and(|p| {
-            let sym = loopscope_kernel::Sym::Param(p);
-            loaded
-                .kernel
-                .arrays
-                .iter()
-                .any(|a| a.extents.iter().any(|x| x.mentions(sym)))
-        });
-        let hint = if sizes_an_array {
-            format!(" (`--scan {name}=LO..HI` counts each value exactly and finds conflict spikes)")
-        } else {
-            String::new()
+        let hint = match e {
+            AnalyticError::SymbolSizesArray { .. } => format!(
+                " (`--scan {name}=LO..HI` counts each value exactly and finds conflict spikes)"
+            ),
+            _ => String::new(),
         };
         bad_input(format!("{}: --symbolic {name}: {e}{hint}", loaded.origin))
     })?;
