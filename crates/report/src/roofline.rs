@@ -186,30 +186,39 @@ where
         .legend(|(x, y)| PathElement::new([(x, y), (x + 18, y)], BLACK.stroke_width(2)));
     if effective < peak {
         let style = BLACK.stroke_width(1);
-        chart
-            .draw_series(DashedLineSeries::new(
-                [(x_lo, effective), (x_hi, effective)],
-                6,
-                4,
-                style,
-            ))
-            .map_err(fail)?
-            .label(format!("Peff {} GFLOP/s", number(effective)))
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], style));
+        let label = format!("Peff {} GFLOP/s", number(effective));
+        dashed_ceiling(chart, (x_lo, x_hi), effective, (6, 4), style, label)?;
     }
     if let Some(chain) = chain_gflops(analysis) {
         let style = RED.stroke_width(1);
-        chart
-            .draw_series(DashedLineSeries::new(
-                [(x_lo, chain), (x_hi, chain)],
-                2,
-                3,
-                style,
-            ))
-            .map_err(fail)?
-            .label(format!("in-order sum chain {} GFLOP/s", number(chain)))
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], style));
+        let label = format!("in-order sum chain {} GFLOP/s", number(chain));
+        dashed_ceiling(chart, (x_lo, x_hi), chain, (2, 3), style, label)?;
     }
+    Ok(())
+}
+
+/// A horizontal dashed ceiling across the plot at `gflops`, with its legend entry.
+fn dashed_ceiling<X>(
+    chart: &mut Chart<'_, '_, X>,
+    (x_lo, x_hi): (f64, f64),
+    gflops: f64,
+    (dash, gap): (u32, u32),
+    style: ShapeStyle,
+    label: String,
+) -> Result<(), PlotError>
+where
+    X: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    chart
+        .draw_series(DashedLineSeries::new(
+            [(x_lo, gflops), (x_hi, gflops)],
+            dash,
+            gap,
+            style,
+        ))
+        .map_err(fail)?
+        .label(label)
+        .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], style));
     Ok(())
 }
 
