@@ -225,17 +225,21 @@ fn sources_of_the_spec_example() {
 #[test]
 fn sources_table_in_text_at_eight_ways() {
     let k = example("stride-conflict.c");
-    let out = loopscope([
-        "misses",
-        &k,
-        "-D",
-        "N=16",
-        "-D",
-        "M=512",
-        "--cache",
-        "L1=32K:8:64",
-        "--sources",
-    ]);
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "misses",
+            &k,
+            "-D",
+            "N=16",
+            "-D",
+            "M=512",
+            "--cache",
+            "L1=32K:8:64",
+        ];
+        args.extend(extra);
+        loopscope(args)
+    };
+    let out = run(&["--sources"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("L1 conflict sources"), "{text}");
@@ -247,16 +251,7 @@ fn sources_table_in_text_at_eight_ways() {
         .find(|l| l.starts_with("a[i][j]") && l.contains("7168"))
         .unwrap_or_else(|| panic!("{text}"));
     assert!(row.contains("a[i][j]  ") && row.contains("100.00"), "{row}");
-    let plain = loopscope([
-        "misses",
-        &k,
-        "-D",
-        "N=16",
-        "-D",
-        "M=512",
-        "--cache",
-        "L1=32K:8:64",
-    ]);
+    let plain = run(&[]);
     assert!(!String::from_utf8_lossy(&plain.stdout).contains("conflict sources"));
 }
 
