@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::AnalyticError;
 use crate::pipeline::{Piece, TargetSets, build};
+use crate::pressure::most_lines_in_a_set;
 use crate::program::{Cache, Position, Program};
 
 /// The counts of one hit-source piece `C_n`.
@@ -19,6 +20,8 @@ pub struct PieceCounts {
     pub executions: i128,
     /// Third count per evicting position: executions with at least one other block of the set
     /// brought in since the hit source, attributed to the first position (in position order).
+    /// Empty at a level where no set receives more than `ways` distinct lines in the whole run:
+    /// there nothing is evicted, and the conflict sets are not built.
     pub evicted_by: Vec<(String, i128)>,
     /// Fourth count per combination (distinct evicting blocks per position, summing below the
     /// ways): executions that still hit. Empty above four ways, where the combinations are not
@@ -106,6 +109,9 @@ fn conflicted_from_combinations<'c>(piece: &Piece<'c>) -> Result<Set<'c>, Analyt
 pub struct Model<'c> {
     positions: Vec<Position>,
     targets: Vec<TargetSets<'c>>,
+    /// The most distinct lines one set receives, where known (concrete parameters).
+    most_lines_in_a_set: Option<i128>,
+    ways: u32,
 }
 
 impl<'c> Model<'c> {
@@ -153,6 +159,8 @@ impl<'c> Model<'c> {
     ) -> Result<Model<'c>, AnalyticError> {
         cache.check()?;
         let positions = program.positions()?;
+        let most_lines_in_a_set = most_lines_in_a_set(ctx, program, &positions, cache)?;
+        let conflicts_possible = most_lines_in_a_set.is_none_or(|n| n > i128::from(cache.ways));
         let mut targets = Vec::with_capacity(which.len());
         for &t in which {
             if t >= positions.len() {
@@ -161,9 +169,22 @@ impl<'c> Model<'c> {
                     positions.len()
                 )));
             }
-            targets.push(build(ctx, program, &positions, cache, t, deadline)?);
+            targets.push(build(
+                ctx,
+                program,
+                &positions,
+                cache,
+                t,
+                conflicts_possible,
+                deadline,
+            )?);
         }
-        Ok(Model { positions, targets })
+        Ok(Model {
+            positions,
+            targets,
+            most_lines_in_a_set,
+            ways: cache.ways,
+        })
     }
 
     /// The misses of each analysed reference at the given parameter values (S101–S102).
@@ -306,6 +327,15 @@ impl<'c> Model<'c> {
     /// The intermediate sets, one block per analysed reference, in isl notation (`--explain`).
     pub fn explain(&self) -> String {
         let mut out = String::new();
+        if let Some(n) = self
+            .most_lines_in_a_set
+            .filter(|&n| n <= i128::from(self.ways))
+        {
+            out.push_str(&format!(
+                "no set receives more than {n} distinct lines ({} ways): no conflict sets built\n",
+                self.ways
+            ));
+        }
         for t in &self.targets {
             let pos = &self.positions[t.target];
             out.push_str(&format!(

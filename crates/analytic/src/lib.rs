@@ -49,6 +49,7 @@ mod error;
 mod evaluate;
 mod from_kernel;
 mod pipeline;
+mod pressure;
 mod program;
 mod symbolic;
 mod text;

@@ -55,6 +55,21 @@ pub(crate) struct Piece<'c> {
     pub competing: Vec<Map<'c>>,
 }
 
+impl<'c> Piece<'c> {
+    /// A piece at a level where nothing is evicted: no conflict sets, no conflict misses.
+    fn without_conflicts(set: Set<'c>, candidates: Vec<usize>) -> Result<Piece<'c>, AnalyticError> {
+        Ok(Piece {
+            candidates,
+            conflicted: Some(set.subtract(&set)?),
+            set,
+            evicted: Vec::new(),
+            still_cached: Vec::new(),
+            evictors: Vec::new(),
+            competing: Vec::new(),
+        })
+    }
+}
+
 /// Everything the counts of one target need.
 pub(crate) struct TargetSets<'c> {
     pub target: usize,
@@ -71,6 +86,9 @@ struct Builder<'a, 'c> {
     depth: usize,
     params: String,
     target: usize,
+    /// False when no set can receive more than `ways` distinct lines: then nothing is evicted
+    /// and the conflict sets (S21–S55) are not built.
+    conflicts_possible: bool,
     /// When to give up (checked between set operations; one operation can still run past it).
     deadline: Option<(Instant, Duration)>,
 }
@@ -81,10 +99,12 @@ pub(crate) fn build<'c>(
     positions: &[Position],
     cache: Cache,
     target: usize,
+    conflicts_possible: bool,
     deadline: Option<(Instant, Duration)>,
 ) -> Result<TargetSets<'c>, AnalyticError> {
     let b = Builder {
         deadline,
+        conflicts_possible,
         ctx,
         program,
         cache,
@@ -164,10 +184,16 @@ impl<'c> Builder<'_, 'c> {
         }
         // S11: disjoint pieces (Venn regions of the candidate domains).
         let regions = self.venn(&candidates)?;
-        let instances = self.evicting_instances(&candidates)?;
         let mut pieces = Vec::with_capacity(regions.len());
-        for (set, members) in regions {
-            pieces.push(self.conflict_sets(set, members, &instances)?);
+        if self.conflicts_possible {
+            let instances = self.evicting_instances(&candidates)?;
+            for (set, members) in regions {
+                pieces.push(self.conflict_sets(set, members, &instances)?);
+            }
+        } else {
+            for (set, members) in regions {
+                pieces.push(Piece::without_conflicts(set, members)?);
+            }
         }
         Ok(TargetSets {
             target: self.target,

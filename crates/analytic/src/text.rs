@@ -55,7 +55,7 @@ pub(crate) fn domain(p: &Position, prefix: &str) -> String {
 }
 
 /// The byte address of the instance.
-fn address(p: &Position, array: &Array, prefix: &str) -> String {
+pub(crate) fn address(p: &Position, array: &Array, prefix: &str) -> String {
     let mut stride = array.element_bytes;
     let mut terms = Vec::new();
     for (k, sub) in p.reference.subscripts.iter().enumerate().rev() {
