@@ -150,7 +150,7 @@ impl<'c> Model<'c> {
         Model::build(ctx, program, cache, which, None)
     }
 
-    fn build(
+    pub(crate) fn build(
         ctx: &'c Ctx,
         program: &Program,
         cache: Cache,

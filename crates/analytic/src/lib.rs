@@ -48,6 +48,7 @@
 mod error;
 mod evaluate;
 mod from_kernel;
+mod parallel;
 mod pipeline;
 mod pressure;
 mod program;
@@ -57,6 +58,7 @@ mod text;
 pub use error::AnalyticError;
 pub use evaluate::{ConflictSource, Model, PieceCounts, ReferenceMisses};
 pub use from_kernel::{program_from_kernel, program_with_symbol};
+pub use parallel::{Budget, each_reference};
 pub use program::{Affine, Array, Cache, Loop, Node, Program, Reference, Statement};
 pub use symbolic::{
     FitOptions, Formula, Fraction, Piece, QuasiPolynomial, ReferenceFormulas, fit_formulas,

@@ -280,6 +280,7 @@ pub(crate) fn model_request<'a>(
         base: args.base.as_deref(),
         max_operations: args.max_operations,
         time_limit_s: args.time_limit,
+        threads_per_level: crate::cmd::model_level::cores(),
         explain: false,
         sources: false,
         symbolic: None,

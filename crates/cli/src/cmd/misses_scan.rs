@@ -13,7 +13,7 @@ use loopscope_report::Align;
 use serde::Serialize;
 
 use crate::cmd::misses::{MissesArgs, model_request, to_u64};
-use crate::cmd::model_level::{LevelOutcome, model_levels};
+use crate::cmd::model_level::{LevelOutcome, ModelRequest, cores, model_levels};
 use crate::cmd::simulate::{LoadedKernel, percent, right_aligned};
 use crate::failure::bad_input;
 use crate::ui::Ui;
@@ -305,8 +305,14 @@ fn defines_at(define: &[(String, i64)], name: &str, value: i64) -> Vec<(String, 
 /// limits are wall-clock: more processes than cores would stop levels that finish alone. So a
 /// second value runs beside the first only when both values' levels fit the cores.
 fn values_at_once(levels: usize) -> usize {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    (cores / levels.max(1)).max(1)
+    (cores() / levels.max(1)).max(1)
+}
+
+/// Threads for each level's process: the cores left to it when [`values_at_once`] values run
+/// side by side (one when the levels already fill the cores).
+fn threads_per_level(levels: usize) -> usize {
+    let levels = levels.max(1);
+    (cores() / (values_at_once(levels) * levels)).max(1)
 }
 
 /// Models `values` in order, `at_once` at a time, each by `model`; results in value order.
@@ -380,7 +386,13 @@ fn model_value(
                 formulas: None,
             })
             .collect(),
-        Ok(()) => model_levels(&model_request(args, &define), levels),
+        Ok(()) => model_levels(
+            &ModelRequest {
+                threads_per_level: threads_per_level(levels.len()),
+                ..model_request(args, &define)
+            },
+            levels,
+        ),
     };
     ValueReport {
         value,

@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use loopscope_analytic::{
-    Cache, FitOptions, Model, ReferenceFormulas, ReferenceMisses, program_with_symbol,
+    AnalyticError, Budget, Cache, FitOptions, Model, Program, ReferenceFormulas, ReferenceMisses,
+    each_reference, program_with_symbol,
 };
 use loopscope_cache::LevelConfig;
 use loopscope_polyhedral::Ctx;
@@ -49,6 +50,9 @@ pub struct ModelLevelArgs {
     /// Seconds the sets may take to build (checked between set operations).
     #[arg(long)]
     pub time_limit: f64,
+    /// Threads building the references' sets.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
     /// Also return the intermediate sets as text.
     #[arg(long)]
     pub explain: bool,
@@ -87,31 +91,91 @@ pub fn run(args: &ModelLevelArgs, ui: &Ui) -> anyhow::Result<()> {
         line_bytes: args.line_bytes,
         sets: args.sets,
     };
-    let ctx = Ctx::with_max_operations(args.max_operations);
-    let limit = Duration::from_secs_f64(args.time_limit.clamp(0.0, 1e9));
-    let mut explain = None;
-    let mut formulas = None;
-    let refs = Model::new_within(&ctx, &program, cache, limit).and_then(|model| {
-        if args.explain {
-            explain = Some(model.explain());
+    let budget = Budget {
+        max_operations: args.max_operations,
+        time_limit: Duration::from_secs_f64(args.time_limit.clamp(0.0, 1e9)),
+        threads: args.threads.max(1),
+    };
+    let (refs, explain, formulas) = match &args.symbolic {
+        Some(name) => with_formulas(
+            &program,
+            cache,
+            budget,
+            name,
+            fit_options(&loaded, args),
+            args.explain,
+        ),
+        None => {
+            let (refs, explain) = counts(&program, cache, budget, args);
+            (refs, explain, None)
         }
-        if let Some(name) = &args.symbolic {
-            let options = fit_options(&loaded, args);
-            formulas = Some(model.formulas(name, &[], options)?);
-            return model.evaluate(&[(name.as_str(), options.start)]);
-        }
-        if args.sources {
-            model.evaluate_with_sources(&[])
-        } else {
-            model.evaluate(&[])
-        }
-    });
+    };
     crate::cmd::print_json(&LevelOutcome {
         refs: refs.map_err(|e| e.to_string()),
         explain,
         duration_s: start.elapsed().as_secs_f64(),
         formulas,
     })
+}
+
+type Explained<T> = (
+    Result<Vec<ReferenceMisses>, AnalyticError>,
+    Option<String>,
+    T,
+);
+
+/// Every reference's counts, the references built side by side on `budget.threads` threads.
+fn counts(
+    program: &Program,
+    cache: Cache,
+    budget: Budget,
+    args: &ModelLevelArgs,
+) -> (Result<Vec<ReferenceMisses>, AnalyticError>, Option<String>) {
+    let per_reference = each_reference(program, cache, budget, |model| {
+        let explain = args.explain.then(|| model.explain());
+        let refs = if args.sources {
+            model.evaluate_with_sources(&[])?
+        } else {
+            model.evaluate(&[])?
+        };
+        Ok((refs, explain))
+    });
+    match per_reference {
+        Ok(parts) => {
+            let mut refs = Vec::with_capacity(parts.len());
+            let mut explain: Option<String> = None;
+            for (r, e) in parts {
+                refs.extend(r);
+                if let Some(e) = e {
+                    explain.get_or_insert_default().push_str(&e);
+                }
+            }
+            (Ok(refs), explain)
+        }
+        Err(e) => (Err(e), None),
+    }
+}
+
+/// The formulas in `name` and the counts at the fitting window's start. One model holds every
+/// reference, on one thread: the formulas are fitted together (one window, one breakpoint) so
+/// that the level's totals can be added from them.
+fn with_formulas(
+    program: &Program,
+    cache: Cache,
+    budget: Budget,
+    name: &str,
+    options: FitOptions,
+    explain: bool,
+) -> Explained<Option<Vec<ReferenceFormulas>>> {
+    let ctx = Ctx::with_max_operations(budget.max_operations);
+    let mut text = None;
+    let mut formulas = None;
+    let refs = Model::new_within(&ctx, program, cache, budget.time_limit).and_then(|model| {
+        text = explain.then(|| model.explain());
+        formulas = Some(model.formulas(name, &[], options)?);
+        model.evaluate(&[(name, options.start)])
+    });
+    (refs, text, formulas)
 }
 
 /// The index of the parameter named `name` in the kernel, if one is asked for.
@@ -186,12 +250,21 @@ pub struct ModelRequest<'a> {
     pub max_operations: u64,
     /// Seconds per level, building and counting.
     pub time_limit_s: f64,
+    /// Threads per level (each level is a process of its own).
+    pub threads_per_level: usize,
     /// Return the intermediate sets.
     pub explain: bool,
     /// Attribute conflict misses.
     pub sources: bool,
     /// Formulas in this parameter.
     pub symbolic: Option<&'a str>,
+}
+
+/// The cores of this machine: each level's process builds its references on this many threads.
+/// The levels run at once, so at first they share the cores; a level that is left running after
+/// the others finish (L1, where the conflicts are, usually) then has every core.
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// Seconds a child may run past its own build deadline to finish counting and report, before it
@@ -280,7 +353,8 @@ fn spawn(request: &ModelRequest<'_>, level: &LevelConfig) -> Result<Running, Str
         .args(["--line-bytes", &level.line_bytes.to_string()])
         .args(["--sets", &level.sets().to_string()])
         .args(["--max-operations", &request.max_operations.to_string()])
-        .args(["--time-limit", &request.time_limit_s.to_string()]);
+        .args(["--time-limit", &request.time_limit_s.to_string()])
+        .args(["--threads", &request.threads_per_level.to_string()]);
     for (name, value) in request.define {
         command.arg("-D").arg(format!("{name}={value}"));
     }

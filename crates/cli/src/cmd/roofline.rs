@@ -401,6 +401,7 @@ fn kernel_traffic(
                 base: None,
                 max_operations: args.max_operations,
                 time_limit_s: args.time_limit,
+                threads_per_level: crate::cmd::model_level::cores(),
                 explain: false,
                 sources: false,
                 symbolic: None,
