@@ -450,6 +450,15 @@ impl<'c> Builder<'_, 'c> {
             }
             return Ok(ge);
         }
+        // Where every disjoint part of the tag map sends a target instance to an interval of
+        // tags (a row sweep's lines in one set), the distinct tags are the sum of the
+        // intervals' lengths, and Ψ≥d follows without the peel: triangular N = 2300 at L1 went
+        // from 7.4 s to 2.0 s, where each lexmin of the union compared every pair of its parts.
+        // A column walk's tags follow a residue (a modular inverse) and take the peel.
+        if let Some(at_least) = j.inputs_with_at_least(ways)? {
+            ge.extend(at_least.into_iter().skip(1));
+            return Ok(ge);
+        }
         let mut left = j.copy()?;
         for d in 2..=ways {
             self.check_time()?;

@@ -63,6 +63,7 @@
 
 mod count;
 mod error;
+mod images;
 mod polytope;
 mod rational;
 mod sets;

@@ -14,7 +14,7 @@ use crate::count::count_isl_set;
 /// isl's `on_error` option value that makes it record errors without printing them.
 const ISL_ON_ERROR_CONTINUE: i32 = 1;
 
-fn isl_err(op: &'static str) -> impl FnOnce(isl::LibISLError) -> PolyError {
+pub(crate) fn isl_err(op: &'static str) -> impl FnOnce(isl::LibISLError) -> PolyError {
     move |e| PolyError::from_isl(op, e.to_string())
 }
 
@@ -100,7 +100,7 @@ macro_rules! copy_of {
 }
 
 impl<'c> Set<'c> {
-    fn wrap(raw: isl::Set) -> Set<'c> {
+    pub(crate) fn wrap(raw: isl::Set) -> Set<'c> {
         Set {
             raw,
             ctx: PhantomData,
@@ -219,6 +219,11 @@ impl<'c> Map<'c> {
             raw,
             ctx: PhantomData,
         }
+    }
+
+    /// A new handle on the isl map, for this crate's own operations.
+    pub(crate) fn raw_copy(&self) -> Result<isl::Map, PolyError> {
+        Ok(copy_of!(self, "copy"))
     }
 
     /// Another handle on the same pairs.
