@@ -1,12 +1,15 @@
 //! How many outputs each input of a one-dimensional map has, compared with small numbers,
 //! without enumerating the outputs and without a chain of lexmins.
 //!
-//! The map is split into disjoint basic maps. Where every basic map sends each input to an
-//! interval of outputs (no existential variable ties the output to a residue), the number of
-//! outputs of an input is the sum of the intervals' lengths, `max − min + 1` per basic map: a
-//! piecewise quasi-affine function, compared with `d` by one set operation per `d`. One lexmin
-//! and one lexmax per basic map replace `d − 1` lexmins of the whole union, whose pieces multiply
-//! with every step (each lexmin of a union compares every pair of basic maps' minima).
+//! The map is split into disjoint basic maps, and each one's number of outputs per input is
+//! written as a quasi-affine function of the input where its shape allows: an interval
+//! (`max − min + 1`), every `m`-th point of one (`(max − min)/m + 1`, `m` the output's stride),
+//! or an interval less holes of those two shapes (a column walk's lines in one cache set with
+//! one residue class taken out). The sum over the parts is compared with `d` by one set
+//! operation per `d`. A lexmin and a lexmax per basic map replace `d − 1` lexmins of the whole
+//! union, whose pieces multiply with every step (each lexmin of a union compares every pair of
+//! basic maps' minima). Parts of other shapes (several residues, as a column walk's lines in a
+//! set usually are) leave the answer unknown, and the caller peels.
 
 use isl_rs as isl;
 
@@ -19,8 +22,8 @@ const MOST_BASIC_MAPS: i32 = 16;
 
 impl<'c> Map<'c> {
     /// For a map with one output dimension: the inputs with at least `d` outputs, for `d` in
-    /// `1..=up_to`, or `None` when some disjoint part does not send its inputs to intervals (or
-    /// the map has too many parts), in which case nothing is known.
+    /// `1..=up_to`, or `None` when some disjoint part is none of the shapes whose size is known
+    /// (or the map has too many parts).
     pub fn inputs_with_at_least(&self, up_to: u32) -> Result<Option<Vec<Set<'c>>>, PolyError> {
         let disjoint = self
             .raw_copy()?
@@ -37,7 +40,7 @@ impl<'c> Map<'c> {
         for i in 0..parts {
             let part = isl::Map::from_basic_map(list.get_at(i).map_err(isl_err("get_at"))?)
                 .map_err(isl_err("from_basic_map"))?;
-            let Some(length) = interval_length(part)? else {
+            let Some(length) = part_size(part, HOLE_DEPTH)? else {
                 return Ok(None);
             };
             total = Some(match total {
@@ -73,9 +76,16 @@ impl<'c> Map<'c> {
     }
 }
 
-/// `max − min + 1` of a basic map's outputs, on its domain, when every input's outputs are the
-/// whole interval between them; `None` otherwise.
-fn interval_length(part: isl::Map) -> Result<Option<isl::PwAff>, PolyError> {
+/// How many times a part is split into its interval minus the holes in it: once covers a row of
+/// lines less one residue class (a column walk's lines in a set, the target's own line taken
+/// out); the holes themselves must then be intervals or lattices.
+const HOLE_DEPTH: u32 = 1;
+
+/// The number of outputs of each input of a basic map, as a quasi-affine function on its
+/// domain, when it has one of three shapes: an interval `[min, max]` (`max − min + 1`), every
+/// `m`-th point of one (`(max − min) / m + 1`, `m` isl's stride of the output), or an interval
+/// less holes of those shapes. `None` otherwise.
+fn part_size(part: isl::Map, depth: u32) -> Result<Option<isl::PwAff>, PolyError> {
     let lo = part
         .copy()
         .map_err(isl_err("copy"))?
@@ -92,23 +102,86 @@ fn interval_length(part: isl::Map) -> Result<Option<isl::PwAff>, PolyError> {
         return Ok(None);
     }
     let ctx = part.get_ctx();
-    let between = |bound: &isl::PwAff, text: &str| -> Result<isl::Map, PolyError> {
+    let int = |v: i64| isl::Val::int_from_si(&ctx, v).map_err(isl_err("val"));
+    let interval = between(&lo, &hi)?;
+    let span = hi.sub(lo).map_err(isl_err("sub"))?;
+    if interval.is_subset(&part).map_err(isl_err("is_subset"))? {
+        return span
+            .add_constant_val(int(1)?)
+            .map(Some)
+            .map_err(isl_err("add_constant_val"));
+    }
+    let stride_info = part
+        .get_range_stride_info(0)
+        .map_err(isl_err("stride_info"))?;
+    let stride = stride_info.get_stride().map_err(isl_err("stride"))?;
+    if stride.gt_si(1).map_err(isl_err("stride"))? {
+        let offset = stride_info.get_offset().map_err(isl_err("stride"))?;
+        let lattice = isl::Map::from_aff(offset)
+            .map_err(isl_err("from_aff"))?
+            .apply_range(
+                isl::Map::read_from_str(
+                    &ctx,
+                    &format!(
+                        "{{ [b] -> [o] : (o - b) mod {} = 0 }}",
+                        stride.to_str().map_err(isl_err("stride"))?
+                    ),
+                )
+                .map_err(isl_err("read"))?,
+            )
+            .map_err(isl_err("apply_range"))?
+            .intersect(interval.copy().map_err(isl_err("copy"))?)
+            .map_err(isl_err("intersect"))?;
+        if lattice.is_subset(&part).map_err(isl_err("is_subset"))? {
+            // Both ends are outputs, so the span is a multiple of the stride.
+            let one = int(1)?;
+            return span
+                .scale_down_val(stride)
+                .and_then(|a| a.floor())
+                .and_then(|a| a.add_constant_val(one))
+                .map(Some)
+                .map_err(isl_err("scale_down_val"));
+        }
+    }
+    if depth == 0 {
+        return Ok(None);
+    }
+    let holes = interval
+        .subtract(part)
+        .and_then(|h| h.make_disjoint())
+        .and_then(|h| h.get_basic_map_list())
+        .map_err(isl_err("subtract"))?;
+    let n = holes.size().map_err(isl_err("basic_map_list"))?;
+    if n > MOST_BASIC_MAPS {
+        return Ok(None);
+    }
+    let mut size = span
+        .add_constant_val(int(1)?)
+        .map_err(isl_err("add_constant_val"))?;
+    for i in 0..n {
+        let hole = isl::Map::from_basic_map(holes.get_at(i).map_err(isl_err("get_at"))?)
+            .map_err(isl_err("from_basic_map"))?;
+        let Some(hole_size) = part_size(hole, depth - 1)? else {
+            return Ok(None);
+        };
+        size = size
+            .union_add(hole_size.neg().map_err(isl_err("neg"))?)
+            .map_err(isl_err("union_add"))?;
+    }
+    Ok(Some(size))
+}
+
+/// `{ x → o : lo(x) ≤ o ≤ hi(x) }`.
+fn between(lo: &isl::PwAff, hi: &isl::PwAff) -> Result<isl::Map, PolyError> {
+    let ctx = lo.get_ctx();
+    let bounded = |bound: &isl::PwAff, text: &str| -> Result<isl::Map, PolyError> {
         let order = isl::Map::read_from_str(&ctx, text).map_err(isl_err("read"))?;
         isl::Map::from_pw_aff(bound.copy().map_err(isl_err("copy"))?)
             .map_err(isl_err("from_pw_aff"))?
             .apply_range(order)
             .map_err(isl_err("apply_range"))
     };
-    let interval = between(&lo, "{ [b] -> [o] : o >= b }")?
-        .intersect(between(&hi, "{ [b] -> [o] : o <= b }")?)
-        .map_err(isl_err("intersect"))?;
-    if !interval.is_subset(&part).map_err(isl_err("is_subset"))? {
-        return Ok(None);
-    }
-    let ctx = part.get_ctx();
-    hi.sub(lo)
-        .map_err(isl_err("sub"))?
-        .add_constant_val(isl::Val::int_from_si(&ctx, 1).map_err(isl_err("val"))?)
-        .map(Some)
-        .map_err(isl_err("add_constant_val"))
+    bounded(lo, "{ [b] -> [o] : o >= b }")?
+        .intersect(bounded(hi, "{ [b] -> [o] : o <= b }")?)
+        .map_err(isl_err("intersect"))
 }

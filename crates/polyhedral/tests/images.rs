@@ -1,5 +1,6 @@
-//! `Map::inputs_with_at_least`: the inputs with at least `d` outputs, from interval lengths,
-//! against a count of each input's outputs by enumeration.
+//! `Map::inputs_with_at_least`: the inputs with at least `d` outputs, from the sizes of
+//! intervals, lattices and intervals with holes, against a count of each input's outputs by
+//! enumeration.
 
 use loopscope_polyhedral::Ctx;
 
@@ -25,7 +26,7 @@ fn check(constraints: &str) {
     let sets = map
         .inputs_with_at_least(6)
         .unwrap()
-        .expect("every part is an interval");
+        .expect("every part has a known size");
     for (i, set) in sets.iter().enumerate() {
         assert_eq!(
             set.count(&[]).unwrap(),
@@ -49,10 +50,18 @@ fn floors_of_the_input_keep_intervals() {
 }
 
 #[test]
-fn a_residue_of_the_output_is_no_interval() {
+fn every_mth_output_and_an_interval_less_one_residue() {
+    check("t <= q <= t + 9 and q mod 3 = 0");
+    check("t <= q <= 2t + 9 and (q - t) mod 4 = 1");
+    check("t - 3 <= q <= t + 20 and q mod 5 != 0");
+    check("(7t - 7q) mod 45 != 0 and t <= q <= 3t + 50");
+}
+
+#[test]
+fn two_residues_taken_out_are_not_known() {
     let ctx = Ctx::new();
     let map = ctx
-        .map("{ [t] -> [q] : 0 <= t <= 40 and t <= q <= t + 9 and q mod 3 = 0 }")
+        .map("{ [t] -> [q] : 0 <= t <= 40 and t <= q <= t + 30 and q mod 3 != 0 and q mod 5 != 0 }")
         .unwrap();
     assert!(map.inputs_with_at_least(2).unwrap().is_none());
 }
