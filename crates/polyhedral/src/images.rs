@@ -21,10 +21,10 @@ use crate::sets::{Map, Set, isl_err};
 const MOST_BASIC_MAPS: i32 = 16;
 
 impl<'c> Map<'c> {
-    /// For a map with one output dimension: the inputs with at least `d` outputs, for `d` in
-    /// `1..=up_to`, or `None` when some disjoint part is none of the shapes whose size is known
-    /// (or the map has too many parts).
-    pub fn inputs_with_at_least(&self, up_to: u32) -> Result<Option<Vec<Set<'c>>>, PolyError> {
+    /// For a map with one output dimension: for each `d` of `counts`, the inputs with at least
+    /// `d` outputs; `None` when some disjoint part is none of the shapes whose size is known (or
+    /// the map has too many parts).
+    pub fn inputs_with_at_least(&self, counts: &[u32]) -> Result<Option<Vec<Set<'c>>>, PolyError> {
         let disjoint = self
             .raw_copy()?
             .make_disjoint()
@@ -51,14 +51,16 @@ impl<'c> Map<'c> {
         let Some(total) = total else {
             // No pair at all: no input has any output.
             let empty = self.domain()?;
-            return (1..=up_to)
+            return counts
+                .iter()
                 .map(|_| empty.copy())
                 .collect::<Result<Vec<_>, _>>()
                 .map(Some);
         };
         let ctx = total.get_ctx();
-        (1..=up_to)
-            .map(|d| {
+        counts
+            .iter()
+            .map(|&d| {
                 let shifted = total
                     .copy()
                     .map_err(isl_err("copy"))?

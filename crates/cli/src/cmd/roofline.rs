@@ -60,7 +60,7 @@ pub struct RooflineArgs {
         requires = "kernel"
     )]
     pub time_limit: f64,
-    /// With --traffic model: bound on isl's elementary operations per level.
+    /// With --traffic model: bound on isl's elementary operations per reference of a level.
     #[arg(
         long,
         value_name = "N",
