@@ -11,6 +11,27 @@ use crate::pipeline::{Piece, TargetSets, build};
 use crate::pressure::most_lines_in_a_set;
 use crate::program::{Cache, Position, Program};
 
+/// What [`Model::evaluate_with`] counts beyond each reference's misses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Detail {
+    /// Attribute the conflict misses to the references competing for their sets
+    /// ([`ReferenceMisses::sources`]).
+    pub sources: bool,
+    /// Count every piece's third counts ([`PieceCounts::evicted_by`]) even above four ways,
+    /// where the conflict misses do not need them.
+    pub third_counts: bool,
+}
+
+impl Detail {
+    /// Every piece's counts, no sources: what [`Model::evaluate`] gives.
+    pub fn all_counts() -> Detail {
+        Detail {
+            sources: false,
+            third_counts: true,
+        }
+    }
+}
+
 /// The counts of one hit-source piece `C_n`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PieceCounts {
@@ -21,7 +42,8 @@ pub struct PieceCounts {
     /// Third count per evicting position: executions with at least one other block of the set
     /// brought in since the hit source, attributed to the first position (in position order).
     /// Empty at a level where no set receives more than `ways` distinct lines in the whole run:
-    /// there nothing is evicted, and the conflict sets are not built.
+    /// there nothing is evicted, and the conflict sets are not built. Above four ways also empty
+    /// unless asked for ([`Detail::third_counts`]): the conflict misses do not need them.
     pub evicted_by: Vec<(String, i128)>,
     /// Fourth count per combination (distinct evicting blocks per position, summing below the
     /// ways): executions that still hit. Empty above four ways, where the combinations are not
@@ -187,12 +209,10 @@ impl<'c> Model<'c> {
         })
     }
 
-    /// The misses of each analysed reference at the given parameter values (S101–S102).
+    /// The misses of each analysed reference at the given parameter values (S101–S102), with
+    /// every piece's third and fourth counts.
     pub fn evaluate(&self, values: &[(&str, i64)]) -> Result<Vec<ReferenceMisses>, AnalyticError> {
-        self.targets
-            .iter()
-            .map(|t| self.evaluate_target(t, values, false))
-            .collect()
+        self.evaluate_with(values, Detail::all_counts())
     }
 
     /// Like [`Model::evaluate`], and also attributes each reference's conflict misses to the
@@ -202,9 +222,22 @@ impl<'c> Model<'c> {
         &self,
         values: &[(&str, i64)],
     ) -> Result<Vec<ReferenceMisses>, AnalyticError> {
+        let detail = Detail {
+            sources: true,
+            ..Detail::all_counts()
+        };
+        self.evaluate_with(values, detail)
+    }
+
+    /// The misses at the given parameter values with the detail asked for.
+    pub fn evaluate_with(
+        &self,
+        values: &[(&str, i64)],
+        detail: Detail,
+    ) -> Result<Vec<ReferenceMisses>, AnalyticError> {
         self.targets
             .iter()
-            .map(|t| self.evaluate_target(t, values, true))
+            .map(|t| self.evaluate_target(t, values, detail))
             .collect()
     }
 
@@ -212,7 +245,7 @@ impl<'c> Model<'c> {
         &self,
         t: &TargetSets<'c>,
         values: &[(&str, i64)],
-        with_sources: bool,
+        detail: Detail,
     ) -> Result<ReferenceMisses, AnalyticError> {
         let pos = &self.positions[t.target];
         let accesses = t.executions.count(values)?;
@@ -220,7 +253,11 @@ impl<'c> Model<'c> {
         for piece in &t.pieces {
             let executions = count_instances(&piece.set, values)?;
             let mut evicted_by = Vec::new();
-            for (m, set) in piece.evicted.iter().enumerate() {
+            // Up to four ways the conflict misses are Σ third − Σ fourth; above, they come from
+            // their own set and the third counts are detail (one of transpose's at N = 1600 in
+            // L2 takes 6 s to count: half the level).
+            let third_needed = piece.conflicted.is_none() || detail.third_counts;
+            for (m, set) in piece.evicted.iter().enumerate().filter(|_| third_needed) {
                 evicted_by.push((
                     self.positions[m].label.clone(),
                     count_instances(set, values)?,
@@ -264,7 +301,7 @@ impl<'c> Model<'c> {
             accesses,
             compulsory: accesses - pieces.iter().map(|p| p.executions).sum::<i128>(),
             conflict: pieces.iter().map(|p| p.conflict).sum(),
-            sources: if with_sources {
+            sources: if detail.sources {
                 Some(self.sources(t, &pieces, values)?)
             } else {
                 None

@@ -56,7 +56,7 @@ mod symbolic;
 mod text;
 
 pub use error::AnalyticError;
-pub use evaluate::{ConflictSource, Model, PieceCounts, ReferenceMisses};
+pub use evaluate::{ConflictSource, Detail, Model, PieceCounts, ReferenceMisses};
 pub use from_kernel::{program_from_kernel, program_with_symbol};
 pub use parallel::{Budget, each_reference};
 pub use program::{Affine, Array, Cache, Loop, Node, Program, Reference, Statement};

@@ -553,11 +553,13 @@ impl crate::Model<'_> {
             v.push((name, n));
             v
         };
-        let first = self.evaluate(&values(options.start))?;
+        // The formulas need the misses only, not every piece's third counts.
+        let lean = crate::Detail::default();
+        let first = self.evaluate_with(&values(options.start), lean)?;
         let positions: Vec<String> = first.iter().map(|r| r.position.clone()).collect();
         let fitted = fit_formulas(3 * positions.len(), options, |n| {
             Ok(self
-                .evaluate(&values(n))?
+                .evaluate_with(&values(n), lean)?
                 .iter()
                 .flat_map(|r| [r.accesses, r.compulsory, r.conflict])
                 .collect())

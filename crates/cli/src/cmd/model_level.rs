@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use loopscope_analytic::{
-    AnalyticError, Budget, Cache, FitOptions, Model, Program, ReferenceFormulas, ReferenceMisses,
-    each_reference, program_with_symbol,
+    AnalyticError, Budget, Cache, Detail, FitOptions, Model, Program, ReferenceFormulas,
+    ReferenceMisses, each_reference, program_with_symbol,
 };
 use loopscope_cache::LevelConfig;
 use loopscope_polyhedral::Ctx;
@@ -133,12 +133,12 @@ fn counts(
 ) -> (Result<Vec<ReferenceMisses>, AnalyticError>, Option<String>) {
     let per_reference = each_reference(program, cache, budget, |model| {
         let explain = args.explain.then(|| model.explain());
-        let refs = if args.sources {
-            model.evaluate_with_sources(&[])?
-        } else {
-            model.evaluate(&[])?
+        // The pieces' third counts above four ways are shown with --explain only.
+        let detail = Detail {
+            sources: args.sources,
+            third_counts: args.explain,
         };
-        Ok((refs, explain))
+        Ok((model.evaluate_with(&[], detail)?, explain))
     });
     match per_reference {
         Ok(parts) => {
