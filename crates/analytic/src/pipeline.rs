@@ -419,25 +419,7 @@ impl<'c> Builder<'_, 'c> {
     ) -> Result<Vec<Set<'c>>, AnalyticError> {
         let ways = self.cache.ways;
         let mut ge = vec![piece.copy()?, j1.copy()?];
-        // No target instance can see more distinct tags than the whole map has: past that many,
-        // Ψ≥d is empty without a parametric lexmin. This is the common case at a level that
-        // holds the kernel's data, where the peel would otherwise run on many pieces only to
-        // find nothing. Above the combinations' ways only Ψ≥ways is used, so the peel is skipped
-        // altogether when it must be empty. The bound is the span of the tags (largest − smallest
-        // + 1), two integer programs, rather than their number: counting the range first rewrites
-        // its projected instances as explicit divisions, which took 22 s and 68 s for two pieces
-        // of transpose at N = 180 in L1 (4 and 6 existential variables) and never finished on
-        // the 3D stencil at 80 × 300, more than the peel it guards. The tags of a kernel's arrays
-        // are contiguous, so the span is their number where it matters. A program with
-        // symbolic parameters is peeled in full.
         let tags = self.tag_span(j)?;
-        if ways > COMBINATION_WAYS && i128::from(ways) > tags {
-            let empty = piece.subtract(piece)?;
-            for _ in 2..=ways {
-                ge.push(empty.copy()?);
-            }
-            return Ok(ge);
-        }
         // Where every disjoint part of the tag map sends a target instance to an interval of
         // tags (a row sweep's lines in one set), the distinct tags are the sum of the
         // intervals' lengths, and Ψ≥d follows without the peel: triangular N = 2300 at L1 went
@@ -448,8 +430,20 @@ impl<'c> Builder<'_, 'c> {
             ge.extend(at_least);
             return Ok(ge);
         }
+        self.peel(piece, j, tags, ge)
+    }
+
+    /// Ψ≥2 … Ψ≥ways by peeling the smallest tag `ways − 1` times, appended to `ge` (Ψ≥0 and
+    /// Ψ≥1); `tags` bounds the distinct tags (no Ψ≥d above it can have a point).
+    fn peel(
+        &self,
+        piece: &Set<'c>,
+        j: &Map<'c>,
+        tags: i128,
+        mut ge: Vec<Set<'c>>,
+    ) -> Result<Vec<Set<'c>>, AnalyticError> {
         let mut left = j.copy()?;
-        for d in 2..=ways {
+        for d in 2..=self.cache.ways {
             self.check_time()?;
             if i128::from(d) > tags || left.is_empty()? {
                 // No tag left to peel: every larger d is empty too.
@@ -472,18 +466,32 @@ impl<'c> Builder<'_, 'c> {
         j: &Map<'c>,
         j1: &Set<'c>,
     ) -> Result<Set<'c>, AnalyticError> {
-        if i128::from(self.cache.ways) > self.tag_span(j)? {
+        let tags = self.tag_span(j)?;
+        if i128::from(self.cache.ways) > tags {
             return Ok(piece.subtract(piece)?);
         }
-        match j.inputs_with_at_least(&[self.cache.ways])? {
-            Some(mut sets) if sets.len() == 1 => Ok(sets.remove(0)),
-            _ => self.last_at_least(piece, j, j1),
+        if let Some(set) = j
+            .inputs_with_at_least(&[self.cache.ways])?
+            .and_then(|mut sets| sets.pop())
+        {
+            return Ok(set);
         }
+        let mut ge = self.peel(piece, j, tags, vec![piece.copy()?, j1.copy()?])?;
+        ge.pop()
+            .ok_or_else(|| AnalyticError::Program("internal: the peel gave no set".into()))
     }
 
-    /// The span of the tag map's tags (largest − smallest + 1; see [`Self::at_least_all`]),
-    /// unbounded with symbolic parameters.
+    /// The span of the tag map's tags (largest − smallest + 1), unbounded with symbolic
+    /// parameters: no target instance can see more distinct tags than the whole map has, so
+    /// past that many Ψ≥d is empty without a parametric lexmin.
     fn tag_span(&self, j: &Map<'c>) -> Result<i128, AnalyticError> {
+        // The common case at a level that holds the kernel's data, where the peel would
+        // otherwise run on many pieces only to find nothing. The span (two integer programs), not
+        // the number: counting the range first rewrites its projected instances as explicit
+        // divisions, which took 22 s and 68 s for two pieces of transpose at N = 180 in L1 (4 and
+        // 6 existential variables) and never finished on the 3D stencil at 80 × 300, more than
+        // the peel it guards. A kernel's arrays are contiguous, so the span is the number of tags
+        // where it matters.
         if !self.program.params.is_empty() {
             return Ok(i128::MAX);
         }
@@ -493,20 +501,6 @@ impl<'c> Builder<'_, 'c> {
             None if range.is_empty()? => 0,
             None => i128::MAX,
         })
-    }
-
-    fn last_at_least(
-        &self,
-        piece: &Set<'c>,
-        j: &Map<'c>,
-        j1: &Set<'c>,
-    ) -> Result<Set<'c>, AnalyticError> {
-        match self.at_least_all(piece, j, j1)?.pop() {
-            Some(set) => Ok(set),
-            None => Err(AnalyticError::Program(
-                "internal: no set for the ways".into(),
-            )),
-        }
     }
 
     /// S55, S31, S32: the common expressions Z for every combination with 1 ≤ Σd ≤ ways − 1.

@@ -1,8 +1,12 @@
-//! The skip of the conflict sets at a level where no set receives more than `ways` distinct
-//! lines: taken exactly when the lines fit, and the counts equal a brute-force LRU walk on both
-//! sides of the boundary.
+//! Two sweeps over one array. The skip of the conflict sets at a level where no set receives
+//! more than `ways` distinct lines: taken exactly when the lines fit, and the counts equal a
+//! brute-force LRU walk on both sides of the boundary. And `Model::evaluate_with`: above four
+//! ways the pieces' third counts are detail, counted only when asked for, and the misses are the
+//! same either way.
 
-use loopscope_analytic::{Affine, Array, Cache, Loop, Model, Node, Program, Reference, Statement};
+use loopscope_analytic::{
+    Affine, Array, Cache, Detail, Loop, Model, Node, Program, Reference, ReferenceMisses, Statement,
+};
 use loopscope_polyhedral::Ctx;
 
 mod common;
@@ -88,4 +92,35 @@ fn a_ninth_line_builds_them_and_finds_the_conflicts() {
     assert_eq!(detail[0].0, 9);
     assert!(detail[1].1 > 0, "{detail:?}");
     assert!(detail[1].2 > 0, "{detail:?}");
+}
+
+#[test]
+fn third_counts_above_four_ways_only_when_asked_for() {
+    let cache = Cache {
+        ways: 5,
+        line_bytes: 32,
+        sets: 1,
+    };
+    let ctx = Ctx::new();
+    // 10 lines of 32 bytes through one 5-way set.
+    let model = Model::new(&ctx, &two_sweeps(40), cache).unwrap();
+    let full = model.evaluate(&[]).unwrap();
+    let lean = model.evaluate_with(&[], Detail::default()).unwrap();
+    let misses = |r: &[ReferenceMisses]| {
+        r.iter()
+            .map(|r| (r.compulsory, r.conflict))
+            .collect::<Vec<_>>()
+    };
+    // The second sweep finds none of its 10 lines: the last 5 of the first evicted the rest,
+    // and each line it brings back evicts one it needs later.
+    assert_eq!(misses(&full), vec![(10, 0), (0, 10)]);
+    assert_eq!(misses(&lean), misses(&full));
+    let thirds = |r: &[ReferenceMisses]| {
+        r.iter()
+            .flat_map(|r| &r.pieces)
+            .map(|p| p.evicted_by.len())
+            .sum::<usize>()
+    };
+    assert!(thirds(&full) > 0);
+    assert_eq!(thirds(&lean), 0);
 }
