@@ -105,10 +105,7 @@ pub fn run(args: &ModelLevelArgs, ui: &Ui) -> anyhow::Result<()> {
             fit_options(&loaded, args),
             args.explain,
         ),
-        None => {
-            let (refs, explain) = counts(&program, cache, budget, args);
-            (refs, explain, None)
-        }
+        None => counts(&program, cache, budget, args),
     };
     crate::cmd::print_json(&LevelOutcome {
         refs: refs.map_err(|e| e.to_string()),
@@ -118,19 +115,15 @@ pub fn run(args: &ModelLevelArgs, ui: &Ui) -> anyhow::Result<()> {
     })
 }
 
-type Explained<T> = (
+/// A level's counts, its intermediate sets as text and its formulas, as far as asked for.
+type Modelled = (
     Result<Vec<ReferenceMisses>, AnalyticError>,
     Option<String>,
-    T,
+    Option<Vec<ReferenceFormulas>>,
 );
 
 /// Every reference's counts, the references built side by side on `budget.threads` threads.
-fn counts(
-    program: &Program,
-    cache: Cache,
-    budget: Budget,
-    args: &ModelLevelArgs,
-) -> (Result<Vec<ReferenceMisses>, AnalyticError>, Option<String>) {
+fn counts(program: &Program, cache: Cache, budget: Budget, args: &ModelLevelArgs) -> Modelled {
     let per_reference = each_reference(program, cache, budget, |model| {
         let explain = args.explain.then(|| model.explain());
         // The pieces' third counts above four ways are shown with --explain only.
@@ -150,9 +143,9 @@ fn counts(
                     explain.get_or_insert_default().push_str(&e);
                 }
             }
-            (Ok(refs), explain)
+            (Ok(refs), explain, None)
         }
-        Err(e) => (Err(e), None),
+        Err(e) => (Err(e), None, None),
     }
 }
 
@@ -166,7 +159,7 @@ fn with_formulas(
     name: &str,
     options: FitOptions,
     explain: bool,
-) -> Explained<Option<Vec<ReferenceFormulas>>> {
+) -> Modelled {
     let ctx = Ctx::with_max_operations(budget.max_operations);
     let mut text = None;
     let mut formulas = None;
