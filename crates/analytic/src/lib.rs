@@ -9,7 +9,8 @@
 //! evaluations (spec §4.4). [`Model::evaluate_with_sources`] also says where each reference's
 //! conflict misses come from: for every reference (itself included), in how many of them it
 //! brought another line into the set since the hit source (spec §5's "causes of the misses";
-//! exact, and overlapping across references).
+//! exact, and overlapping across references). [`each_reference`] builds a level's references side
+//! by side on threads, one isl context each.
 //!
 //! This room takes its own small program description ([`Program`]): the kernel language's IR is
 //! converted into it by [`program_from_kernel`]. It never prints, reads files or simulates.

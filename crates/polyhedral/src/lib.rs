@@ -1,7 +1,8 @@
 //! Integer-set machinery for loopscope's analytic cache model: Presburger sets and maps with
 //! floor-division (existential) variables, their union, intersection, subtraction, projection and
 //! parametric lexicographic maximum, and counting of their points at concrete parameter values
-//! in time independent of those values.
+//! in time independent of those values; for a map with one output dimension, the inputs with at
+//! least `d` outputs ([`Map::inputs_with_at_least`]) where its parts' sizes have a closed form.
 //!
 //! This room only computes with sets. It knows nothing of caches, loops or kernels, never prints,
 //! never reads files or the environment.
