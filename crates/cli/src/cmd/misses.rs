@@ -274,17 +274,13 @@ pub(crate) fn model_request<'a>(
     args: &'a MissesArgs,
     define: &'a [(String, i64)],
 ) -> ModelRequest<'a> {
-    ModelRequest {
-        kernel: &args.kernel,
+    ModelRequest::counts(
+        &args.kernel,
         define,
-        base: args.base.as_deref(),
-        max_operations: args.max_operations,
-        time_limit_s: args.time_limit,
-        threads_per_level: crate::cmd::model_level::cores(),
-        explain: false,
-        sources: false,
-        symbolic: None,
-    }
+        args.base.as_deref(),
+        args.max_operations,
+        args.time_limit,
+    )
 }
 
 /// The model is spec 000's cache: LRU, write-allocate. Anything else would be silently wrong.

@@ -239,7 +239,7 @@ pub struct ModelRequest<'a> {
     pub define: &'a [(String, i64)],
     /// `--base`, if given.
     pub base: Option<&'a str>,
-    /// isl operations per level.
+    /// isl operations per reference of a level.
     pub max_operations: u64,
     /// Seconds per level, building and counting.
     pub time_limit_s: f64,
@@ -251,6 +251,30 @@ pub struct ModelRequest<'a> {
     pub sources: bool,
     /// Formulas in this parameter.
     pub symbolic: Option<&'a str>,
+}
+
+impl<'a> ModelRequest<'a> {
+    /// Counts only (no explanation, sources or formulas, which a caller adds), each level on
+    /// every core.
+    pub fn counts(
+        kernel: &'a Path,
+        define: &'a [(String, i64)],
+        base: Option<&'a str>,
+        max_operations: u64,
+        time_limit_s: f64,
+    ) -> ModelRequest<'a> {
+        ModelRequest {
+            kernel,
+            define,
+            base,
+            max_operations,
+            time_limit_s,
+            threads_per_level: cores(),
+            explain: false,
+            sources: false,
+            symbolic: None,
+        }
+    }
 }
 
 /// The cores of this machine: each level's process builds its references on this many threads.

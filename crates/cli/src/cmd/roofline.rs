@@ -395,17 +395,13 @@ fn kernel_traffic(
         TrafficSource::Sim => (simulate()?, "exact cache simulator".to_owned()),
         TrafficSource::Model => {
             check_model_caches(&levels)?;
-            let request = ModelRequest {
-                kernel: path,
-                define: &args.define,
-                base: None,
-                max_operations: args.max_operations,
-                time_limit_s: args.time_limit,
-                threads_per_level: crate::cmd::model_level::cores(),
-                explain: false,
-                sources: false,
-                symbolic: None,
-            };
+            let request = ModelRequest::counts(
+                path,
+                &args.define,
+                None,
+                args.max_operations,
+                args.time_limit,
+            );
             let bar = ui.progress_bar(0, "modelling");
             let outcomes: Vec<_> = model_levels(&request, &levels)
                 .into_iter()
