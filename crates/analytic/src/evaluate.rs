@@ -182,6 +182,21 @@ impl<'c> Model<'c> {
         cache.check()?;
         let positions = program.positions()?;
         let most_lines_in_a_set = most_lines_in_a_set(ctx, program, &positions, cache)?;
+        Model::build_knowing(ctx, program, cache, which, deadline, most_lines_in_a_set)
+    }
+
+    /// [`Model::build`] with the most lines one set receives already known (`None`: unknown),
+    /// for callers that build one model per reference of the same level.
+    pub(crate) fn build_knowing(
+        ctx: &'c Ctx,
+        program: &Program,
+        cache: Cache,
+        which: &[usize],
+        deadline: Option<(Instant, Duration)>,
+        most_lines_in_a_set: Option<i128>,
+    ) -> Result<Model<'c>, AnalyticError> {
+        cache.check()?;
+        let positions = program.positions()?;
         let conflicts_possible = most_lines_in_a_set.is_none_or(|n| n > i128::from(cache.ways));
         let mut targets = Vec::with_capacity(which.len());
         for &t in which {

@@ -5,7 +5,6 @@
 //! Taking one reference at a time balances references whose costs differ by 100× (the 3D
 //! stencil's seven references at L1 take 0.003–0.9 s).
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -13,6 +12,7 @@ use loopscope_polyhedral::Ctx;
 
 use crate::AnalyticError;
 use crate::evaluate::Model;
+use crate::pressure::most_lines_in_a_set;
 use crate::program::{Cache, Program};
 
 /// How much one level may cost.
@@ -28,7 +28,8 @@ pub struct Budget {
 
 /// Builds the model of each reference of `program` for `cache` alone and returns `work` of it,
 /// in position order. The first error in position order is returned; once one reference fails,
-/// no thread takes another.
+/// no thread takes another. Whether the level can evict at all (the most lines one cache set
+/// receives) is found once for all references.
 pub fn each_reference<T, F>(
     program: &Program,
     cache: Cache,
@@ -39,54 +40,50 @@ where
     T: Send,
     F: Fn(&Model<'_>) -> Result<T, AnalyticError> + Sync,
 {
-    let references = program.positions()?.len();
+    cache.check()?;
+    let positions = program.positions()?;
+    // A property of the level, not of a reference: found once, not once per reference.
+    let most_lines = most_lines_in_a_set(
+        &Ctx::with_max_operations(budget.max_operations),
+        program,
+        &positions,
+        cache,
+    )?;
     let deadline = (Instant::now() + budget.time_limit, budget.time_limit);
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
-    let results: Mutex<Vec<Option<Result<T, AnalyticError>>>> =
-        Mutex::new((0..references).map(|_| None).collect());
     let worker = || {
+        let mut done = Vec::new();
         while !failed.load(Ordering::Relaxed) {
             let target = next.fetch_add(1, Ordering::Relaxed);
-            if target >= references {
+            if target >= positions.len() {
                 break;
             }
             let ctx = Ctx::with_max_operations(budget.max_operations);
-            let result = Model::build(&ctx, program, cache, &[target], Some(deadline))
-                .and_then(|model| work(&model));
+            let result =
+                Model::build_knowing(&ctx, program, cache, &[target], Some(deadline), most_lines)
+                    .and_then(|model| work(&model));
             failed.fetch_or(result.is_err(), Ordering::Relaxed);
-            // A poisoned lock only means another worker panicked; its slot stays empty.
-            if let Ok(mut slots) = results.lock() {
-                slots[target] = Some(result);
-            }
+            done.push((target, result));
         }
+        done
     };
-    std::thread::scope(|scope| {
-        for _ in 1..budget.threads.clamp(1, references.max(1)) {
-            scope.spawn(worker);
+    let mut done = std::thread::scope(|scope| {
+        let helpers: Vec<_> = (1..budget.threads.clamp(1, positions.len().max(1)))
+            .map(|_| scope.spawn(worker))
+            .collect();
+        let mut done = worker();
+        for helper in helpers {
+            // A helper that panicked carries the panic on: no reference's result is lost silently.
+            done.extend(
+                helper
+                    .join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p)),
+            );
         }
-        worker();
+        done
     });
-    let slots = results
-        .into_inner()
-        .map_err(|_| AnalyticError::Program("internal: a model thread panicked".into()))?;
-    // Slots left empty were not taken because some reference failed: its error is returned.
-    let mut out = Vec::with_capacity(references);
-    let mut first_error = None;
-    for slot in slots {
-        match slot {
-            Some(Ok(value)) => out.push(value),
-            Some(Err(e)) => {
-                first_error.get_or_insert(e);
-            }
-            None => {}
-        }
-    }
-    match first_error {
-        Some(e) => Err(e),
-        None if out.len() < references => Err(AnalyticError::Program(
-            "internal: a model thread panicked".into(),
-        )),
-        None => Ok(out),
-    }
+    // Position order; a reference not taken is one after a failure, whose error comes first.
+    done.sort_by_key(|(target, _)| *target);
+    done.into_iter().map(|(_, result)| result).collect()
 }
