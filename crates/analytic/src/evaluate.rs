@@ -272,7 +272,11 @@ impl<'c> Model<'c> {
             // their own set and the third counts are detail (one of transpose's at N = 1600 in
             // L2 takes 6 s to count: half the level).
             let third_needed = piece.conflicted.is_none() || detail.third_counts;
-            for (m, set) in piece.evicted.iter().enumerate().filter(|_| third_needed) {
+            let evicted = match third_needed {
+                true => piece.rows()?.1,
+                false => Vec::new(),
+            };
+            for (m, set) in evicted.iter().enumerate() {
                 evicted_by.push((
                     self.positions[m].label.clone(),
                     count_instances(set, values)?,
@@ -415,7 +419,14 @@ impl<'c> Model<'c> {
                 } else {
                     "J'"
                 };
-                for (m, (j1, j2)) in piece.evictors.iter().zip(&piece.evicted).enumerate() {
+                let (rows, evicted) = match piece.rows() {
+                    Ok(sets) => sets,
+                    Err(e) => {
+                        out.push_str(&format!("    (evicting rows not built: {e})\n"));
+                        (Vec::new(), Vec::new())
+                    }
+                };
+                for (m, (j1, j2)) in rows.iter().zip(&evicted).enumerate() {
                     if !j1.is_empty().unwrap_or(false) {
                         let label = &self.positions[m].label;
                         out.push_str(&format!(

@@ -37,7 +37,8 @@ pub(crate) struct Combination<'c> {
 pub(crate) struct Piece<'c> {
     pub candidates: Vec<usize>,
     pub set: Set<'c>,
-    /// `J″_{n,m}` per position `m`.
+    /// `J″_{n,m}` per position `m`; empty above [`COMBINATION_WAYS`], where [`Piece::rows`]
+    /// derives it from `competing` when asked for.
     pub evicted: Vec<Set<'c>>,
     /// `Z_{n,c}`, computed when the associativity is at most [`COMBINATION_WAYS`].
     pub still_cached: Vec<Combination<'c>>,
@@ -45,8 +46,8 @@ pub(crate) struct Piece<'c> {
     /// their set accessed since the hit source: the conflict misses of the piece (at most four
     /// ways they are `Σ third − Σ fourth`).
     pub conflicted: Option<Set<'c>>,
-    /// `J′_{n,m}` per position, kept for `--explain`; above [`COMBINATION_WAYS`], where S42's
-    /// subtraction of tag maps is skipped, `dom H′_{n,m}` instead.
+    /// `J′_{n,m}` per position, kept for `--explain`; empty above [`COMBINATION_WAYS`] (see
+    /// [`Piece::rows`]).
     pub evictors: Vec<Set<'c>>,
     /// `H′_{n,m}` per position (S41, before S42 gives each tag to one position): target
     /// instance → tags of the other blocks position `m` brings into the set between the hit
@@ -56,6 +57,35 @@ pub(crate) struct Piece<'c> {
 }
 
 impl<'c> Piece<'c> {
+    /// Per position, the rows it evicts from (`J′_{n,m}`; above [`COMBINATION_WAYS`], where
+    /// S42's subtraction of tag maps is skipped, `dom H′_{n,m}`) and the third-count sets
+    /// `J″_{n,m}`. Above the combinations' ways they are detail, derived here only when asked
+    /// for: `J″_{n,m} = dom H′_{n,m} − ∪_{m′<m} dom H′_{n,m′}` equals S42's
+    /// `dom J_{n,m} − ∪_{m′<m} dom J_{n,m′}` (both unions are the rows with a tag from a position
+    /// up to `m`, and a row of dom H′_{n,m} outside dom J_{n,m} has its tag from an earlier one).
+    pub fn rows(&self) -> Result<(Vec<Set<'c>>, Vec<Set<'c>>), AnalyticError> {
+        if !self.evictors.is_empty() || self.competing.is_empty() {
+            let copies =
+                |sets: &[Set<'c>]| sets.iter().map(Set::copy).collect::<Result<Vec<_>, _>>();
+            return Ok((copies(&self.evictors)?, copies(&self.evicted)?));
+        }
+        let (mut evictors, mut evicted) = (Vec::new(), Vec::new());
+        let mut seen: Option<Set<'c>> = None;
+        for h in &self.competing {
+            let rows = h.domain()?;
+            evicted.push(match &seen {
+                Some(seen) => rows.subtract(seen)?,
+                None => rows.copy()?,
+            });
+            seen = Some(match seen {
+                Some(seen) => seen.union(&rows)?,
+                None => rows.copy()?,
+            });
+            evictors.push(rows);
+        }
+        Ok((evictors, evicted))
+    }
+
     /// A piece at a level where nothing is evicted: no conflict sets, no conflict misses.
     fn without_conflicts(set: Set<'c>, candidates: Vec<usize>) -> Result<Piece<'c>, AnalyticError> {
         Ok(Piece {
@@ -345,10 +375,7 @@ impl<'c> Builder<'_, 'c> {
     ) -> Result<Piece<'c>, AnalyticError> {
         // S41–S44. Above the combinations' ways the tag maps J_{n,m} (S42's ordered
         // subtraction) are not needed: the conflicts come from Ψ≥ways of the union of the H′,
-        // and the third counts J″_{n,m} = dom J_{n,m} − ∪_{m′<m} dom J_{n,m′} equal
-        // dom H′_{n,m} − ∪_{m′<m} dom H′_{n,m′} (both unions are the rows with some tag from
-        // positions m′ ≤ m, and a row of dom H′_{n,m} outside dom J_{n,m} has its tag from an
-        // earlier position), so the subtraction of tag maps, a costly one, is skipped there.
+        // and the third counts come from the H′ alone ([`Piece::rows`]).
         let combine = self.cache.ways <= COMBINATION_WAYS;
         let mut tags_seen: Option<Map<'c>> = None;
         let mut rows_seen: Option<Set<'c>> = None;
@@ -359,9 +386,20 @@ impl<'c> Builder<'_, 'c> {
             let h = self.evicting_tags(&set, &members, instances, m)?;
             // A reference-counted handle: keeping it costs no set operation.
             competing.push(h.copy()?);
+            if !combine {
+                // Above the combinations' ways only the union of the tag maps is needed now;
+                // the rows per position (third counts, `--explain`) come from `competing` when
+                // asked for. A column walk's dom H′ needs the modular inverse that made
+                // matrix multiply at N = 150 in L1 run for minutes.
+                tags_seen = Some(match tags_seen {
+                    Some(seen) => seen.union(&h)?,
+                    None => h,
+                });
+                continue;
+            }
             let jm = match &tags_seen {
-                Some(seen) if combine => h.subtract(seen)?,
-                _ => h.copy()?,
+                Some(seen) => h.subtract(seen)?,
+                None => h.copy()?,
             };
             tags_seen = Some(match tags_seen {
                 Some(seen) => seen.union(&h)?,
@@ -376,17 +414,15 @@ impl<'c> Builder<'_, 'c> {
                 Some(seen) => seen.union(&j1m)?,
                 None => j1m.copy()?,
             });
-            if combine {
-                j.push(jm);
-            }
+            j.push(jm);
             j1.push(j1m);
             j2.push(j2m);
         }
-        let (still_cached, conflicted) = match (&tags_seen, &rows_seen) {
+        let (still_cached, conflicted) = match &tags_seen {
             _ if combine => (self.combinations(&set, &j, &j1)?, None),
-            (Some(all), Some(rows)) => (Vec::new(), Some(self.at_least_ways(&set, all, rows)?)),
+            Some(all) => (Vec::new(), Some(self.at_least_ways(&set, all)?)),
             // No position at all: nothing can evict.
-            _ => (Vec::new(), Some(set.subtract(&set)?)),
+            None => (Vec::new(), Some(set.subtract(&set)?)),
         };
         Ok(Piece {
             candidates: members,
@@ -426,22 +462,22 @@ impl<'c> Builder<'_, 'c> {
         // from 7.4 s to 2.0 s, where each lexmin of the union compared every pair of its parts.
         // A column walk's tags follow a residue (a modular inverse) and take the peel.
         let counts: Vec<u32> = (2..=ways).collect();
-        if let Some(at_least) = j.inputs_with_at_least(&counts)? {
-            ge.extend(at_least);
-            return Ok(ge);
+        match j.inputs_with_at_least(&counts)? {
+            Some(at_least) => ge.extend(at_least),
+            None => ge.extend(self.peel(piece, j, tags)?),
         }
-        self.peel(piece, j, tags, ge)
+        Ok(ge)
     }
 
-    /// Ψ≥2 … Ψ≥ways by peeling the smallest tag `ways − 1` times, appended to `ge` (Ψ≥0 and
-    /// Ψ≥1); `tags` bounds the distinct tags (no Ψ≥d above it can have a point).
+    /// Ψ≥2 … Ψ≥ways by peeling the smallest tag `ways − 1` times; `tags` bounds the distinct
+    /// tags (no Ψ≥d above it can have a point).
     fn peel(
         &self,
         piece: &Set<'c>,
         j: &Map<'c>,
         tags: i128,
-        mut ge: Vec<Set<'c>>,
     ) -> Result<Vec<Set<'c>>, AnalyticError> {
+        let mut ge = Vec::with_capacity(self.cache.ways as usize);
         let mut left = j.copy()?;
         for d in 2..=self.cache.ways {
             self.check_time()?;
@@ -460,12 +496,7 @@ impl<'c> Builder<'_, 'c> {
     /// Ψ≥ways alone, the conflict misses above the combinations' ways: from the sizes of the
     /// tag map's parts where they are known (one set operation, not `ways − 1`: 2.1 s of the
     /// 6 s of transpose's tag map at N = 1600 in L2), else from the peel.
-    fn at_least_ways(
-        &self,
-        piece: &Set<'c>,
-        j: &Map<'c>,
-        j1: &Set<'c>,
-    ) -> Result<Set<'c>, AnalyticError> {
+    fn at_least_ways(&self, piece: &Set<'c>, j: &Map<'c>) -> Result<Set<'c>, AnalyticError> {
         let tags = self.tag_span(j)?;
         if i128::from(self.cache.ways) > tags {
             return Ok(piece.subtract(piece)?);
@@ -476,8 +507,8 @@ impl<'c> Builder<'_, 'c> {
         {
             return Ok(set);
         }
-        let mut ge = self.peel(piece, j, tags, vec![piece.copy()?, j1.copy()?])?;
-        ge.pop()
+        self.peel(piece, j, tags)?
+            .pop()
             .ok_or_else(|| AnalyticError::Program("internal: the peel gave no set".into()))
     }
 

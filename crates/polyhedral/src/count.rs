@@ -97,7 +97,7 @@ fn fix_all(mut set: isl::Set, params: &[i128]) -> Res<isl::Set> {
     Ok(set)
 }
 
-fn int_val(v: isl::Val, op: &'static str) -> Res<i128> {
+pub(crate) fn int_val(v: isl::Val, op: &'static str) -> Res<i128> {
     if !v.is_int().map_err(isl_err(op))? {
         return Err(PolyError::Isl {
             op,
@@ -108,7 +108,7 @@ fn int_val(v: isl::Val, op: &'static str) -> Res<i128> {
 }
 
 /// `Σ coefficient(kind, i) · scale` for the listed kinds, read through `get`.
-fn coefficients(
+pub(crate) fn coefficients(
     n: i32,
     get: impl Fn(i32) -> Result<isl::Val, isl::LibISLError>,
     scale: Option<&isl::Val>,

@@ -2,19 +2,21 @@
 //! without enumerating the outputs and without a chain of lexmins.
 //!
 //! The map is split into disjoint basic maps, and each one's number of outputs per input is
-//! written as a quasi-affine function of the input where its shape allows: an interval
+//! written as a quasi-affine function of the input where its shape allows: an interval cut by a
+//! window of residues (a column walk's lines in one cache set, [`crate::window`]), an interval
 //! (`max − min + 1`), every `m`-th point of one (`(max − min)/m + 1`, `m` the output's stride),
-//! or an interval less holes of those two shapes (a column walk's lines in one cache set with
-//! one residue class taken out). The sum over the parts is compared with `d` by one set
+//! or an interval less holes of those shapes. The sum over the parts is compared with `d` by one set
 //! operation per `d`. A lexmin and a lexmax per basic map replace `d − 1` lexmins of the whole
 //! union, whose pieces multiply with every step (each lexmin of a union compares every pair of
-//! basic maps' minima). Parts of other shapes (several residues, as a column walk's lines in a
-//! set usually are) leave the answer unknown, and the caller peels.
+//! basic maps' minima). Parts of other shapes (two residue conditions, an existential isl has no
+//! expression for, a window whose classes depend on the input) leave the answer unknown, and the
+//! caller peels.
 
 use isl_rs as isl;
 
 use crate::PolyError;
 use crate::sets::{Map, Set, isl_err};
+use crate::window::window_size;
 
 /// Past this many disjoint basic maps the split is not tried (the caller's own method is then
 /// cheaper than the sum's pieces).
@@ -38,8 +40,7 @@ impl<'c> Map<'c> {
         }
         let mut total: Option<isl::PwAff> = None;
         for i in 0..parts {
-            let part = isl::Map::from_basic_map(list.get_at(i).map_err(isl_err("get_at"))?)
-                .map_err(isl_err("from_basic_map"))?;
+            let part = list.get_at(i).map_err(isl_err("get_at"))?;
             let Some(length) = part_size(part, HOLE_DEPTH)? else {
                 return Ok(None);
             };
@@ -84,10 +85,15 @@ impl<'c> Map<'c> {
 const HOLE_DEPTH: u32 = 1;
 
 /// The number of outputs of each input of a basic map, as a quasi-affine function on its
-/// domain, when it has one of three shapes: an interval `[min, max]` (`max − min + 1`), every
+/// domain, when it has one of four shapes: an interval cut by a residue window (tried first: a
+/// window's minimum is what isl is slow at), an interval `[min, max]` (`max − min + 1`), every
 /// `m`-th point of one (`(max − min) / m + 1`, `m` isl's stride of the output), or an interval
 /// less holes of those shapes. `None` otherwise.
-fn part_size(part: isl::Map, depth: u32) -> Result<Option<isl::PwAff>, PolyError> {
+fn part_size(part: isl::BasicMap, depth: u32) -> Result<Option<isl::PwAff>, PolyError> {
+    if let Some(size) = window_size(&part)? {
+        return Ok(Some(size));
+    }
+    let part = isl::Map::from_basic_map(part).map_err(isl_err("from_basic_map"))?;
     let lo = part
         .copy()
         .map_err(isl_err("copy"))?
@@ -161,8 +167,7 @@ fn part_size(part: isl::Map, depth: u32) -> Result<Option<isl::PwAff>, PolyError
         .add_constant_val(int(1)?)
         .map_err(isl_err("add_constant_val"))?;
     for i in 0..n {
-        let hole = isl::Map::from_basic_map(holes.get_at(i).map_err(isl_err("get_at"))?)
-            .map_err(isl_err("from_basic_map"))?;
+        let hole = holes.get_at(i).map_err(isl_err("get_at"))?;
         let Some(hole_size) = part_size(hole, depth - 1)? else {
             return Ok(None);
         };

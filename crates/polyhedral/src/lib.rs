@@ -2,7 +2,10 @@
 //! floor-division (existential) variables, their union, intersection, subtraction, projection and
 //! parametric lexicographic maximum, and counting of their points at concrete parameter values
 //! in time independent of those values; for a map with one output dimension, the inputs with at
-//! least `d` outputs ([`Map::inputs_with_at_least`]) where its parts' sizes have a closed form.
+//! least `d` outputs ([`Map::inputs_with_at_least`]) where its parts' sizes have a closed form
+//! (intervals, lattices, and residue windows such as a column walk's rows in one cache set, whose
+//! size is written per residue class with the modular inverse as a constant instead of asking
+//! isl for a parametric minimum).
 //!
 //! This room only computes with sets. It knows nothing of caches, loops or kernels, never prints,
 //! never reads files or the environment.
@@ -41,7 +44,10 @@
 //! cross each stretch, and the swept coordinate is the cheapest one (lifted divisions such as a
 //! cache set index take few values). Splitting residue classes of the division periods instead,
 //! as an earlier version did, needs line × sets / element classes per dimension: millions for
-//! real caches. Work is bounded and exceeding the bound is an error, never a hang.
+//! real caches. A polytope of eight or more dimensions (many lifted divisions, as the residue
+//! windows' sizes give) slices a coordinate of up to 1024 values at each value instead: its
+//! vertex enumeration cost more than 10⁸ ray comparisons where the slices cost half a second.
+//! Work is bounded and exceeding the bound is an error, never a hang.
 //! Symbolic counting (piecewise quasi-polynomials) is not implemented yet.
 //!
 //! # Example
@@ -68,6 +74,7 @@ mod images;
 mod polytope;
 mod rational;
 mod sets;
+mod window;
 
 pub use error::PolyError;
 pub use sets::{Ctx, Map, Set};

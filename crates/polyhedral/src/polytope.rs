@@ -40,6 +40,13 @@ const MAX_RAY_TESTS: u64 = 200_000_000;
 /// Limit on the slices counted in one count (all levels of the recursion together).
 const MAX_SLICES: u64 = 1_000_000;
 
+/// From this many dimensions on (a set with many lifted divisions, such as a column walk's
+/// residue windows), vertex enumeration is dearer than slicing a coordinate of up to
+/// [`WIDE_SLICE`] values at each of them.
+const MANY_DIMS: usize = 8;
+/// See [`MANY_DIMS`].
+const WIDE_SLICE: i128 = 1024;
+
 /// The work spent so far in one count, checked against the limits.
 #[derive(Default)]
 pub(crate) struct Work {
@@ -337,7 +344,7 @@ impl IntPolytope {
             .filter_map(|(k, b)| b.map(|(lo, hi)| (hi.saturating_sub(lo), k, lo, hi)))
             .min();
         if let Some((width, k, lo, hi)) = narrowest {
-            if width < self.dims as i128 {
+            if width < self.dims as i128 || (self.dims >= MANY_DIMS && width < WIDE_SLICE) {
                 let mut total = 0i128;
                 for v in lo..=hi {
                     total = add(total, self.slice_count(k, v, work)?, "sum")?;
@@ -802,6 +809,30 @@ mod tests {
         p.add_inequality(vec![-1, 0], n - 1);
         p.add_inequality(vec![0, 1], 0);
         assert_eq!(p.count().unwrap(), n * (n + 1) / 2);
+    }
+
+    #[test]
+    fn many_dimensions_are_sliced_exactly() {
+        // Eight coordinates in [0, 3] chained by t_{k+1} ≤ t_k + 1 and a sum bound: above
+        // MANY_DIMS' threshold the narrowest coordinate is sliced instead of enumerating
+        // vertices; the count must not change.
+        let n = 8;
+        let mut p = IntPolytope::new(n);
+        for k in 0..n {
+            let mut lower = vec![0; n];
+            lower[k] = 1;
+            p.add_inequality(lower.clone(), 0);
+            p.add_inequality(lower.iter().map(|v| -v).collect(), 3);
+            if k + 1 < n {
+                let mut chain = vec![0; n];
+                chain[k] = 1;
+                chain[k + 1] = -1;
+                p.add_inequality(chain, 1);
+            }
+        }
+        p.add_inequality(vec![-1; n], 13);
+        assert!(p.dims >= MANY_DIMS);
+        assert_eq!(p.count().unwrap(), brute(&p, 0, 3));
     }
 
     #[test]

@@ -1,0 +1,380 @@
+//! The number of outputs per input of a *window* part: a basic map `t → q` whose outputs are
+//! the `q` of an interval `[L(t), U(t)]` whose residue `(a·q + c(t)) mod D` falls in a window
+//! `[lo, hi]`. A column walk's lines in one cache set have this shape: row `k` of a matrix with
+//! `R`-byte rows lands in the set when `(R·k + c) mod (line × sets)` is below the line size.
+//!
+//! Why a closed form: isl's parametric minimum of such a part needs the modular inverse of `a`,
+//! which it reaches through chains of cuts (22 s for one part of matrix multiply at N = 150 in a
+//! 32 KiB L1, whose size is two such minima). The inverse is a constant here, so the count is
+//! written down directly. With `g = gcd(a, D)`, `a = g·a′`, `D = g·D′` and `a′·inv ≡ 1 (mod D′)`,
+//! the residues in the window that `a·q + c` can take are `lo + g·u + (c − lo) mod g` for
+//! `u = 0 … W/g − 1` (`W = hi − lo + 1`, when `g` divides `W`), and the residue of `u` is taken
+//! exactly by `q ≡ ρᵤ = inv·(u − ⌊(c − lo)/g⌋) (mod D′)`; the `q` of one class in `[L, U]` number
+//! `⌊(U − ρᵤ)/D′⌋ − ⌊(L − 1 − ρᵤ)/D′⌋`. When `g` does not divide `W` the number of classes
+//! depends on `c mod g` and the shape is left to the caller.
+
+use isl_rs as isl;
+
+use crate::PolyError;
+use crate::count::{coefficients, int_val};
+use crate::rational::{Res, ceil_div, floor_div, gcd};
+use crate::sets::isl_err;
+
+/// Past this many residue classes the closed form is not written: each class adds two
+/// divisions to every set built from the size, which the counter then lifts. A column walk's
+/// window has one class per element of a line or fewer.
+const MOST_CLASSES: i128 = 16;
+
+/// A division of the wrapped basic map `[t → q]`: integer numerator coefficients over the
+/// set dimensions (`t` then `q`), earlier divisions and parameters, its constant and its
+/// denominator.
+struct Division {
+    dims: Vec<i128>,
+    divs: Vec<i128>,
+    params: Vec<i128>,
+    constant: i128,
+    denominator: i128,
+}
+
+/// The residue condition found in a part: `(a·q + c) mod modulus ∈ [lo, hi]`, `c` the
+/// numerator of division `div` without its `q` term.
+struct Window {
+    div: usize,
+    a: i128,
+    modulus: i128,
+    lo: i128,
+    hi: i128,
+}
+
+/// The size of `part` (one output dimension) as a quasi-affine function of its input, when it
+/// is an interval cut by one residue window; `None` for any other shape.
+pub(crate) fn window_size(part: &isl::BasicMap) -> Result<Option<isl::PwAff>, PolyError> {
+    let n_in = part.dim(isl::DimType::In).map_err(isl_err("dim"))? as usize;
+    let wrapped = part
+        .copy()
+        .map_err(isl_err("copy"))?
+        .wrap()
+        .map_err(isl_err("wrap"))?;
+    let Some(divisions) = divisions(&wrapped)? else {
+        return Ok(None);
+    };
+    let Some(window) = find_window(&wrapped, &divisions, n_in)? else {
+        return Ok(None);
+    };
+    let g = gcd(window.a, window.modulus);
+    // The residues `start, start + 1, …` (cyclically) counted, and whether they are the
+    // window's complement: of a window wider than half the modulus (a column walk's set less
+    // the target's own line) the complement has fewer classes, so fewer terms.
+    let width = window.hi - window.lo + 1;
+    let (start, counted, complement) = if 2 * width > window.modulus {
+        (window.hi + 1, window.modulus - width, true)
+    } else {
+        (window.lo, width, false)
+    };
+    if counted % g != 0 || counted / g > MOST_CLASSES {
+        return Ok(None);
+    }
+    let reduced = window.modulus / g;
+    let Some(inverse) = inverse_mod(window.a / g, reduced) else {
+        return Ok(None);
+    };
+    let names = Names::of(part)?;
+    let c = names.expression(&divisions, window.div, n_in)?;
+    let hull = isl::Map::from_basic_map(
+        part.copy()
+            .map_err(isl_err("copy"))?
+            .drop_constraints_involving_dims(isl::DimType::Div, window.div as u32, 1)
+            .map_err(isl_err("drop_constraints"))?,
+    )
+    .map_err(isl_err("from_basic_map"))?;
+    let lo = hull
+        .copy()
+        .map_err(isl_err("copy"))?
+        .dim_min(0)
+        .map_err(isl_err("dim_min"))?;
+    let hi = hull.dim_max(0).map_err(isl_err("dim_max"))?;
+    if lo.involves_nan().map_err(isl_err("involves_nan"))?
+        || hi.involves_nan().map_err(isl_err("involves_nan"))?
+    {
+        return Ok(None);
+    }
+    let ctx = part.get_ctx();
+    // Residue `start + g·u + (c − start) mod g` (reduced modulo the modulus) is taken by the
+    // class `q ≡ inv·(u − ⌊(c − start)/g⌋) (mod D′)`.
+    let mut total = if complement {
+        hi.copy()
+            .map_err(isl_err("copy"))?
+            .sub(lo.copy().map_err(isl_err("copy"))?)
+            .and_then(|len| len.add_constant_val(isl::Val::one(&ctx)?))
+            .map_err(isl_err("sub"))?
+    } else {
+        hi.copy()
+            .map_err(isl_err("copy"))?
+            .sub(hi.copy().map_err(isl_err("copy"))?)
+            .map_err(isl_err("sub"))?
+    };
+    for u in 0..counted / g {
+        let rho = names.function(
+            &ctx,
+            &format!("({inverse}*({u} - floor(({c} - ({start}))/{g}))) mod {reduced}"),
+        )?;
+        let term = class_count(&lo, &hi, rho, reduced, &ctx)?;
+        total = if complement {
+            total.sub(term)
+        } else {
+            total.add(term)
+        }
+        .map_err(isl_err("add"))?;
+    }
+    Ok(Some(total))
+}
+
+/// `⌊(U − ρ)/m⌋ − ⌊(L − 1 − ρ)/m⌋`: the integers of `[L, U]` congruent to `ρ` modulo `m`.
+fn class_count(
+    lo: &isl::PwAff,
+    hi: &isl::PwAff,
+    rho: isl::PwAff,
+    m: i128,
+    ctx: &isl::Context,
+) -> Result<isl::PwAff, PolyError> {
+    let val = |v: i128| -> Result<isl::Val, PolyError> {
+        let v = i64::try_from(v).map_err(|_| PolyError::Overflow { context: "window" })?;
+        isl::Val::int_from_si(ctx, v).map_err(isl_err("val"))
+    };
+    let (m_up, m_down, minus_one) = (val(m)?, val(m)?, val(-1)?);
+    let upper = hi
+        .copy()
+        .map_err(isl_err("copy"))?
+        .sub(rho.copy().map_err(isl_err("copy"))?)
+        .and_then(|x| x.scale_down_val(m_up))
+        .and_then(|x| x.floor())
+        .map_err(isl_err("class_count"))?;
+    let lower = lo
+        .copy()
+        .map_err(isl_err("copy"))?
+        .add_constant_val(minus_one)
+        .and_then(|x| x.sub(rho))
+        .and_then(|x| x.scale_down_val(m_down))
+        .and_then(|x| x.floor())
+        .map_err(isl_err("class_count"))?;
+    upper.sub(lower).map_err(isl_err("class_count"))
+}
+
+/// `x` with `a·x ≡ 1 (mod m)`, for `a` prime to `m`.
+fn inverse_mod(a: i128, m: i128) -> Option<i128> {
+    if m == 1 {
+        return Some(0);
+    }
+    let (mut r0, mut r1) = (a.rem_euclid(m), m);
+    let (mut s0, mut s1) = (1i128, 0i128);
+    while r1 != 0 {
+        let q = r0 / r1;
+        (r0, r1) = (r1, r0 - q * r1);
+        (s0, s1) = (s1, s0 - q * s1);
+    }
+    (r0 == 1).then(|| s0.rem_euclid(m))
+}
+
+/// The divisions of `wrapped`, each with an explicit expression; `None` if one has none.
+fn divisions(wrapped: &isl::BasicSet) -> Result<Option<Vec<Division>>, PolyError> {
+    use isl::DimType::{Div, In, Param, Set};
+    let dims = wrapped.dim(Set).map_err(isl_err("dim"))?;
+    let ndiv = wrapped.dim(Div).map_err(isl_err("dim"))?;
+    let params = wrapped.dim(Param).map_err(isl_err("dim"))?;
+    let mut out = Vec::with_capacity(ndiv as usize);
+    for j in 0..ndiv {
+        // isl refuses the division of an existential it has no expression for (a projection
+        // it has not rewritten): not a window then.
+        let Ok(aff) = wrapped.get_div(j) else {
+            return Ok(None);
+        };
+        if aff.is_nan().map_err(isl_err("div"))? || aff.dim(Div).map_err(isl_err("div"))? != ndiv {
+            return Ok(None);
+        }
+        let den = aff.get_denominator_val().map_err(isl_err("div"))?;
+        let constant = aff
+            .get_constant_val()
+            .and_then(|c| c.mul(den.copy()?))
+            .map_err(isl_err("div"))?;
+        out.push(Division {
+            dims: coefficients(dims, |i| aff.get_coefficient_val(In, i), Some(&den))?,
+            divs: coefficients(ndiv, |i| aff.get_coefficient_val(Div, i), Some(&den))?,
+            params: coefficients(params, |i| aff.get_coefficient_val(Param, i), Some(&den))?,
+            constant: int_val(constant, "div")?,
+            denominator: int_val(den, "div")?,
+        });
+    }
+    Ok(Some(out))
+}
+
+/// The one division involving the output `q` (directly: one nested in another is not a
+/// window) and the residue window its constraints cut, if every constraint on it is a bound
+/// on its residue `numerator − denominator·div`.
+fn find_window(
+    wrapped: &isl::BasicSet,
+    divisions: &[Division],
+    n_in: usize,
+) -> Result<Option<Window>, PolyError> {
+    let on_q: Vec<usize> = (0..divisions.len())
+        .filter(|&j| divisions[j].dims[n_in] != 0)
+        .collect();
+    let [div] = on_q[..] else {
+        return Ok(None);
+    };
+    if divisions.iter().any(|d| d.divs[div] != 0) {
+        return Ok(None);
+    }
+    let d = &divisions[div];
+    let (mut lo, mut hi) = (0, d.denominator - 1);
+    let rows = constraint_rows(wrapped)?;
+    for row in rows.iter().filter(|r| r.divs[div] != 0) {
+        // The row must be λ·σ·(numerator − D·div) + k with σ = ±1, λ > 0.
+        let scaled = -row.divs[div];
+        if scaled % d.denominator != 0 {
+            return Ok(None);
+        }
+        let lambda_sigma = scaled / d.denominator;
+        let proportional = row
+            .dims
+            .iter()
+            .zip(&d.dims)
+            .all(|(r, n)| *r == lambda_sigma * n)
+            && row
+                .params
+                .iter()
+                .zip(&d.params)
+                .all(|(r, n)| *r == lambda_sigma * n)
+            && row
+                .divs
+                .iter()
+                .zip(&d.divs)
+                .enumerate()
+                .all(|(k, (r, n))| k == div || *r == lambda_sigma * n);
+        if !proportional {
+            return Ok(None);
+        }
+        let k = row.constant - lambda_sigma * d.constant;
+        let lambda = lambda_sigma.abs();
+        if row.equality {
+            // σλ·residue = −k.
+            if k % lambda != 0 {
+                return Ok(None);
+            }
+            let value = -k / lambda_sigma;
+            lo = lo.max(value);
+            hi = hi.min(value);
+        } else if lambda_sigma > 0 {
+            lo = lo.max(ceil_div(-k, lambda));
+        } else {
+            hi = hi.min(floor_div(k, lambda));
+        }
+    }
+    if lo > hi || (lo == 0 && hi == d.denominator - 1) {
+        return Ok(None);
+    }
+    let a = d.dims[n_in];
+    Ok(Some(Window {
+        div,
+        a,
+        modulus: d.denominator,
+        lo,
+        hi,
+    }))
+}
+
+struct Row {
+    dims: Vec<i128>,
+    divs: Vec<i128>,
+    params: Vec<i128>,
+    constant: i128,
+    equality: bool,
+}
+
+fn constraint_rows(wrapped: &isl::BasicSet) -> Res<Vec<Row>> {
+    use isl::DimType::{Div, Param, Set};
+    let dims = wrapped.dim(Set).map_err(isl_err("dim"))?;
+    let ndiv = wrapped.dim(Div).map_err(isl_err("dim"))?;
+    let params = wrapped.dim(Param).map_err(isl_err("dim"))?;
+    let list = wrapped
+        .get_constraint_list()
+        .map_err(isl_err("constraints"))?;
+    (0..list.size().map_err(isl_err("constraints"))?)
+        .map(|i| {
+            let c = list.get_at(i).map_err(isl_err("constraints"))?;
+            Ok(Row {
+                dims: coefficients(dims, |k| c.get_coefficient_val(Set, k), None)?,
+                divs: coefficients(ndiv, |k| c.get_coefficient_val(Div, k), None)?,
+                params: coefficients(params, |k| c.get_coefficient_val(Param, k), None)?,
+                constant: int_val(
+                    c.get_constant_val().map_err(isl_err("constraints"))?,
+                    "constraints",
+                )?,
+                equality: c.is_equality().map_err(isl_err("constraints"))?,
+            })
+        })
+        .collect()
+}
+
+/// The names a part's parameters and inputs are written with in isl text.
+struct Names {
+    params: Vec<String>,
+    inputs: Vec<String>,
+}
+
+impl Names {
+    fn of(part: &isl::BasicMap) -> Result<Names, PolyError> {
+        let named = |kind: isl::DimType, fallback: &str| -> Result<Vec<String>, PolyError> {
+            let n = part.dim(kind).map_err(isl_err("dim"))?;
+            (0..n as u32)
+                .map(|i| {
+                    Ok(part
+                        .get_dim_name(kind, i)
+                        .map(str::to_string)
+                        .unwrap_or_else(|_| format!("{fallback}{i}")))
+                })
+                .collect()
+        };
+        Ok(Names {
+            params: named(isl::DimType::Param, "p__")?,
+            inputs: named(isl::DimType::In, "i__")?,
+        })
+    }
+
+    /// Numerator of division `j` without its `q` term, as isl text over the inputs.
+    fn expression(&self, divisions: &[Division], j: usize, n_in: usize) -> Res<String> {
+        let d = &divisions[j];
+        let mut terms: Vec<String> = Vec::new();
+        for (name, c) in self.inputs.iter().zip(&d.dims[..n_in]) {
+            if *c != 0 {
+                terms.push(format!("{c}*{name}"));
+            }
+        }
+        for (name, c) in self.params.iter().zip(&d.params) {
+            if *c != 0 {
+                terms.push(format!("{c}*{name}"));
+            }
+        }
+        for (k, c) in d.divs.iter().enumerate() {
+            if *c != 0 {
+                let inner = self.expression(divisions, k, n_in)?;
+                let den = divisions[k].denominator;
+                terms.push(format!("{c}*floor(({inner})/{den})"));
+            }
+        }
+        terms.push(d.constant.to_string());
+        Ok(terms.join(" + "))
+    }
+
+    /// A quasi-affine function of the inputs from its isl text.
+    fn function(&self, ctx: &isl::Context, body: &str) -> Result<isl::PwAff, PolyError> {
+        let text = format!(
+            "[{}] -> {{ [{}] -> [({body})] }}",
+            self.params.join(", "),
+            self.inputs.join(", ")
+        );
+        isl::PwAff::read_from_str(ctx, &text).map_err(|e| PolyError::Parse {
+            text,
+            message: e.to_string(),
+        })
+    }
+}
