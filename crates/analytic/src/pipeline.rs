@@ -70,17 +70,10 @@ impl<'c> Piece<'c> {
             return Ok((copies(&self.evictors)?, copies(&self.evicted)?));
         }
         let (mut evictors, mut evicted) = (Vec::new(), Vec::new());
-        let mut seen: Option<Set<'c>> = None;
+        let mut seen = None;
         for h in &self.competing {
             let rows = h.domain()?;
-            evicted.push(match &seen {
-                Some(seen) => rows.subtract(seen)?,
-                None => rows.copy()?,
-            });
-            seen = Some(match seen {
-                Some(seen) => seen.union(&rows)?,
-                None => rows.copy()?,
-            });
+            evicted.push(first_seen_here(&rows, &mut seen)?);
             evictors.push(rows);
         }
         Ok((evictors, evicted))
@@ -406,14 +399,7 @@ impl<'c> Builder<'_, 'c> {
                 None => h,
             });
             let j1m = jm.domain()?;
-            let j2m = match &rows_seen {
-                Some(seen) => j1m.subtract(seen)?,
-                None => j1m.copy()?,
-            };
-            rows_seen = Some(match rows_seen {
-                Some(seen) => seen.union(&j1m)?,
-                None => j1m.copy()?,
-            });
+            let j2m = first_seen_here(&j1m, &mut rows_seen)?;
             j.push(jm);
             j1.push(j1m);
             j2.push(j2m);
@@ -581,6 +567,20 @@ impl<'c> Builder<'_, 'c> {
             }
         }
     }
+}
+
+/// The rows of `rows` not in `seen` (S44's `J″`: attributed to the first position that has
+/// them), and `seen` grown by `rows`.
+fn first_seen_here<'c>(
+    rows: &Set<'c>,
+    seen: &mut Option<Set<'c>>,
+) -> Result<Set<'c>, AnalyticError> {
+    let (new, all) = match seen.take() {
+        Some(before) => (rows.subtract(&before)?, before.union(rows)?),
+        None => (rows.copy()?, rows.copy()?),
+    };
+    *seen = Some(all);
+    Ok(new)
 }
 
 /// The next vector with entries below `ways` and sum below `ways` (odometer order).

@@ -112,21 +112,9 @@ fn part_size(part: isl::BasicMap, depth: u32) -> Result<Option<isl::PwAff>, Poly
         return Ok(Some(size));
     }
     let part = isl::Map::from_basic_map(part).map_err(isl_err("from_basic_map"))?;
-    let lo = part
-        .copy()
-        .map_err(isl_err("copy"))?
-        .dim_min(0)
-        .map_err(isl_err("dim_min"))?;
-    let hi = part
-        .copy()
-        .map_err(isl_err("copy"))?
-        .dim_max(0)
-        .map_err(isl_err("dim_max"))?;
-    if lo.involves_nan().map_err(isl_err("involves_nan"))?
-        || hi.involves_nan().map_err(isl_err("involves_nan"))?
-    {
+    let Some((lo, hi)) = output_bounds(&part)? else {
         return Ok(None);
-    }
+    };
     let ctx = part.get_ctx();
     let int = |v: i64| isl::Val::int_from_si(&ctx, v).map_err(isl_err("val"));
     let interval = between(&lo, &hi)?;
@@ -194,6 +182,25 @@ fn part_size(part: isl::BasicMap, depth: u32) -> Result<Option<isl::PwAff>, Poly
             .map_err(isl_err("union_add"))?;
     }
     Ok(Some(size))
+}
+
+/// The smallest and largest output of each input of a one-output map, as quasi-affine
+/// functions on its domain; `None` where isl has no such form (NaN).
+pub(crate) fn output_bounds(map: &isl::Map) -> Result<Option<(isl::PwAff, isl::PwAff)>, PolyError> {
+    let lo = map
+        .copy()
+        .and_then(|m| m.dim_min(0))
+        .map_err(isl_err("dim_min"))?;
+    let hi = map
+        .copy()
+        .and_then(|m| m.dim_max(0))
+        .map_err(isl_err("dim_max"))?;
+    if lo.involves_nan().map_err(isl_err("involves_nan"))?
+        || hi.involves_nan().map_err(isl_err("involves_nan"))?
+    {
+        return Ok(None);
+    }
+    Ok(Some((lo, hi)))
 }
 
 /// `{ x → o : lo(x) ≤ o ≤ hi(x) }`.

@@ -17,6 +17,7 @@ use isl_rs as isl;
 
 use crate::PolyError;
 use crate::count::{coefficients, int_val};
+use crate::images::output_bounds;
 use crate::rational::{Res, ceil_div, floor_div, gcd};
 use crate::sets::isl_err;
 
@@ -87,17 +88,9 @@ pub(crate) fn window_size(part: &isl::BasicMap) -> Result<Option<isl::PwAff>, Po
             .map_err(isl_err("drop_constraints"))?,
     )
     .map_err(isl_err("from_basic_map"))?;
-    let lo = hull
-        .copy()
-        .map_err(isl_err("copy"))?
-        .dim_min(0)
-        .map_err(isl_err("dim_min"))?;
-    let hi = hull.dim_max(0).map_err(isl_err("dim_max"))?;
-    if lo.involves_nan().map_err(isl_err("involves_nan"))?
-        || hi.involves_nan().map_err(isl_err("involves_nan"))?
-    {
+    let Some((lo, hi)) = output_bounds(&hull)? else {
         return Ok(None);
-    }
+    };
     let ctx = part.get_ctx();
     // Residue `start + g·u + (c − start) mod g` (reduced modulo the modulus) is taken by the
     // class `q ≡ inv·(u − ⌊(c − start)/g⌋) (mod D′)`.
