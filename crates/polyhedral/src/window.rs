@@ -10,8 +10,11 @@
 //! the residues in the window that `a·q + c` can take are `lo + g·u + (c − lo) mod g` for
 //! `u = 0 … W/g − 1` (`W = hi − lo + 1`, when `g` divides `W`), and the residue of `u` is taken
 //! exactly by `q ≡ ρᵤ = inv·(u − ⌊(c − lo)/g⌋) (mod D′)`; the `q` of one class in `[L, U]` number
-//! `⌊(U − ρᵤ)/D′⌋ − ⌊(L − 1 − ρᵤ)/D′⌋`. When `g` does not divide `W` the number of classes
-//! depends on `c mod g` and the shape is left to the caller.
+//! `⌊(U − ρᵤ)/D′⌋ − ⌊(L − 1 − ρᵤ)/D′⌋`. A window wider than half of `D` is counted as the
+//! interval's length less its complement's classes (a column walk's set less the target's own
+//! line is one class, not `D − 1`). When `g` does not divide the counted width the number of
+//! classes depends on `c mod g`, and past 16 classes the size would carry too many divisions;
+//! both shapes are left to the caller.
 
 use isl_rs as isl;
 
@@ -62,25 +65,9 @@ pub(crate) fn window_size(part: &isl::BasicMap) -> Result<Option<isl::PwAff>, Po
     let Some(window) = find_window(&wrapped, &divisions, n_in)? else {
         return Ok(None);
     };
-    let g = gcd(window.a, window.modulus);
-    // The residues `start, start + 1, …` (cyclically) counted, and whether they are the
-    // window's complement: of a window wider than half the modulus (a column walk's set less
-    // the target's own line) the complement has fewer classes, so fewer terms.
-    let width = window.hi - window.lo + 1;
-    let (start, counted, complement) = if 2 * width > window.modulus {
-        (window.hi + 1, window.modulus - width, true)
-    } else {
-        (window.lo, width, false)
-    };
-    if counted % g != 0 || counted / g > MOST_CLASSES {
-        return Ok(None);
-    }
-    let reduced = window.modulus / g;
-    let Some(inverse) = inverse_mod(window.a / g, reduced) else {
+    let Some(classes) = Classes::of(&window) else {
         return Ok(None);
     };
-    let names = Names::of(part)?;
-    let c = names.expression(&divisions, window.div, n_in)?;
     let hull = isl::Map::from_basic_map(
         part.copy()
             .map_err(isl_err("copy"))?
@@ -91,35 +78,94 @@ pub(crate) fn window_size(part: &isl::BasicMap) -> Result<Option<isl::PwAff>, Po
     let Some((lo, hi)) = output_bounds(&hull)? else {
         return Ok(None);
     };
-    let ctx = part.get_ctx();
-    // Residue `start + g·u + (c − start) mod g` (reduced modulo the modulus) is taken by the
-    // class `q ≡ inv·(u − ⌊(c − start)/g⌋) (mod D′)`.
-    let mut total = if complement {
-        hi.copy()
-            .map_err(isl_err("copy"))?
-            .sub(lo.copy().map_err(isl_err("copy"))?)
-            .and_then(|len| len.add_constant_val(isl::Val::one(&ctx)?))
-            .map_err(isl_err("sub"))?
-    } else {
-        hi.copy()
-            .map_err(isl_err("copy"))?
-            .sub(hi.copy().map_err(isl_err("copy"))?)
-            .map_err(isl_err("sub"))?
-    };
-    for u in 0..counted / g {
-        let rho = names.function(
-            &ctx,
-            &format!("({inverse}*({u} - floor(({c} - ({start}))/{g}))) mod {reduced}"),
-        )?;
-        let term = class_count(&lo, &hi, rho, reduced, &ctx)?;
-        total = if complement {
-            total.sub(term)
+    let names = Names::of(part)?;
+    let c = names.expression(&divisions, window.div, n_in)?;
+    classes.size(&names, &c, &lo, &hi).map(Some)
+}
+
+/// The residue classes of `q` a window's residues come from.
+struct Classes {
+    /// The first residue counted; the counted ones are `start, start + 1, …` cyclically.
+    start: i128,
+    /// How many residues are counted.
+    counted: i128,
+    /// Whether the counted residues are the window's complement: of a window wider than half
+    /// the modulus (a column walk's set less the target's own line) the complement has fewer
+    /// classes, so fewer terms, and the size is the interval's length less theirs.
+    complement: bool,
+    /// `gcd(a, modulus)`.
+    g: i128,
+    /// `modulus / g`, the classes' period `D′`.
+    period: i128,
+    /// The inverse of `a / g` modulo `D′`.
+    inverse: i128,
+}
+
+impl Classes {
+    fn of(window: &Window) -> Option<Classes> {
+        let g = gcd(window.a, window.modulus);
+        let width = window.hi - window.lo + 1;
+        let (start, counted, complement) = if 2 * width > window.modulus {
+            (window.hi + 1, window.modulus - width, true)
         } else {
-            total.add(term)
+            (window.lo, width, false)
+        };
+        if counted % g != 0 || counted / g > MOST_CLASSES {
+            return None;
         }
-        .map_err(isl_err("add"))?;
+        let period = window.modulus / g;
+        Some(Classes {
+            start,
+            counted,
+            complement,
+            g,
+            period,
+            inverse: inverse_mod(window.a / g, period)?,
+        })
     }
-    Ok(Some(total))
+
+    /// The number of `q` in `[lo, hi]` whose residue is counted (or, for a complement, not),
+    /// `c` being the residue's part without `q`, as isl text. Residue
+    /// `start + g·u + (c − start) mod g` is taken by the class
+    /// `q ≡ inv·(u − ⌊(c − start)/g⌋) (mod D′)`.
+    fn size(
+        &self,
+        names: &Names,
+        c: &str,
+        lo: &isl::PwAff,
+        hi: &isl::PwAff,
+    ) -> Result<isl::PwAff, PolyError> {
+        let ctx = lo.get_ctx();
+        let copy = |f: &isl::PwAff| f.copy().map_err(isl_err("copy"));
+        // The interval's length for a complement, else zero, on the interval's domain.
+        let mut total = match self.complement {
+            true => copy(hi)?
+                .sub(copy(lo)?)
+                .and_then(|len| len.add_constant_val(isl::Val::one(&ctx)?)),
+            false => copy(hi)?.sub(copy(hi)?),
+        }
+        .map_err(isl_err("sub"))?;
+        let Classes {
+            start,
+            g,
+            period,
+            inverse,
+            ..
+        } = self;
+        for u in 0..self.counted / g {
+            let rho = names.function(
+                &ctx,
+                &format!("({inverse}*({u} - floor(({c} - ({start}))/{g}))) mod {period}"),
+            )?;
+            let term = class_count(lo, hi, rho, *period, &ctx)?;
+            total = match self.complement {
+                true => total.sub(term),
+                false => total.add(term),
+            }
+            .map_err(isl_err("add"))?;
+        }
+        Ok(total)
+    }
 }
 
 /// `⌊(U − ρ)/m⌋ − ⌊(L − 1 − ρ)/m⌋`: the integers of `[L, U]` congruent to `ρ` modulo `m`.

@@ -88,6 +88,34 @@ fn a_residue_window_is_counted_per_class() {
 }
 
 #[test]
+fn a_window_with_a_parameter_in_its_residue() {
+    let ctx = Ctx::new();
+    let map = ctx
+        .map(
+            "[N] -> { [t] -> [q] : 0 <= t <= 40 and t <= q <= t + N and (5q + N + t) mod 16 <= 3 }",
+        )
+        .unwrap();
+    let sets = map
+        .inputs_with_at_least(&[1, 2])
+        .unwrap()
+        .expect("a window's size is known");
+    for n in [0i64, 7, 33] {
+        let walked = outputs_by_walking(
+            &ctx,
+            &format!("t <= q <= t + {n} and (5q + {n} + t) mod 16 <= 3"),
+        );
+        for (i, set) in sets.iter().enumerate() {
+            assert_eq!(
+                set.count(&[("N", n)]).unwrap(),
+                walked.iter().filter(|&&c| c > i).count() as i128,
+                "at least {} outputs at N = {n}",
+                i + 1
+            );
+        }
+    }
+}
+
+#[test]
 fn a_wide_window_is_counted_by_its_complement() {
     check("(7q - t) mod 45 >= 1 and t <= q <= 4t + 3");
     check("(6q + t) mod 40 <= 35 and 2 <= q <= 3t");
