@@ -45,7 +45,9 @@ kernels whose subscripts do not follow the loop order (matmul, transpose, the co
 loop conditions other than `<` (triangular) and imperfect nests; the reason is printed and the
 run continues. Run: `bench/misses.py` (builds loopscope in release mode; the matmul sizes make it
 take about half an hour on this shared machine); `ONLY=triad.c,2d-5pt.c bench/misses.py` runs
-only the named kernel files (the conflict case always runs).
+only the named kernel files (the conflict case always runs); `SIZES=0,1` runs only the sizes of
+those indices (0: in L1, 1: in L2, 2: beyond L3), e.g. the matrix multiplies without the size
+whose simulation takes hours.
 """
 import json
 import os
@@ -227,8 +229,10 @@ def main():
     model_times = []
     reports = []
     only = [k for k in os.environ.get("ONLY", "").split(",") if k]
+    # SIZES=0,1 keeps the L1 and L2 sizes (the simulator needs hours for matmul beyond L3).
+    size_indices = [int(i) for i in os.environ.get("SIZES", "0,1,2").split(",") if i]
     for kernel, *sizes in (c for c in CASES if not only or c[0] in only):
-        for defines in sizes:
+        for defines in (sizes[i] for i in size_indices if i < len(sizes)):
             report, err = run_loopscope(loopscope, kernel, defines)
             reports.append((kernel, defines, report))
             label = ",".join(defines)
