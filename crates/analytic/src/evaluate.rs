@@ -380,18 +380,32 @@ impl<'c> Model<'c> {
             .unwrap_or_default()
     }
 
-    /// The intermediate sets, one block per analysed reference, in isl notation (`--explain`).
+    /// The intermediate sets, one block per analysed reference, in isl notation (`--explain`),
+    /// after [`Model::explain_level`]'s line.
     pub fn explain(&self) -> String {
-        let mut out = String::new();
-        if let Some(n) = self
-            .most_lines_in_a_set
+        let mut out = self.explain_level().unwrap_or_default();
+        out.push_str(&self.explain_references());
+        out
+    }
+
+    /// What holds for the whole level, where it changes the sets: that no set can receive more
+    /// lines than it has ways, so no conflict set was built. The same for every reference's
+    /// model of a level, so it is printed once.
+    pub fn explain_level(&self) -> Option<String> {
+        self.most_lines_in_a_set
             .filter(|&n| n <= i128::from(self.ways))
-        {
-            out.push_str(&format!(
-                "no set receives more than {n} distinct lines ({} ways): no conflict sets built\n",
-                self.ways
-            ));
-        }
+            .map(|n| {
+                format!(
+                    "no set receives more than {n} distinct lines ({} ways): no conflict sets \
+                     built\n",
+                    self.ways
+                )
+            })
+    }
+
+    /// [`Model::explain`] without the level's line: one block per analysed reference.
+    pub fn explain_references(&self) -> String {
+        let mut out = String::new();
         for t in &self.targets {
             let pos = &self.positions[t.target];
             out.push_str(&format!(

@@ -130,6 +130,29 @@ fn explain_prints_the_sets() {
 }
 
 #[test]
+fn explain_says_once_that_a_level_cannot_evict() {
+    // Three references of the triad in a cache that holds it: every reference's model knows
+    // that no set overflows, and the level says so once.
+    let out = loopscope([
+        "misses",
+        &example("triad.c"),
+        "-D",
+        "N=100",
+        "--cache",
+        "L1=32K:8:64",
+        "--explain",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        text.matches("no set receives more than").count(),
+        1,
+        "{text}"
+    );
+    assert!(text.matches(" = { ").count() >= 3, "{text}");
+}
+
+#[test]
 fn a_level_past_its_time_limit_is_not_modelled() {
     let k = example("2d-5pt.c");
     let out = loopscope([

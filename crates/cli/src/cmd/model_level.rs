@@ -125,7 +125,9 @@ type Modelled = (
 /// Every reference's counts, the references built side by side on `budget.threads` threads.
 fn counts(program: &Program, cache: Cache, budget: Budget, args: &ModelLevelArgs) -> Modelled {
     let per_reference = each_reference(program, cache, budget, |model| {
-        let explain = args.explain.then(|| model.explain());
+        let explain = args
+            .explain
+            .then(|| (model.explain_level(), model.explain_references()));
         // The pieces' third counts above four ways are shown with --explain only.
         let detail = Detail {
             sources: args.sources,
@@ -136,13 +138,16 @@ fn counts(program: &Program, cache: Cache, budget: Budget, args: &ModelLevelArgs
     match per_reference {
         Ok(parts) => {
             let mut refs = Vec::with_capacity(parts.len());
-            let mut explain: Option<String> = None;
+            // The level's line once (every reference's model has the same), then each block.
+            let (mut level, mut blocks): (Option<String>, Option<String>) = (None, None);
             for (r, e) in parts {
                 refs.extend(r);
-                if let Some(e) = e {
-                    explain.get_or_insert_default().push_str(&e);
+                if let Some((line, block)) = e {
+                    level = level.or(line);
+                    blocks.get_or_insert_default().push_str(&block);
                 }
             }
+            let explain = blocks.map(|b| level.unwrap_or_default() + &b);
             (Ok(refs), explain, None)
         }
         Err(e) => (Err(e), None, None),
