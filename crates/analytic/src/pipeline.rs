@@ -379,30 +379,25 @@ impl<'c> Builder<'_, 'c> {
             let h = self.evicting_tags(&set, &members, instances, m)?;
             // A reference-counted handle: keeping it costs no set operation.
             competing.push(h.copy()?);
-            if !combine {
-                // Above the combinations' ways only the union of the tag maps is needed now;
-                // the rows per position (third counts, `--explain`) come from `competing` when
-                // asked for. A column walk's dom H′ needs the modular inverse that made
-                // matrix multiply at N = 150 in L1 run for minutes.
-                tags_seen = Some(match tags_seen {
-                    Some(seen) => seen.union(&h)?,
-                    None => h,
-                });
-                continue;
-            }
+            // Above the combinations' ways only the union of the tag maps is needed now; the
+            // rows per position (third counts, `--explain`) come from `competing` when asked
+            // for. A column walk's dom H′ needs the modular inverse that made matrix multiply
+            // at N = 150 in L1 run for minutes.
             let jm = match &tags_seen {
-                Some(seen) => h.subtract(seen)?,
-                None => h.copy()?,
+                _ if !combine => None,
+                Some(seen) => Some(h.subtract(seen)?),
+                None => Some(h.copy()?),
             };
             tags_seen = Some(match tags_seen {
                 Some(seen) => seen.union(&h)?,
                 None => h,
             });
-            let j1m = jm.domain()?;
-            let j2m = first_seen_here(&j1m, &mut rows_seen)?;
-            j.push(jm);
-            j1.push(j1m);
-            j2.push(j2m);
+            if let Some(jm) = jm {
+                let j1m = jm.domain()?;
+                j2.push(first_seen_here(&j1m, &mut rows_seen)?);
+                j1.push(j1m);
+                j.push(jm);
+            }
         }
         let (still_cached, conflicted) = match &tags_seen {
             _ if combine => (self.combinations(&set, &j, &j1)?, None),
@@ -446,7 +441,7 @@ impl<'c> Builder<'_, 'c> {
         // tags (a row sweep's lines in one set), the distinct tags are the sum of the
         // intervals' lengths, and Ψ≥d follows without the peel: triangular N = 2300 at L1 went
         // from 7.4 s to 2.0 s, where each lexmin of the union compared every pair of its parts.
-        // A column walk's tags follow a residue (a modular inverse) and take the peel.
+        // Parts of other shapes (see `inputs_with_at_least`) take the peel.
         let counts: Vec<u32> = (2..=ways).collect();
         match j.inputs_with_at_least(&counts)? {
             Some(at_least) => ge.extend(at_least),
