@@ -78,7 +78,9 @@ pub(crate) fn window_size(part: &isl::BasicMap) -> Result<Option<isl::PwAff>, Po
     let Some((lo, hi)) = output_bounds(&hull)? else {
         return Ok(None);
     };
-    let names = Names::of(part)?;
+    let Some(names) = Names::of(part)? else {
+        return Ok(None);
+    };
     let c = names.expression(&divisions, window.div, n_in)?;
     classes.size(&names, &c, &lo, &hi).map(Some)
 }
@@ -361,22 +363,19 @@ struct Names {
 }
 
 impl Names {
-    fn of(part: &isl::BasicMap) -> Result<Names, PolyError> {
-        let named = |kind: isl::DimType, fallback: &str| -> Result<Vec<String>, PolyError> {
+    /// The names, `None` when a dimension has none: isl text needs a name for each, and one
+    /// made up here could give the size a space that differs from the bounds' (a part of the
+    /// analysis always has its dimensions named; the window is then left to the caller).
+    fn of(part: &isl::BasicMap) -> Result<Option<Names>, PolyError> {
+        let named = |kind: isl::DimType| -> Result<Option<Vec<String>>, PolyError> {
             let n = part.dim(kind).map_err(isl_err("dim"))?;
-            (0..n as u32)
-                .map(|i| {
-                    Ok(part
-                        .get_dim_name(kind, i)
-                        .map(str::to_string)
-                        .unwrap_or_else(|_| format!("{fallback}{i}")))
-                })
-                .collect()
+            Ok((0..n as u32)
+                .map(|i| part.get_dim_name(kind, i).ok().map(str::to_string))
+                .collect())
         };
-        Ok(Names {
-            params: named(isl::DimType::Param, "p__")?,
-            inputs: named(isl::DimType::In, "i__")?,
-        })
+        Ok(named(isl::DimType::Param)?
+            .zip(named(isl::DimType::In)?)
+            .map(|(params, inputs)| Names { params, inputs }))
     }
 
     /// Numerator of division `j` without its `q` term, as isl text over the inputs.
