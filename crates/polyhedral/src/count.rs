@@ -21,10 +21,7 @@ use isl_rs as isl;
 use crate::PolyError;
 use crate::polytope::IntPolytope;
 use crate::rational::{Res, add, mul};
-
-fn isl_err(op: &'static str) -> impl FnOnce(isl::LibISLError) -> PolyError {
-    move |e| PolyError::from_isl(op, e.to_string())
-}
+use crate::sets::isl_err;
 
 /// One explicit division `⌊(dims·x + divs·q + constant) / denominator⌋`.
 struct Div {
@@ -97,7 +94,7 @@ fn fix_all(mut set: isl::Set, params: &[i128]) -> Res<isl::Set> {
     Ok(set)
 }
 
-pub(crate) fn int_val(v: isl::Val, op: &'static str) -> Res<i128> {
+fn int_val(v: isl::Val, op: &'static str) -> Res<i128> {
     if !v.is_int().map_err(isl_err(op))? {
         return Err(PolyError::Isl {
             op,
@@ -108,7 +105,7 @@ pub(crate) fn int_val(v: isl::Val, op: &'static str) -> Res<i128> {
 }
 
 /// `Σ coefficient(kind, i) · scale` for the listed kinds, read through `get`.
-pub(crate) fn coefficients(
+fn coefficients(
     n: i32,
     get: impl Fn(i32) -> Result<isl::Val, isl::LibISLError>,
     scale: Option<&isl::Val>,
@@ -133,63 +130,121 @@ fn dot(a: &[i128], b: &[i128]) -> Res<i128> {
     })
 }
 
-fn extract(bset: &isl::BasicSet, params: &[i128]) -> Res<QuasiBasicSet> {
-    use isl::DimType::{Div as D, In, Param, Set};
+/// An affine form over a basic set's dimensions, its divisions and its parameters, with integer
+/// coefficients, as isl stores a constraint or a division's numerator.
+pub(crate) struct LinearForm {
+    pub dims: Vec<i128>,
+    pub divs: Vec<i128>,
+    pub params: Vec<i128>,
+    pub constant: i128,
+}
+
+impl LinearForm {
+    /// The form with the parameters replaced by their values: `(dims, divs, constant)`.
+    fn at(&self, params: &[i128]) -> Res<(Vec<i128>, Vec<i128>, i128)> {
+        let constant = add(self.constant, dot(&self.params, params)?, "substitution")?;
+        Ok((self.dims.clone(), self.divs.clone(), constant))
+    }
+}
+
+/// A division `⌊numerator / denominator⌋` of a basic set.
+pub(crate) struct DivForm {
+    pub numerator: LinearForm,
+    pub denominator: i128,
+}
+
+/// A constraint `form ≥ 0`, or `form = 0`.
+pub(crate) struct ConstraintForm {
+    pub form: LinearForm,
+    pub equality: bool,
+}
+
+/// The divisions of `bset` with integer numerators; `None` when one has no explicit expression
+/// (an existential isl has not rewritten as a division).
+pub(crate) fn read_divs(bset: &isl::BasicSet) -> Res<Option<Vec<DivForm>>> {
+    use isl::DimType::{Div, In, Param, Set};
     let dims = bset.dim(Set).map_err(isl_err("dim"))?;
-    let ndiv = bset.dim(D).map_err(isl_err("dim"))?;
-    let mut divs = Vec::new();
+    let ndiv = bset.dim(Div).map_err(isl_err("dim"))?;
+    let params = bset.dim(Param).map_err(isl_err("dim"))?;
+    let mut out = Vec::with_capacity(ndiv as usize);
     for j in 0..ndiv {
-        let aff = bset.get_div(j).map_err(isl_err("div"))?;
-        if aff.is_nan().map_err(isl_err("div"))? || aff.dim(D).map_err(isl_err("div"))? != ndiv {
-            return Err(PolyError::Isl {
-                op: "div",
-                message: "a division without explicit form".into(),
-            });
+        // isl refuses the division of an existential it has no expression for.
+        let Ok(aff) = bset.get_div(j) else {
+            return Ok(None);
+        };
+        if aff.is_nan().map_err(isl_err("div"))? || aff.dim(Div).map_err(isl_err("div"))? != ndiv {
+            return Ok(None);
         }
         let den = aff.get_denominator_val().map_err(isl_err("div"))?;
-        let c_dims = coefficients(dims, |i| aff.get_coefficient_val(In, i), Some(&den))?;
-        let c_divs = coefficients(ndiv, |i| aff.get_coefficient_val(D, i), Some(&den))?;
-        let c_par = coefficients(
-            params.len() as i32,
-            |i| aff.get_coefficient_val(Param, i),
-            Some(&den),
-        )?;
-        let cst = aff.get_constant_val().map_err(isl_err("div"))?;
-        let cst = int_val(
-            cst.mul(den.copy().map_err(isl_err("copy"))?)
-                .map_err(isl_err("div"))?,
-            "div",
-        )?;
-        divs.push(Div {
-            dims: c_dims,
-            divs: c_divs,
-            constant: add(cst, dot(&c_par, params)?, "div")?,
+        let constant = aff
+            .get_constant_val()
+            .and_then(|c| c.mul(den.copy()?))
+            .map_err(isl_err("div"))?;
+        out.push(DivForm {
+            numerator: LinearForm {
+                dims: coefficients(dims, |i| aff.get_coefficient_val(In, i), Some(&den))?,
+                divs: coefficients(ndiv, |i| aff.get_coefficient_val(Div, i), Some(&den))?,
+                params: coefficients(params, |i| aff.get_coefficient_val(Param, i), Some(&den))?,
+                constant: int_val(constant, "div")?,
+            },
             denominator: int_val(den, "div")?,
         });
     }
+    Ok(Some(out))
+}
+
+/// The constraints of `bset` with integer coefficients.
+pub(crate) fn read_constraints(bset: &isl::BasicSet) -> Res<Vec<ConstraintForm>> {
+    use isl::DimType::{Div, Param, Set};
+    let dims = bset.dim(Set).map_err(isl_err("dim"))?;
+    let ndiv = bset.dim(Div).map_err(isl_err("dim"))?;
+    let params = bset.dim(Param).map_err(isl_err("dim"))?;
     let list = bset.get_constraint_list().map_err(isl_err("constraints"))?;
-    let mut rows = Vec::new();
-    for i in 0..list.size().map_err(isl_err("constraints"))? {
-        let c = list.get_at(i).map_err(isl_err("constraints"))?;
-        let x = coefficients(dims, |k| c.get_coefficient_val(Set, k), None)?;
-        let q = coefficients(ndiv, |k| c.get_coefficient_val(D, k), None)?;
-        let p = coefficients(
-            params.len() as i32,
-            |k| c.get_coefficient_val(Param, k),
-            None,
-        )?;
-        let cst = int_val(
-            c.get_constant_val().map_err(isl_err("constraints"))?,
-            "constraints",
-        )?;
-        let eq = c.is_equality().map_err(isl_err("constraints"))?;
-        rows.push((x, q, add(cst, dot(&p, params)?, "constraints")?, eq));
-    }
-    Ok(QuasiBasicSet {
-        dims: dims as usize,
-        divs,
-        rows,
-    })
+    (0..list.size().map_err(isl_err("constraints"))?)
+        .map(|i| {
+            let c = list.get_at(i).map_err(isl_err("constraints"))?;
+            Ok(ConstraintForm {
+                form: LinearForm {
+                    dims: coefficients(dims, |k| c.get_coefficient_val(Set, k), None)?,
+                    divs: coefficients(ndiv, |k| c.get_coefficient_val(Div, k), None)?,
+                    params: coefficients(params, |k| c.get_coefficient_val(Param, k), None)?,
+                    constant: int_val(
+                        c.get_constant_val().map_err(isl_err("constraints"))?,
+                        "constraints",
+                    )?,
+                },
+                equality: c.is_equality().map_err(isl_err("constraints"))?,
+            })
+        })
+        .collect()
+}
+
+fn extract(bset: &isl::BasicSet, params: &[i128]) -> Res<QuasiBasicSet> {
+    let dims = bset.dim(isl::DimType::Set).map_err(isl_err("dim"))? as usize;
+    let divs = read_divs(bset)?.ok_or_else(|| PolyError::Isl {
+        op: "div",
+        message: "a division without explicit form".into(),
+    })?;
+    let divs = divs
+        .iter()
+        .map(|d| {
+            let (dims, divs, constant) = d.numerator.at(params)?;
+            Ok(Div {
+                dims,
+                divs,
+                constant,
+                denominator: d.denominator,
+            })
+        })
+        .collect::<Res<Vec<_>>>()?;
+    let rows = read_constraints(bset)?
+        .iter()
+        .map(|c| {
+            let (x, q, constant) = c.form.at(params)?;
+            Ok((x, q, constant, c.equality))
+        })
+        .collect::<Res<Vec<_>>>()?;
+    Ok(QuasiBasicSet { dims, divs, rows })
 }
 
 /// How many rows [`QuasiBasicSet::count`] may split off, one inside the other, when a direct

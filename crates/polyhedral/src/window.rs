@@ -19,7 +19,7 @@
 use isl_rs as isl;
 
 use crate::PolyError;
-use crate::count::{coefficients, int_val};
+use crate::count::{DivForm, read_constraints, read_divs};
 use crate::images::output_bounds;
 use crate::rational::{Res, ceil_div, floor_div, gcd};
 use crate::sets::isl_err;
@@ -28,17 +28,6 @@ use crate::sets::isl_err;
 /// divisions to every set built from the size, which the counter then lifts. A column walk's
 /// window has one class per element of a line or fewer.
 const MOST_CLASSES: i128 = 16;
-
-/// A division of the wrapped basic map `[t → q]`: integer numerator coefficients over the
-/// set dimensions (`t` then `q`), earlier divisions and parameters, its constant and its
-/// denominator.
-struct Division {
-    dims: Vec<i128>,
-    divs: Vec<i128>,
-    params: Vec<i128>,
-    constant: i128,
-    denominator: i128,
-}
 
 /// The residue condition found in a part: `(a·q + c) mod modulus ∈ [lo, hi]`, `c` the
 /// numerator of division `div` without its `q` term.
@@ -59,7 +48,7 @@ pub(crate) fn window_size(part: &isl::BasicMap) -> Result<Option<isl::PwAff>, Po
         .map_err(isl_err("copy"))?
         .wrap()
         .map_err(isl_err("wrap"))?;
-    let Some(divisions) = divisions(&wrapped)? else {
+    let Some(divisions) = read_divs(&wrapped)? else {
         return Ok(None);
     };
     let Some(window) = find_window(&wrapped, &divisions, n_in)? else {
@@ -216,85 +205,48 @@ fn inverse_mod(a: i128, m: i128) -> Option<i128> {
     (r0 == 1).then(|| s0.rem_euclid(m))
 }
 
-/// The divisions of `wrapped`, each with an explicit expression; `None` if one has none.
-fn divisions(wrapped: &isl::BasicSet) -> Result<Option<Vec<Division>>, PolyError> {
-    use isl::DimType::{Div, In, Param, Set};
-    let dims = wrapped.dim(Set).map_err(isl_err("dim"))?;
-    let ndiv = wrapped.dim(Div).map_err(isl_err("dim"))?;
-    let params = wrapped.dim(Param).map_err(isl_err("dim"))?;
-    let mut out = Vec::with_capacity(ndiv as usize);
-    for j in 0..ndiv {
-        // isl refuses the division of an existential it has no expression for (a projection
-        // it has not rewritten): not a window then.
-        let Ok(aff) = wrapped.get_div(j) else {
-            return Ok(None);
-        };
-        if aff.is_nan().map_err(isl_err("div"))? || aff.dim(Div).map_err(isl_err("div"))? != ndiv {
-            return Ok(None);
-        }
-        let den = aff.get_denominator_val().map_err(isl_err("div"))?;
-        let constant = aff
-            .get_constant_val()
-            .and_then(|c| c.mul(den.copy()?))
-            .map_err(isl_err("div"))?;
-        out.push(Division {
-            dims: coefficients(dims, |i| aff.get_coefficient_val(In, i), Some(&den))?,
-            divs: coefficients(ndiv, |i| aff.get_coefficient_val(Div, i), Some(&den))?,
-            params: coefficients(params, |i| aff.get_coefficient_val(Param, i), Some(&den))?,
-            constant: int_val(constant, "div")?,
-            denominator: int_val(den, "div")?,
-        });
-    }
-    Ok(Some(out))
-}
-
 /// The one division involving the output `q` (directly: one nested in another is not a
 /// window) and the residue window its constraints cut, if every constraint on it is a bound
 /// on its residue `numerator − denominator·div`.
 fn find_window(
     wrapped: &isl::BasicSet,
-    divisions: &[Division],
+    divisions: &[DivForm],
     n_in: usize,
 ) -> Result<Option<Window>, PolyError> {
     let on_q: Vec<usize> = (0..divisions.len())
-        .filter(|&j| divisions[j].dims[n_in] != 0)
+        .filter(|&j| divisions[j].numerator.dims[n_in] != 0)
         .collect();
     let [div] = on_q[..] else {
         return Ok(None);
     };
-    if divisions.iter().any(|d| d.divs[div] != 0) {
+    if divisions.iter().any(|d| d.numerator.divs[div] != 0) {
         return Ok(None);
     }
-    let d = &divisions[div];
-    let (mut lo, mut hi) = (0, d.denominator - 1);
-    let rows = constraint_rows(wrapped)?;
-    for row in rows.iter().filter(|r| r.divs[div] != 0) {
+    let (n, den) = (&divisions[div].numerator, divisions[div].denominator);
+    let (mut lo, mut hi) = (0, den - 1);
+    for row in read_constraints(wrapped)?
+        .iter()
+        .filter(|r| r.form.divs[div] != 0)
+    {
         // The row must be λ·σ·(numerator − D·div) + k with σ = ±1, λ > 0.
-        let scaled = -row.divs[div];
-        if scaled % d.denominator != 0 {
+        let f = &row.form;
+        let scaled = -f.divs[div];
+        if scaled % den != 0 {
             return Ok(None);
         }
-        let lambda_sigma = scaled / d.denominator;
-        let proportional = row
-            .dims
+        let lambda_sigma = scaled / den;
+        let multiple =
+            |r: &[i128], n: &[i128]| r.iter().zip(n).all(|(r, n)| *r == lambda_sigma * n);
+        let divs_multiple = f
+            .divs
             .iter()
-            .zip(&d.dims)
-            .all(|(r, n)| *r == lambda_sigma * n)
-            && row
-                .params
-                .iter()
-                .zip(&d.params)
-                .all(|(r, n)| *r == lambda_sigma * n)
-            && row
-                .divs
-                .iter()
-                .zip(&d.divs)
-                .enumerate()
-                .all(|(k, (r, n))| k == div || *r == lambda_sigma * n);
-        if !proportional {
+            .zip(&n.divs)
+            .enumerate()
+            .all(|(k, (r, n))| k == div || *r == lambda_sigma * n);
+        if !(multiple(&f.dims, &n.dims) && multiple(&f.params, &n.params) && divs_multiple) {
             return Ok(None);
         }
-        let k = row.constant - lambda_sigma * d.constant;
+        let k = f.constant - lambda_sigma * n.constant;
         let lambda = lambda_sigma.abs();
         if row.equality {
             // σλ·residue = −k.
@@ -310,50 +262,16 @@ fn find_window(
             hi = hi.min(floor_div(k, lambda));
         }
     }
-    if lo > hi || (lo == 0 && hi == d.denominator - 1) {
+    if lo > hi || (lo == 0 && hi == den - 1) {
         return Ok(None);
     }
-    let a = d.dims[n_in];
     Ok(Some(Window {
         div,
-        a,
-        modulus: d.denominator,
+        a: n.dims[n_in],
+        modulus: den,
         lo,
         hi,
     }))
-}
-
-struct Row {
-    dims: Vec<i128>,
-    divs: Vec<i128>,
-    params: Vec<i128>,
-    constant: i128,
-    equality: bool,
-}
-
-fn constraint_rows(wrapped: &isl::BasicSet) -> Res<Vec<Row>> {
-    use isl::DimType::{Div, Param, Set};
-    let dims = wrapped.dim(Set).map_err(isl_err("dim"))?;
-    let ndiv = wrapped.dim(Div).map_err(isl_err("dim"))?;
-    let params = wrapped.dim(Param).map_err(isl_err("dim"))?;
-    let list = wrapped
-        .get_constraint_list()
-        .map_err(isl_err("constraints"))?;
-    (0..list.size().map_err(isl_err("constraints"))?)
-        .map(|i| {
-            let c = list.get_at(i).map_err(isl_err("constraints"))?;
-            Ok(Row {
-                dims: coefficients(dims, |k| c.get_coefficient_val(Set, k), None)?,
-                divs: coefficients(ndiv, |k| c.get_coefficient_val(Div, k), None)?,
-                params: coefficients(params, |k| c.get_coefficient_val(Param, k), None)?,
-                constant: int_val(
-                    c.get_constant_val().map_err(isl_err("constraints"))?,
-                    "constraints",
-                )?,
-                equality: c.is_equality().map_err(isl_err("constraints"))?,
-            })
-        })
-        .collect()
 }
 
 /// The names a part's parameters and inputs are written with in isl text.
@@ -379,8 +297,8 @@ impl Names {
     }
 
     /// Numerator of division `j` without its `q` term, as isl text over the inputs.
-    fn expression(&self, divisions: &[Division], j: usize, n_in: usize) -> Res<String> {
-        let d = &divisions[j];
+    fn expression(&self, divisions: &[DivForm], j: usize, n_in: usize) -> Res<String> {
+        let d = &divisions[j].numerator;
         let mut terms: Vec<String> = Vec::new();
         for (name, c) in self.inputs.iter().zip(&d.dims[..n_in]) {
             if *c != 0 {
