@@ -117,7 +117,7 @@ fn count_instances(set: &Set<'_>, values: &[(&str, i64)]) -> Result<i128, Analyt
 /// (1 … ways − 1 distinct blocks, still hits). Its count is `Σ third − Σ fourth`.
 fn conflicted_from_combinations<'c>(piece: &Piece<'c>) -> Result<Set<'c>, AnalyticError> {
     let mut out = piece.set.subtract(&piece.set)?;
-    for j1 in &piece.evictors {
+    for j1 in &piece.rows()?.evictors {
         out = out.union(j1)?;
     }
     for z in &piece.still_cached {
@@ -182,21 +182,29 @@ impl<'c> Model<'c> {
         cache.check()?;
         let positions = program.positions()?;
         let most_lines_in_a_set = most_lines_in_a_set(ctx, program, &positions, cache)?;
-        Model::build_knowing(ctx, program, cache, which, deadline, most_lines_in_a_set)
+        Model::build_knowing(
+            ctx,
+            program,
+            positions,
+            cache,
+            which,
+            deadline,
+            most_lines_in_a_set,
+        )
     }
 
-    /// [`Model::build`] with the most lines one set receives already known (`None`: unknown),
-    /// for callers that build one model per reference of the same level.
+    /// [`Model::build`] with the cache checked, the program's positions and the most lines one
+    /// set receives (`None`: unknown) already known, for callers that build one model per
+    /// reference of the same level.
     pub(crate) fn build_knowing(
         ctx: &'c Ctx,
         program: &Program,
+        positions: Vec<Position>,
         cache: Cache,
         which: &[usize],
         deadline: Option<(Instant, Duration)>,
         most_lines_in_a_set: Option<i128>,
     ) -> Result<Model<'c>, AnalyticError> {
-        cache.check()?;
-        let positions = program.positions()?;
         let conflicts_possible = most_lines_in_a_set.is_none_or(|n| n > i128::from(cache.ways));
         let mut targets = Vec::with_capacity(which.len());
         for &t in which {
@@ -273,8 +281,8 @@ impl<'c> Model<'c> {
             // L2 takes 6 s to count: half the level).
             let third_needed = piece.conflicted.is_none() || detail.third_counts;
             let evicted = match third_needed {
-                true => piece.rows()?.1,
-                false => Vec::new(),
+                true => piece.rows()?.evicted.as_slice(),
+                false => &[],
             };
             for (m, set) in evicted.iter().enumerate() {
                 evicted_by.push((
@@ -433,14 +441,15 @@ impl<'c> Model<'c> {
                 } else {
                     "J'"
                 };
-                let (rows, evicted) = match piece.rows() {
-                    Ok(sets) => sets,
+                let rows = match piece.rows() {
+                    Ok(rows) => Some(rows),
                     Err(e) => {
                         out.push_str(&format!("    (evicting rows not built: {e})\n"));
-                        (Vec::new(), Vec::new())
+                        None
                     }
                 };
-                for (m, (j1, j2)) in rows.iter().zip(&evicted).enumerate() {
+                let pairs = rows.iter().flat_map(|r| r.evictors.iter().zip(&r.evicted));
+                for (m, (j1, j2)) in pairs.enumerate() {
                     if !j1.is_empty().unwrap_or(false) {
                         let label = &self.positions[m].label;
                         out.push_str(&format!(

@@ -60,9 +60,16 @@ where
                 break;
             }
             let ctx = Ctx::with_max_operations(budget.max_operations);
-            let result =
-                Model::build_knowing(&ctx, program, cache, &[target], Some(deadline), most_lines)
-                    .and_then(|model| work(&model));
+            let result = Model::build_knowing(
+                &ctx,
+                program,
+                positions.clone(),
+                cache,
+                &[target],
+                Some(deadline),
+                most_lines,
+            )
+            .and_then(|model| work(&model));
             failed.fetch_or(result.is_err(), Ordering::Relaxed);
             done.push((target, result));
         }

@@ -2,6 +2,7 @@
 //! compulsory and conflict misses. The sets are built once, with the parameters symbolic; the
 //! counts are taken later at concrete parameter values ([`crate::evaluate`]).
 
+use std::cell::OnceCell;
 use std::time::{Duration, Instant};
 
 use loopscope_polyhedral::{Ctx, Map, Set};
@@ -33,22 +34,27 @@ pub(crate) struct Combination<'c> {
     pub set: Set<'c>,
 }
 
+/// Per evicting position, the rows it evicts from (`J′_{n,m}`; above [`COMBINATION_WAYS`],
+/// where S42's subtraction of tag maps is skipped, `dom H′_{n,m}`) and the third-count sets
+/// `J″_{n,m}`.
+pub(crate) struct Rows<'c> {
+    pub evictors: Vec<Set<'c>>,
+    pub evicted: Vec<Set<'c>>,
+}
+
 /// A hit-source expression `C_n` and its conflict sets.
 pub(crate) struct Piece<'c> {
     pub candidates: Vec<usize>,
     pub set: Set<'c>,
-    /// `J″_{n,m}` per position `m`; empty above [`COMBINATION_WAYS`], where [`Piece::rows`]
-    /// derives it from `competing` when asked for.
-    pub evicted: Vec<Set<'c>>,
     /// `Z_{n,c}`, computed when the associativity is at most [`COMBINATION_WAYS`].
     pub still_cached: Vec<Combination<'c>>,
     /// Above [`COMBINATION_WAYS`], the executions with at least `ways` distinct other blocks of
     /// their set accessed since the hit source: the conflict misses of the piece (at most four
     /// ways they are `Σ third − Σ fourth`).
     pub conflicted: Option<Set<'c>>,
-    /// `J′_{n,m}` per position, kept for `--explain`; empty above [`COMBINATION_WAYS`] (see
-    /// [`Piece::rows`]).
-    pub evictors: Vec<Set<'c>>,
+    /// [`Piece::rows`], filled when the piece is built up to [`COMBINATION_WAYS`] (the
+    /// combinations need them) and on first use above.
+    rows: OnceCell<Rows<'c>>,
     /// `H′_{n,m}` per position (S41, before S42 gives each tag to one position): target
     /// instance → tags of the other blocks position `m` brings into the set between the hit
     /// source and the target. Its domain is where `m` competes with the target, whether or not
@@ -57,17 +63,14 @@ pub(crate) struct Piece<'c> {
 }
 
 impl<'c> Piece<'c> {
-    /// Per position, the rows it evicts from (`J′_{n,m}`; above [`COMBINATION_WAYS`], where
-    /// S42's subtraction of tag maps is skipped, `dom H′_{n,m}`) and the third-count sets
-    /// `J″_{n,m}`. Above the combinations' ways they are detail, derived here only when asked
-    /// for: `J″_{n,m} = dom H′_{n,m} − ∪_{m′<m} dom H′_{n,m′}` equals S42's
-    /// `dom J_{n,m} − ∪_{m′<m} dom J_{n,m′}` (both unions are the rows with a tag from a position
-    /// up to `m`, and a row of dom H′_{n,m} outside dom J_{n,m} has its tag from an earlier one).
-    pub fn rows(&self) -> Result<(Vec<Set<'c>>, Vec<Set<'c>>), AnalyticError> {
-        if !self.evictors.is_empty() || self.competing.is_empty() {
-            let copies =
-                |sets: &[Set<'c>]| sets.iter().map(Set::copy).collect::<Result<Vec<_>, _>>();
-            return Ok((copies(&self.evictors)?, copies(&self.evicted)?));
+    /// The piece's [`Rows`]. Above the combinations' ways they are detail (third counts,
+    /// `--explain`), derived here on first use: `J″_{n,m} = dom H′_{n,m} − ∪_{m′<m} dom H′_{n,m′}`
+    /// equals S42's `dom J_{n,m} − ∪_{m′<m} dom J_{n,m′}` (both unions are the rows with a tag
+    /// from a position up to `m`, and a row of dom H′_{n,m} outside dom J_{n,m} has its tag from
+    /// an earlier one).
+    pub fn rows(&self) -> Result<&Rows<'c>, AnalyticError> {
+        if let Some(rows) = self.rows.get() {
+            return Ok(rows);
         }
         let (mut evictors, mut evicted) = (Vec::new(), Vec::new());
         let mut seen = None;
@@ -76,7 +79,7 @@ impl<'c> Piece<'c> {
             evicted.push(first_seen_here(&rows, &mut seen)?);
             evictors.push(rows);
         }
-        Ok((evictors, evicted))
+        Ok(self.rows.get_or_init(|| Rows { evictors, evicted }))
     }
 
     /// A piece at a level where nothing is evicted: no conflict sets, no conflict misses.
@@ -85,9 +88,8 @@ impl<'c> Piece<'c> {
             candidates,
             conflicted: Some(set.subtract(&set)?),
             set,
-            evicted: Vec::new(),
             still_cached: Vec::new(),
-            evictors: Vec::new(),
+            rows: OnceCell::new(),
             competing: Vec::new(),
         })
     }
@@ -405,13 +407,20 @@ impl<'c> Builder<'_, 'c> {
             // No position at all: nothing can evict.
             None => (Vec::new(), Some(set.subtract(&set)?)),
         };
+        // Up to the combinations' ways the rows are built already; above, on first use.
+        let rows = OnceCell::new();
+        if combine {
+            let _ = rows.set(Rows {
+                evictors: j1,
+                evicted: j2,
+            });
+        }
         Ok(Piece {
             candidates: members,
             set,
-            evicted: j2,
             still_cached,
             conflicted,
-            evictors: j1,
+            rows,
             competing,
         })
     }
@@ -436,7 +445,6 @@ impl<'c> Builder<'_, 'c> {
     ) -> Result<Vec<Set<'c>>, AnalyticError> {
         let ways = self.cache.ways;
         let mut ge = vec![piece.copy()?, j1.copy()?];
-        let tags = self.tag_span(j)?;
         // Where every disjoint part of the tag map sends a target instance to an interval of
         // tags (a row sweep's lines in one set), the distinct tags are the sum of the
         // intervals' lengths, and Ψ≥d follows without the peel: triangular N = 2300 at L1 went
@@ -445,7 +453,7 @@ impl<'c> Builder<'_, 'c> {
         let counts: Vec<u32> = (2..=ways).collect();
         match j.inputs_with_at_least(&counts)? {
             Some(at_least) => ge.extend(at_least),
-            None => ge.extend(self.peel(piece, j, tags)?),
+            None => ge.extend(self.peel(piece, j, self.tag_span(j)?)?),
         }
         Ok(ge)
     }
