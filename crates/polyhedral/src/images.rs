@@ -5,8 +5,9 @@
 //! written as a quasi-affine function of the input where its shape allows: an interval cut by a
 //! window of residues (a column walk's lines in one cache set, [`crate::window`]), an interval
 //! (`max − min + 1`), every `m`-th point of one (`(max − min)/m + 1`, `m` the output's stride),
-//! or an interval less holes of those shapes. The sum over the parts is compared with `d` by one set
-//! operation per `d`. A lexmin and a lexmax per basic map replace `d − 1` lexmins of the whole
+//! or an interval less holes of those shapes. The inputs are then split into regions where each
+//! part's size is one function, and the sums are compared with `d` per region (regions whose
+//! pieces' largest values cannot add up to `d` are dropped unseen). A lexmin and a lexmax per basic map replace `d − 1` lexmins of the whole
 //! union, whose pieces multiply with every step (each lexmin of a union compares every pair of
 //! basic maps' minima). Parts of other shapes (two residue conditions, an existential isl has no
 //! expression for, a window whose classes depend on the input) leave the answer unknown, and the
@@ -39,6 +40,15 @@ impl<'c> Map<'c> {
         if parts > MOST_BASIC_MAPS {
             return Ok(None);
         }
+        if parts == 0 {
+            // No pair at all: no input has any output.
+            let empty = self.domain()?;
+            return counts
+                .iter()
+                .map(|_| empty.copy())
+                .collect::<Result<Vec<_>, _>>()
+                .map(Some);
+        }
         let mut sizes = Vec::with_capacity(parts as usize);
         for i in 0..parts {
             let part = list.get_at(i).map_err(isl_err("get_at"))?;
@@ -47,54 +57,172 @@ impl<'c> Map<'c> {
             };
             sizes.push(size);
         }
-        let total = sum_pairwise(sizes)?;
-        let Some(total) = total else {
-            // No pair at all: no input has any output.
-            let empty = self.domain()?;
-            return counts
-                .iter()
-                .map(|_| empty.copy())
-                .collect::<Result<Vec<_>, _>>()
-                .map(Some);
-        };
-        let ctx = total.get_ctx();
-        counts
-            .iter()
-            .map(|&d| {
-                let shifted = total
-                    .copy()
-                    .map_err(isl_err("copy"))?
-                    .add_constant_val(
-                        isl::Val::int_from_si(&ctx, -i64::from(d)).map_err(isl_err("val"))?,
-                    )
-                    .map_err(isl_err("add_constant_val"))?;
-                shifted
-                    .nonneg_set()
-                    .map(Set::wrap)
-                    .map_err(isl_err("nonneg_set"))
-            })
-            .collect::<Result<Vec<_>, _>>()
-            .map(Some)
+        at_least_from_sizes(sizes, counts)
     }
 }
 
-/// The sum of the parts' sizes (each 0 outside its domain), added in pairs, then pairs of
-/// pairs: every `union_add` simplifies each piece's function against its domain's affine hull,
-/// so adding each size to one growing sum repeats that work on ever more pieces (transpose at
-/// N = 180 in L1: 3.0 s added one by one, 1.8 s in pairs; at N = 1600 7.4 s → 5.2 s).
-fn sum_pairwise(mut sizes: Vec<isl::PwAff>) -> Result<Option<isl::PwAff>, PolyError> {
-    while sizes.len() > 1 {
-        let mut next = Vec::with_capacity(sizes.len().div_ceil(2));
-        let mut it = sizes.into_iter();
-        while let Some(a) = it.next() {
-            next.push(match it.next() {
-                Some(b) => a.union_add(b).map_err(isl_err("union_add"))?,
-                None => a,
-            });
+/// Past this many regions of constant sum shape the sum is not written (the caller peels).
+const MOST_REGIONS: usize = 256;
+
+/// A region of the inputs where every part's size is one quasi-affine function, and their sum
+/// (`None`: no part has outputs there).
+struct Region {
+    inputs: isl::Set,
+    sum: Option<isl::Aff>,
+    /// The sum of the pieces' largest values (`i64::MAX`: unbounded), so that a region whose
+    /// sum cannot reach `d` is left out without an integer emptiness test on the sum's
+    /// divisions (seconds each for a column walk's windows).
+    most: i64,
+}
+
+/// One piece of a part's size: where it holds, the function, and its largest value there.
+struct SizePiece {
+    inputs: isl::Set,
+    size: isl::Aff,
+    most: i64,
+}
+
+/// For each `d` of `counts`, the inputs where the parts' sizes (each 0 outside its domain) add
+/// up to at least `d`; `None` past [`MOST_REGIONS`] or where a size has no quasi-affine
+/// pieces. The inputs are split into regions by each size's pieces and its outside, keeping
+/// the non-empty ones, and the sums are added per region. isl's `union_add` does the same split
+/// but simplifies every piece's function against its domain's affine hull, which for windows'
+/// sizes with a dozen divisions each took a minute (matrix multiply at N = 150 in L1: five
+/// parts, 62 s added by `union_add`, 0.1 s split here).
+fn at_least_from_sizes<'c>(
+    sizes: Vec<isl::PwAff>,
+    counts: &[u32],
+) -> Result<Option<Vec<Set<'c>>>, PolyError> {
+    let Some(first) = sizes.first() else {
+        return Ok(None);
+    };
+    let space = first.get_domain_space().map_err(isl_err("domain_space"))?;
+    let mut regions = vec![Region {
+        inputs: isl::Set::universe(space).map_err(isl_err("universe"))?,
+        sum: None,
+        most: 0,
+    }];
+    for size in sizes {
+        let domain = size
+            .copy()
+            .and_then(|s| s.domain())
+            .map_err(isl_err("domain"))?;
+        let Some(pieces) = pieces_of(size)? else {
+            return Ok(None);
+        };
+        let mut next = Vec::with_capacity(regions.len() * (pieces.len() + 1));
+        for region in regions {
+            for piece in &pieces {
+                let inputs = region
+                    .inputs
+                    .copy()
+                    .and_then(|r| r.intersect(piece.inputs.copy()?))
+                    .map_err(isl_err("intersect"))?;
+                if inputs.is_empty().map_err(isl_err("is_empty"))? {
+                    continue;
+                }
+                let aff = piece.size.copy().map_err(isl_err("copy"))?;
+                let sum = match &region.sum {
+                    Some(sum) => sum.copy().and_then(|s| s.add(aff)),
+                    None => Ok(aff),
+                }
+                .map_err(isl_err("add"))?;
+                next.push(Region {
+                    inputs,
+                    sum: Some(sum),
+                    most: region.most.saturating_add(piece.most),
+                });
+            }
+            let outside = region
+                .inputs
+                .subtract(domain.copy().map_err(isl_err("copy"))?)
+                .map_err(isl_err("subtract"))?;
+            if !outside.is_empty().map_err(isl_err("is_empty"))? {
+                next.push(Region {
+                    inputs: outside,
+                    sum: region.sum,
+                    most: region.most,
+                });
+            }
+            if next.len() > MOST_REGIONS {
+                return Ok(None);
+            }
         }
-        sizes = next;
+        regions = next;
     }
-    Ok(sizes.pop())
+    counts
+        .iter()
+        .map(|&d| at_least_in_regions(&regions, d))
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
+/// The inputs of `regions` whose sum is at least `d`.
+fn at_least_in_regions<'c>(regions: &[Region], d: u32) -> Result<Set<'c>, PolyError> {
+    let space = regions[0].inputs.get_space().map_err(isl_err("space"))?;
+    let mut out = isl::Set::empty(space).map_err(isl_err("empty"))?;
+    for region in regions {
+        let Some(sum) = &region.sum else { continue };
+        if region.most < i64::from(d) {
+            continue;
+        }
+        let bound = isl::Aff::val_on_domain_space(
+            sum.get_domain_space().map_err(isl_err("domain_space"))?,
+            isl::Val::int_from_si(&sum.get_ctx(), i64::from(d)).map_err(isl_err("val"))?,
+        )
+        .map_err(isl_err("val_on_domain"))?;
+        let reached = sum
+            .copy()
+            .and_then(|s| s.ge_set(bound))
+            .and_then(|s| s.intersect(region.inputs.copy()?))
+            .map_err(isl_err("ge_set"))?;
+        out = out.union(reached).map_err(isl_err("union"))?;
+    }
+    Ok(Set::wrap(out))
+}
+
+/// The pieces of a quasi-affine function, with their largest values; `None` where a piece has
+/// no single quasi-affine form.
+fn pieces_of(size: isl::PwAff) -> Result<Option<Vec<SizePiece>>, PolyError> {
+    let graph = size
+        .as_map()
+        .and_then(|g| g.get_basic_map_list())
+        .map_err(isl_err("as_map"))?;
+    let n = graph.size().map_err(isl_err("basic_map_list"))?;
+    let mut pieces = Vec::with_capacity(n as usize);
+    for i in 0..n {
+        let part = graph.get_at(i).map_err(isl_err("get_at"))?;
+        // Explicit divisions: the regions intersect the same domains many times, and isl
+        // merges equal divisions but not equal existentials (ten copies of one made an
+        // intersection take seconds).
+        let inputs = part
+            .copy()
+            .and_then(|p| p.domain())
+            .and_then(isl::Set::from_basic_set)
+            .and_then(|s| s.compute_divs())
+            .map_err(isl_err("domain"))?;
+        // Without the constraints on the inputs alone the graph is a total function, which
+        // isl turns into one quasi-affine expression (it equals the piece's on `inputs`).
+        let function = part
+            .drop_constraints_not_involving_dims(isl::DimType::Out, 0, 1)
+            .and_then(isl::Map::from_basic_map)
+            .and_then(|m| m.as_pw_multi_aff())
+            .map_err(isl_err("as_pw_multi_aff"))?;
+        if !function.isa_multi_aff().map_err(isl_err("isa_multi_aff"))? {
+            return Ok(None);
+        }
+        let size = function
+            .as_multi_aff()
+            .and_then(|f| f.get_at(0))
+            .map_err(isl_err("as_multi_aff"))?;
+        let most = inputs.max_val(&size).map_err(isl_err("max_val"))?;
+        let most = match most.is_int().map_err(isl_err("is_int"))? {
+            true => most.get_num_si().map_err(isl_err("get_num_si"))?,
+            false => i64::MAX,
+        };
+        pieces.push(SizePiece { inputs, size, most });
+    }
+    Ok(Some(pieces))
 }
 
 /// How many times a part is split into its interval minus the holes in it: once covers a row of

@@ -330,6 +330,21 @@ impl<'c> Map<'c> {
     pub fn is_empty(&self) -> Result<bool, PolyError> {
         self.raw.is_empty().map_err(isl_err("is_empty"))
     }
+
+    /// For a map with one output dimension, the largest difference between two outputs of the
+    /// same input (`max o₂ − o₁` over `x → o₁`, `x → o₂`; 0 when every input has one output),
+    /// or `None` when the map is empty or the difference unbounded. One integer program over
+    /// the pairs of outputs, whatever the map's shape: no input's outputs are enumerated.
+    pub fn output_spread(&self) -> Result<Option<i64>, PolyError> {
+        let again = copy_of!(self, "copy");
+        let pairs = copy_of!(self, "copy")
+            .reverse()
+            .and_then(|r| r.apply_range(again))
+            .and_then(|p| p.deltas())
+            .map(Set::wrap)
+            .map_err(isl_err("deltas"))?;
+        Ok(pairs.dim_range(0)?.map(|(_, hi)| hi))
+    }
 }
 
 impl fmt::Display for Map<'_> {
