@@ -403,7 +403,10 @@ impl<'c> Builder<'_, 'c> {
         }
         let (still_cached, conflicted) = match &tags_seen {
             _ if combine => (self.combinations(&set, &j, &j1)?, None),
-            Some(all) => (Vec::new(), Some(self.at_least_ways(&set, all)?)),
+            Some(_) if self.fewer_tags_than_ways(&competing)? => {
+                (Vec::new(), Some(set.subtract(&set)?))
+            }
+            Some(all) => (Vec::new(), Some(self.conflicted(&set, all)?)),
             // No position at all: nothing can evict.
             None => (Vec::new(), Some(set.subtract(&set)?)),
         };
@@ -482,6 +485,44 @@ impl<'c> Builder<'_, 'c> {
         Ok(ge)
     }
 
+    /// Ψ≥ways of a piece above the combinations' ways: the instances that surely see `ways`
+    /// other blocks of their set next to their own ([`Builder::sure_conflicts`]), and Ψ≥ways of
+    /// the rest.
+    fn conflicted(&self, piece: &Set<'c>, j: &Map<'c>) -> Result<Set<'c>, AnalyticError> {
+        let sure = self.sure_conflicts(piece, j)?;
+        let rest = piece.subtract(&sure)?;
+        if rest.is_empty()? {
+            return Ok(sure);
+        }
+        if sure.is_empty()? {
+            return self.at_least_ways(piece, j);
+        }
+        let rest_tags = j.intersect_domain(&rest)?;
+        Ok(sure.union(&self.at_least_ways(&rest, &rest_tags)?)?)
+    }
+
+    /// The instances of the piece whose tag map holds every tag of a run of `ways` next to
+    /// their own (`w + 1 … w + ways` or `w − ways … w − 1`): each such tag is another block of
+    /// the set, so they miss, and no size or peel is needed to say so. An array swept whole
+    /// between the hit source and the target puts a run of its blocks in every set: matrix
+    /// multiply at N = 1300 in L2, where `b` is swept between two rows `i`, and the column walk
+    /// over its 104 blocks per set would have to be sized otherwise. Two subtractions.
+    fn sure_conflicts(&self, piece: &Set<'c>, j: &Map<'c>) -> Result<Set<'c>, AnalyticError> {
+        let ways = self.cache.ways;
+        let mut sure = piece.subtract(piece)?;
+        for below in [0, ways] {
+            let run = self.ctx.map(&format!(
+                "{} -> {{ {} -> [{Q}] : {W} - {below} <= {Q} <= {W} + {} and {Q} != {W} }}",
+                self.params,
+                self.target_tuple(),
+                ways - below
+            ))?;
+            let lacking = run.intersect_domain(piece)?.subtract(j)?.domain()?;
+            sure = sure.union(&piece.subtract(&lacking)?)?;
+        }
+        Ok(sure)
+    }
+
     /// Ψ≥ways alone, the conflict misses above the combinations' ways: from the sizes of the
     /// tag map's parts where they are known (one set operation, not `ways − 1`: 2.1 s of the
     /// 6 s of transpose's tag map at N = 1600 in L2), else from the peel.
@@ -499,6 +540,44 @@ impl<'c> Builder<'_, 'c> {
         self.peel(piece, j, tags)?
             .pop()
             .ok_or_else(|| AnalyticError::Program("internal: the peel gave no set".into()))
+    }
+
+    /// Whether no target instance of the piece can see `ways` distinct other blocks in its set,
+    /// judged per array: the blocks of one array that one instance sees in its set lie within
+    /// the spread of that array's tags for the instance, so they number at most the spread
+    /// plus one, and the arrays' bounds add up. One integer program per array, so a level
+    /// whose pieces mostly cannot conflict skips the sizes and the peel: matrix multiply at
+    /// N = 1300 in the 32 MiB L3, where a target's set holds 6–7 blocks of `b` and one or two
+    /// of `a` and `c`, but the tags of the whole piece span 24 values.
+    fn fewer_tags_than_ways(&self, competing: &[Map<'c>]) -> Result<bool, AnalyticError> {
+        let mut arrays: Vec<usize> = self.positions.iter().map(|p| p.array).collect();
+        arrays.sort_unstable();
+        arrays.dedup();
+        let mut most = 0i128;
+        for array in arrays {
+            self.check_time()?;
+            let mut tags: Option<Map<'c>> = None;
+            for (m, h) in competing.iter().enumerate() {
+                if self.positions[m].array == array {
+                    tags = Some(match tags {
+                        Some(t) => t.union(h)?,
+                        None => h.copy()?,
+                    });
+                }
+            }
+            let Some(tags) = tags else { continue };
+            if tags.is_empty()? {
+                continue;
+            }
+            match tags.output_spread()? {
+                Some(spread) => most += i128::from(spread) + 1,
+                None => return Ok(false),
+            }
+            if most >= i128::from(self.cache.ways) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// The span of the tag map's tags (largest − smallest + 1), unbounded with symbolic
