@@ -50,15 +50,59 @@ impl<'c> Map<'c> {
                 .map(Some);
         }
         let mut sizes = Vec::with_capacity(parts as usize);
+        let mut windowed = false;
         for i in 0..parts {
             let part = list.get_at(i).map_err(isl_err("get_at"))?;
             let Some(size) = part_size(part, HOLE_DEPTH)? else {
                 return Ok(None);
             };
-            sizes.push(size);
+            windowed |= size.windowed;
+            sizes.push(size.count);
         }
-        at_least_from_sizes(sizes, counts)
+        if windowed && let Some(sets) = at_least_per_region(&sizes, counts)? {
+            return Ok(Some(sets));
+        }
+        at_least_from_sum(sizes, counts).map(Some)
     }
+}
+
+/// For each `d` of `counts`, the inputs where the parts' sizes add up to at least `d`, from
+/// their sum as one piecewise function (isl's `union_add`, in pairs). Its pieces' functions are
+/// simplified against their domains, so the sets are easy to count: triangular at N = 2300 in
+/// L1 counts in a second this way, while its regions ([`at_least_per_region`]) needed more than
+/// the counter's 2·10⁸ ray comparisons.
+fn at_least_from_sum<'c>(
+    sizes: Vec<isl::PwAff>,
+    counts: &[u32],
+) -> Result<Vec<Set<'c>>, PolyError> {
+    let mut sizes = sizes;
+    while sizes.len() > 1 {
+        let mut next = Vec::with_capacity(sizes.len().div_ceil(2));
+        let mut it = sizes.into_iter();
+        while let Some(a) = it.next() {
+            next.push(match it.next() {
+                Some(b) => a.union_add(b).map_err(isl_err("union_add"))?,
+                None => a,
+            });
+        }
+        sizes = next;
+    }
+    let total = sizes.pop().ok_or_else(|| PolyError::Isl {
+        op: "union_add",
+        message: "no size to add".into(),
+    })?;
+    let ctx = total.get_ctx();
+    counts
+        .iter()
+        .map(|&d| {
+            total
+                .copy()
+                .and_then(|t| t.add_constant_val(isl::Val::int_from_si(&ctx, -i64::from(d))?))
+                .and_then(|t| t.nonneg_set())
+                .map(Set::wrap)
+                .map_err(isl_err("nonneg_set"))
+        })
+        .collect()
 }
 
 /// Past this many regions of constant sum shape the sum is not written (the caller peels).
@@ -89,8 +133,8 @@ struct SizePiece {
 /// but simplifies every piece's function against its domain's affine hull, which for windows'
 /// sizes with a dozen divisions each took a minute (matrix multiply at N = 150 in L1: five
 /// parts, 62 s added by `union_add`, 0.1 s split here).
-fn at_least_from_sizes<'c>(
-    sizes: Vec<isl::PwAff>,
+fn at_least_per_region<'c>(
+    sizes: &[isl::PwAff],
     counts: &[u32],
 ) -> Result<Option<Vec<Set<'c>>>, PolyError> {
     let Some(first) = sizes.first() else {
@@ -107,7 +151,7 @@ fn at_least_from_sizes<'c>(
             .copy()
             .and_then(|s| s.domain())
             .map_err(isl_err("domain"))?;
-        let Some(pieces) = pieces_of(size)? else {
+        let Some(pieces) = pieces_of(size.copy().map_err(isl_err("copy"))?)? else {
             return Ok(None);
         };
         let mut next = Vec::with_capacity(regions.len() * (pieces.len() + 1));
@@ -235,9 +279,12 @@ const HOLE_DEPTH: u32 = 1;
 /// window's minimum is what isl is slow at), an interval `[min, max]` (`max − min + 1`), every
 /// `m`-th point of one (`(max − min) / m + 1`, `m` isl's stride of the output), or an interval
 /// less holes of those shapes. `None` otherwise.
-fn part_size(part: isl::BasicMap, depth: u32) -> Result<Option<isl::PwAff>, PolyError> {
-    if let Some(size) = window_size(&part)? {
-        return Ok(Some(size));
+fn part_size(part: isl::BasicMap, depth: u32) -> Result<Option<Size>, PolyError> {
+    if let Some(count) = window_size(&part)? {
+        return Ok(Some(Size {
+            count,
+            windowed: true,
+        }));
     }
     let part = isl::Map::from_basic_map(part).map_err(isl_err("from_basic_map"))?;
     let Some((lo, hi)) = output_bounds(&part)? else {
@@ -250,7 +297,7 @@ fn part_size(part: isl::BasicMap, depth: u32) -> Result<Option<isl::PwAff>, Poly
     if interval.is_subset(&part).map_err(isl_err("is_subset"))? {
         return span
             .add_constant_val(int(1)?)
-            .map(Some)
+            .map(Size::plain)
             .map_err(isl_err("add_constant_val"));
     }
     let stride_info = part
@@ -281,7 +328,7 @@ fn part_size(part: isl::BasicMap, depth: u32) -> Result<Option<isl::PwAff>, Poly
                 .scale_down_val(stride)
                 .and_then(|a| a.floor())
                 .and_then(|a| a.add_constant_val(one))
-                .map(Some)
+                .map(Size::plain)
                 .map_err(isl_err("scale_down_val"));
         }
     }
@@ -297,19 +344,41 @@ fn part_size(part: isl::BasicMap, depth: u32) -> Result<Option<isl::PwAff>, Poly
     if n > MOST_BASIC_MAPS {
         return Ok(None);
     }
-    let mut size = span
-        .add_constant_val(int(1)?)
-        .map_err(isl_err("add_constant_val"))?;
+    let mut size = Size {
+        count: span
+            .add_constant_val(int(1)?)
+            .map_err(isl_err("add_constant_val"))?,
+        windowed: false,
+    };
     for i in 0..n {
         let hole = holes.get_at(i).map_err(isl_err("get_at"))?;
         let Some(hole_size) = part_size(hole, depth - 1)? else {
             return Ok(None);
         };
-        size = size
-            .union_add(hole_size.neg().map_err(isl_err("neg"))?)
+        size.count = size
+            .count
+            .union_add(hole_size.count.neg().map_err(isl_err("neg"))?)
             .map_err(isl_err("union_add"))?;
+        size.windowed |= hole_size.windowed;
     }
     Ok(Some(size))
+}
+
+/// A part's number of outputs per input.
+struct Size {
+    count: isl::PwAff,
+    /// Whether a residue window's closed form is in it: its divisions make isl's `union_add`
+    /// slow, so such sizes are compared per region ([`at_least_per_region`]).
+    windowed: bool,
+}
+
+impl Size {
+    fn plain(count: isl::PwAff) -> Option<Size> {
+        Some(Size {
+            count,
+            windowed: false,
+        })
+    }
 }
 
 /// The smallest and largest output of each input of a one-output map, as quasi-affine
