@@ -19,6 +19,10 @@ use crate::text::{Q, S, W, before, domain, in_block, params, tuple};
 /// subtraction makes Σ_m d_m that distinct count).
 pub(crate) const COMBINATION_WAYS: u32 = 4;
 
+/// The tag strides tried for runs of sure misses ([`Builder::sure_conflicts`]) besides 1: the
+/// smallest few the tag map's parts keep.
+const MOST_STRIDES: usize = 2;
+
 /// One lexmax piece of one earlier position's hit condition (a hit-source candidate, S5).
 pub(crate) struct Candidate<'c> {
     pub label: String,
@@ -498,24 +502,30 @@ impl<'c> Builder<'_, 'c> {
         self.at_least_ways(piece, j)
     }
 
-    /// The instances of the piece whose tag map holds every tag of a run of `ways` next to
-    /// their own (`w + 1 … w + ways` or `w − ways … w − 1`): each such tag is another block of
-    /// the set, so they miss, and no size or peel is needed to say so. An array swept whole
-    /// between the hit source and the target puts a run of its blocks in every set: matrix
-    /// multiply at N = 1300 in L2, where `b` is swept between two rows `i`, and the column walk
-    /// over its 104 blocks per set would have to be sized otherwise. Two subtractions.
+    /// The instances of the piece whose tag map holds every tag of a run of `ways` on one
+    /// side of their own, `w ± m, w ± 2m, …, w ± ways·m` for `m` = 1 or a stride the tag map's
+    /// parts keep: each such tag is another block of the set, so they miss, and no size or
+    /// peel is needed to say so. An array swept whole between the hit source and the target
+    /// puts a run of its blocks in every set (matrix multiply at N = 1300 in L2, where `b` is
+    /// swept between two rows `i`: 104 blocks per set), and a column walk puts every `m`-th tag
+    /// in the target's set (transpose at N = 1600 in L1: 200 blocks of `b`'s column in each
+    /// set it uses, every 25th tag). Two subtractions per stride.
     fn sure_conflicts(&self, piece: &Set<'c>, j: &Map<'c>) -> Result<Set<'c>, AnalyticError> {
-        let ways = self.cache.ways;
+        let ways = i64::from(self.cache.ways);
         let mut sure = piece.subtract(piece)?;
-        for below in [0, ways] {
-            let run = self.ctx.map(&format!(
-                "{} -> {{ {} -> [{Q}] : {W} - {below} <= {Q} <= {W} + {} and {Q} != {W} }}",
-                self.params,
-                self.target_tuple(),
-                ways - below
-            ))?;
-            let lacking = run.intersect_domain(piece)?.subtract(j)?.domain()?;
-            sure = sure.union(&piece.subtract(&lacking)?)?;
+        let mut strides = vec![1];
+        strides.extend(j.output_strides()?.into_iter().take(MOST_STRIDES));
+        for m in strides {
+            for (lo, hi) in [(m, m * ways), (-m * ways, -m)] {
+                self.check_time()?;
+                let run = self.ctx.map(&format!(
+                    "{} -> {{ {} -> [{Q}] : {W} + {lo} <= {Q} <= {W} + {hi} and ({Q} - {W}) mod {m} = 0 }}",
+                    self.params,
+                    self.target_tuple(),
+                ))?;
+                let lacking = run.intersect_domain(piece)?.subtract(j)?.domain()?;
+                sure = sure.union(&piece.subtract(&lacking)?)?;
+            }
         }
         Ok(sure)
     }

@@ -252,12 +252,23 @@ fn pieces_of(size: isl::PwAff) -> Result<Option<Vec<SizePiece>>, PolyError> {
             .and_then(isl::Map::from_basic_map)
             .and_then(|m| m.as_pw_multi_aff())
             .map_err(isl_err("as_pw_multi_aff"))?;
+        // A stride's count keeps the condition that a multiple lies in the window; it holds
+        // on `inputs`, where the function is used.
+        let function = match function.isa_multi_aff().map_err(isl_err("isa_multi_aff"))? {
+            true => function,
+            false => function
+                .gist(inputs.copy().map_err(isl_err("copy"))?)
+                .map_err(isl_err("gist"))?,
+        };
         if !function.isa_multi_aff().map_err(isl_err("isa_multi_aff"))? {
             return Ok(None);
         }
+        // The gist may leave rational coefficients that are integral on `inputs` only; the
+        // floor keeps those values and gives isl's integer programs an integer function.
         let size = function
             .as_multi_aff()
             .and_then(|f| f.get_at(0))
+            .and_then(|a| a.floor())
             .map_err(isl_err("as_multi_aff"))?;
         let most = inputs.max_val(&size).map_err(isl_err("max_val"))?;
         let most = match most.is_int().map_err(isl_err("is_int"))? {

@@ -345,6 +345,32 @@ impl<'c> Map<'c> {
             .map_err(isl_err("deltas"))?;
         Ok(pairs.dim_range(0)?.map(|(_, hi)| hi))
     }
+
+    /// For a map with one output dimension, the strides above 1 that its basic maps' outputs
+    /// keep (isl's stride of the output per basic map: a column walk's blocks in one set are
+    /// every `m`-th tag), without repeats, smallest first.
+    pub fn output_strides(&self) -> Result<Vec<i64>, PolyError> {
+        let list = copy_of!(self, "copy")
+            .get_basic_map_list()
+            .map_err(isl_err("basic_map_list"))?;
+        let mut strides = Vec::new();
+        for i in 0..list.size().map_err(isl_err("basic_map_list"))? {
+            let stride = list
+                .get_at(i)
+                .and_then(isl::Map::from_basic_map)
+                .and_then(|m| m.get_range_stride_info(0))
+                .and_then(|info| info.get_stride())
+                .map_err(isl_err("stride_info"))?;
+            if stride.is_int().map_err(isl_err("is_int"))? {
+                let stride = stride.get_num_si().map_err(isl_err("get_num_si"))?;
+                if stride > 1 && !strides.contains(&stride) {
+                    strides.push(stride);
+                }
+            }
+        }
+        strides.sort_unstable();
+        Ok(strides)
+    }
 }
 
 impl fmt::Display for Map<'_> {
