@@ -1,6 +1,7 @@
 //! `Map::inputs_with_at_least`: the inputs with at least `d` outputs, from the sizes of
 //! intervals, lattices and intervals with holes, against a count of each input's outputs by
-//! enumeration.
+//! enumeration; and the two bounds the analysis takes from a tag map, `Map::output_spread` and
+//! `Map::output_strides`.
 
 use loopscope_polyhedral::{Ctx, Set};
 
@@ -161,4 +162,63 @@ proptest::proptest! {
             check(&constraints);
         }
     }
+}
+
+#[test]
+fn many_parts_are_summed_as_one_piecewise_function() {
+    // More than four disjoint parts without a window: added by isl's union_add, not per region.
+    check("q = t or q = t + 2 or q = t + 4 or q = t + 6 or q = t + 8 or 2t - 1 <= q <= 2t + 1");
+}
+
+/// The largest `max − min` of one input's outputs, by walking the inputs `0 ≤ t ≤ 40`.
+fn spread_by_walking(ctx: &Ctx, map: &str) -> Option<i64> {
+    (0..=40)
+        .filter_map(|t| {
+            let image = ctx
+                .set(&format!("{{ [q] : exists t : t = {t} and ({map}) }}"))
+                .unwrap();
+            image.dim_range(0).unwrap().map(|(lo, hi)| hi - lo)
+        })
+        .max()
+}
+
+#[test]
+fn output_spread_is_the_widest_image() {
+    let ctx = Ctx::new();
+    for constraints in [
+        "t <= q <= t + 2 or q = 3t - 5",
+        "q = 25 * floor(t / 4) or q = t",
+        "(t - 4 <= q <= t + 1 and q != t) or (q >= 2t and q <= 2t + 7 and t <= 10)",
+        "q = t",
+    ] {
+        let map = ctx
+            .map(&format!(
+                "{{ [t] -> [q] : 0 <= t <= 40 and ({constraints}) }}"
+            ))
+            .unwrap();
+        assert_eq!(
+            map.output_spread().unwrap(),
+            spread_by_walking(&ctx, constraints),
+            "{constraints}"
+        );
+    }
+    let empty = ctx
+        .map("{ [t] -> [q] : 0 <= t <= 4 and q > t and q < t }")
+        .unwrap();
+    assert_eq!(empty.output_spread().unwrap(), None);
+}
+
+#[test]
+fn output_strides_name_each_parts_stride_once() {
+    let ctx = Ctx::new();
+    // Every 25th tag on either side of t (a column walk's blocks in one set), every 3rd tag of a
+    // row, and an interval (stride 1, not listed).
+    let map = ctx
+        .map(
+            "{ [t] -> [q] : 0 <= t <= 40 and ((exists k : q = t + 25k and 1 <= k <= 6) or \
+             (exists k : q = t - 25k and 1 <= k <= 6) or (exists k : q = 3k and 0 <= k <= t) or \
+             (t + 100 <= q <= t + 104)) }",
+        )
+        .unwrap();
+    assert_eq!(map.output_strides().unwrap(), vec![3, 25]);
 }
