@@ -5,11 +5,11 @@
 //! written as a quasi-affine function of the input where its shape allows: an interval cut by a
 //! window of residues (a column walk's lines in one cache set, [`crate::window`]), an interval
 //! (`max − min + 1`), every `m`-th point of one (`(max − min)/m + 1`, `m` the output's stride),
-//! or an interval less holes of those shapes. The inputs are then split into regions where each
-//! part's size is one function, and the sums are compared with `d` per region (regions whose
-//! pieces' largest values cannot add up to `d` are dropped unseen). A lexmin and a lexmax per basic map replace `d − 1` lexmins of the whole
-//! union, whose pieces multiply with every step (each lexmin of a union compares every pair of
-//! basic maps' minima). Parts of other shapes (two residue conditions, an existential isl has no
+//! or an interval less holes of those shapes. The sizes are added, either per region of the
+//! inputs where each part's size is one function (regions whose pieces' largest values cannot
+//! add up to `d` are dropped unseen) or as one piecewise function, and compared with `d`. A lexmin
+//! and a lexmax per basic map replace `d − 1` lexmins of the whole union, whose pieces multiply
+//! with every step (each lexmin of a union compares every pair of basic maps' minima). Parts of other shapes (two residue conditions, an existential isl has no
 //! expression for, a window whose classes depend on the input) leave the answer unknown, and the
 //! caller peels.
 
@@ -74,10 +74,9 @@ impl<'c> Map<'c> {
 /// L1 counts in a second this way, while its regions ([`at_least_per_region`]) needed more than
 /// the counter's 2·10⁸ ray comparisons.
 fn at_least_from_sum<'c>(
-    sizes: Vec<isl::PwAff>,
+    mut sizes: Vec<isl::PwAff>,
     counts: &[u32],
 ) -> Result<Vec<Set<'c>>, PolyError> {
-    let mut sizes = sizes;
     while sizes.len() > 1 {
         let mut next = Vec::with_capacity(sizes.len().div_ceil(2));
         let mut it = sizes.into_iter();
@@ -114,7 +113,7 @@ fn at_least_from_sum<'c>(
 /// counter's bound, while the sum counts in a second).
 const FEW_PARTS: i32 = 4;
 
-/// Past this many regions of constant sum shape the sum is not written (the caller peels).
+/// Past this many regions the sizes are added as one piecewise function instead.
 const MOST_REGIONS: usize = 256;
 
 /// A region of the inputs where every part's size is one quasi-affine function, and their sum
@@ -128,6 +127,51 @@ struct Region {
     most: i64,
 }
 
+impl Region {
+    /// The non-empty parts of the region inside each piece of a size (whose pieces cover
+    /// `domain`), with the piece's function added, and the part outside `domain`, into `out`.
+    fn split(
+        self,
+        pieces: &[SizePiece],
+        domain: &isl::Set,
+        out: &mut Vec<Region>,
+    ) -> Result<(), PolyError> {
+        for piece in pieces {
+            let inputs = self
+                .inputs
+                .copy()
+                .and_then(|r| r.intersect(piece.inputs.copy()?))
+                .map_err(isl_err("intersect"))?;
+            if inputs.is_empty().map_err(isl_err("is_empty"))? {
+                continue;
+            }
+            let aff = piece.size.copy().map_err(isl_err("copy"))?;
+            let sum = match &self.sum {
+                Some(sum) => sum.copy().and_then(|s| s.add(aff)),
+                None => Ok(aff),
+            }
+            .map_err(isl_err("add"))?;
+            out.push(Region {
+                inputs,
+                sum: Some(sum),
+                most: self.most.saturating_add(piece.most),
+            });
+        }
+        let outside = self
+            .inputs
+            .subtract(domain.copy().map_err(isl_err("copy"))?)
+            .map_err(isl_err("subtract"))?;
+        if !outside.is_empty().map_err(isl_err("is_empty"))? {
+            out.push(Region {
+                inputs: outside,
+                sum: self.sum,
+                most: self.most,
+            });
+        }
+        Ok(())
+    }
+}
+
 /// One piece of a part's size: where it holds, the function, and its largest value there.
 struct SizePiece {
     inputs: isl::Set,
@@ -136,8 +180,8 @@ struct SizePiece {
 }
 
 /// For each `d` of `counts`, the inputs where the parts' sizes (each 0 outside its domain) add
-/// up to at least `d`; `None` past [`MOST_REGIONS`] or where a size has no quasi-affine
-/// pieces. The inputs are split into regions by each size's pieces and its outside, keeping
+/// up to at least `d`; `None` past [`MOST_REGIONS`] or where a size piece has no quasi-affine
+/// form. The inputs are split into regions by each size's pieces and its outside, keeping
 /// the non-empty ones, and the sums are added per region. isl's `union_add` does the same split
 /// but simplifies every piece's function against its domain's affine hull, which for windows'
 /// sizes with a dozen divisions each took a minute (matrix multiply at N = 150 in L1: five
@@ -151,7 +195,8 @@ fn at_least_per_region<'c>(
     };
     let space = first.get_domain_space().map_err(isl_err("domain_space"))?;
     let mut regions = vec![Region {
-        inputs: isl::Set::universe(space).map_err(isl_err("universe"))?,
+        inputs: isl::Set::universe(space.copy().map_err(isl_err("copy"))?)
+            .map_err(isl_err("universe"))?,
         sum: None,
         most: 0,
     }];
@@ -165,38 +210,7 @@ fn at_least_per_region<'c>(
         };
         let mut next = Vec::with_capacity(regions.len() * (pieces.len() + 1));
         for region in regions {
-            for piece in &pieces {
-                let inputs = region
-                    .inputs
-                    .copy()
-                    .and_then(|r| r.intersect(piece.inputs.copy()?))
-                    .map_err(isl_err("intersect"))?;
-                if inputs.is_empty().map_err(isl_err("is_empty"))? {
-                    continue;
-                }
-                let aff = piece.size.copy().map_err(isl_err("copy"))?;
-                let sum = match &region.sum {
-                    Some(sum) => sum.copy().and_then(|s| s.add(aff)),
-                    None => Ok(aff),
-                }
-                .map_err(isl_err("add"))?;
-                next.push(Region {
-                    inputs,
-                    sum: Some(sum),
-                    most: region.most.saturating_add(piece.most),
-                });
-            }
-            let outside = region
-                .inputs
-                .subtract(domain.copy().map_err(isl_err("copy"))?)
-                .map_err(isl_err("subtract"))?;
-            if !outside.is_empty().map_err(isl_err("is_empty"))? {
-                next.push(Region {
-                    inputs: outside,
-                    sum: region.sum,
-                    most: region.most,
-                });
-            }
+            region.split(&pieces, &domain, &mut next)?;
             if next.len() > MOST_REGIONS {
                 return Ok(None);
             }
@@ -205,15 +219,21 @@ fn at_least_per_region<'c>(
     }
     counts
         .iter()
-        .map(|&d| at_least_in_regions(&regions, d))
+        .map(|&d| at_least_in_regions(&regions, &space, d))
         .collect::<Result<Vec<_>, _>>()
         .map(Some)
 }
 
-/// The inputs of `regions` whose sum is at least `d`.
-fn at_least_in_regions<'c>(regions: &[Region], d: u32) -> Result<Set<'c>, PolyError> {
-    let space = regions[0].inputs.get_space().map_err(isl_err("space"))?;
-    let mut out = isl::Set::empty(space).map_err(isl_err("empty"))?;
+/// The inputs (of `space`) of `regions` whose sum is at least `d`.
+fn at_least_in_regions<'c>(
+    regions: &[Region],
+    space: &isl::Space,
+    d: u32,
+) -> Result<Set<'c>, PolyError> {
+    let mut out = space
+        .copy()
+        .and_then(isl::Set::empty)
+        .map_err(isl_err("empty"))?;
     for region in regions {
         let Some(sum) = &region.sum else { continue };
         if region.most < i64::from(d) {
@@ -254,31 +274,9 @@ fn pieces_of(size: isl::PwAff) -> Result<Option<Vec<SizePiece>>, PolyError> {
             .and_then(isl::Set::from_basic_set)
             .and_then(|s| s.compute_divs())
             .map_err(isl_err("domain"))?;
-        // Without the constraints on the inputs alone the graph is a total function, which
-        // isl turns into one quasi-affine expression (it equals the piece's on `inputs`).
-        let function = part
-            .drop_constraints_not_involving_dims(isl::DimType::Out, 0, 1)
-            .and_then(isl::Map::from_basic_map)
-            .and_then(|m| m.as_pw_multi_aff())
-            .map_err(isl_err("as_pw_multi_aff"))?;
-        // A stride's count keeps the condition that a multiple lies in the window; it holds
-        // on `inputs`, where the function is used.
-        let function = match function.isa_multi_aff().map_err(isl_err("isa_multi_aff"))? {
-            true => function,
-            false => function
-                .gist(inputs.copy().map_err(isl_err("copy"))?)
-                .map_err(isl_err("gist"))?,
-        };
-        if !function.isa_multi_aff().map_err(isl_err("isa_multi_aff"))? {
+        let Some(size) = function_of(part, &inputs)? else {
             return Ok(None);
-        }
-        // The gist may leave rational coefficients that are integral on `inputs` only; the
-        // floor keeps those values and gives isl's integer programs an integer function.
-        let size = function
-            .as_multi_aff()
-            .and_then(|f| f.get_at(0))
-            .and_then(|a| a.floor())
-            .map_err(isl_err("as_multi_aff"))?;
+        };
         let most = inputs.max_val(&size).map_err(isl_err("max_val"))?;
         let most = match most.is_int().map_err(isl_err("is_int"))? {
             true => most.get_num_si().map_err(isl_err("get_num_si"))?,
@@ -287,6 +285,37 @@ fn pieces_of(size: isl::PwAff) -> Result<Option<Vec<SizePiece>>, PolyError> {
         pieces.push(SizePiece { inputs, size, most });
     }
     Ok(Some(pieces))
+}
+
+/// The function whose graph on `inputs` is `part`, as one integer quasi-affine expression;
+/// `None` where isl finds none.
+fn function_of(part: isl::BasicMap, inputs: &isl::Set) -> Result<Option<isl::Aff>, PolyError> {
+    // Without the constraints on the inputs alone the graph is a total function, which isl
+    // turns into one quasi-affine expression (it equals the piece's on `inputs`).
+    let function = part
+        .drop_constraints_not_involving_dims(isl::DimType::Out, 0, 1)
+        .and_then(isl::Map::from_basic_map)
+        .and_then(|m| m.as_pw_multi_aff())
+        .map_err(isl_err("as_pw_multi_aff"))?;
+    // A stride's count keeps the condition that a multiple lies in the window; it holds on
+    // `inputs`, where the function is used.
+    let function = match function.isa_multi_aff().map_err(isl_err("isa_multi_aff"))? {
+        true => function,
+        false => function
+            .gist(inputs.copy().map_err(isl_err("copy"))?)
+            .map_err(isl_err("gist"))?,
+    };
+    if !function.isa_multi_aff().map_err(isl_err("isa_multi_aff"))? {
+        return Ok(None);
+    }
+    // The gist may leave rational coefficients that are integral on `inputs` only; the floor
+    // keeps those values and gives isl's integer programs an integer function.
+    function
+        .as_multi_aff()
+        .and_then(|f| f.get_at(0))
+        .and_then(|a| a.floor())
+        .map(Some)
+        .map_err(isl_err("as_multi_aff"))
 }
 
 /// How many times a part is split into its interval minus the holes in it: once covers a row of
