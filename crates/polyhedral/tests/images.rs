@@ -5,15 +5,16 @@
 
 use loopscope_polyhedral::{Ctx, Set};
 
+/// The outputs of input `t` of the map `{ [t] -> [q] : map }`.
+fn image<'c>(ctx: &'c Ctx, map: &str, t: i64) -> Set<'c> {
+    ctx.set(&format!("{{ [q] : exists t : t = {t} and ({map}) }}"))
+        .unwrap()
+}
+
 /// The number of outputs of each input `0 ≤ t ≤ 40` of `map`, by walking them.
 fn outputs_by_walking(ctx: &Ctx, map: &str) -> Vec<usize> {
     (0..=40)
-        .map(|t| {
-            let image = ctx
-                .set(&format!("{{ [q] : exists t : t = {t} and ({map}) }}"))
-                .unwrap();
-            usize::try_from(image.count(&[]).unwrap()).unwrap()
-        })
+        .map(|t| usize::try_from(image(ctx, map, t).count(&[]).unwrap()).unwrap())
         .collect()
 }
 
@@ -174,10 +175,10 @@ fn many_parts_are_summed_as_one_piecewise_function() {
 fn spread_by_walking(ctx: &Ctx, map: &str) -> Option<i64> {
     (0..=40)
         .filter_map(|t| {
-            let image = ctx
-                .set(&format!("{{ [q] : exists t : t = {t} and ({map}) }}"))
-                .unwrap();
-            image.dim_range(0).unwrap().map(|(lo, hi)| hi - lo)
+            image(ctx, map, t)
+                .dim_range(0)
+                .unwrap()
+                .map(|(lo, hi)| hi - lo)
         })
         .max()
 }
