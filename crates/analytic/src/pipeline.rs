@@ -19,7 +19,7 @@ use crate::text::{Q, S, W, before, domain, in_block, params, tuple};
 /// subtraction makes Σ_m d_m that distinct count).
 pub(crate) const COMBINATION_WAYS: u32 = 4;
 
-/// The tag strides tried for runs of sure misses ([`Builder::sure_conflicts`]) besides 1: the
+/// The tag strides tried for runs of sure misses ([`Builder::all_surely_miss`]) besides 1: the
 /// smallest few the tag map's parts keep.
 const MOST_STRIDES: usize = 2;
 
@@ -490,44 +490,56 @@ impl<'c> Builder<'_, 'c> {
     }
 
     /// Ψ≥ways of a piece above the combinations' ways: the whole piece when every instance
-    /// surely sees `ways` other blocks of its set next to its own ([`Builder::sure_conflicts`]),
+    /// surely sees `ways` other blocks of its set next to its own ([`Builder::all_surely_miss`]),
     /// else from the tag map. (Where only some instances are sure, the union of the sure ones
     /// and Ψ≥ways of the rest was slower to count than Ψ≥ways of the whole: triangular at
     /// N = 2300 in L1 went over the counter's bound.)
     fn conflicted(&self, piece: &Set<'c>, j: &Map<'c>) -> Result<Set<'c>, AnalyticError> {
-        let sure = self.sure_conflicts(piece, j)?;
-        if piece.subtract(&sure)?.is_empty()? {
-            return Ok(sure);
+        if self.all_surely_miss(piece, j)? {
+            return Ok(piece.copy()?);
         }
         self.at_least_ways(piece, j)
     }
 
-    /// The instances of the piece whose tag map holds every tag of a run of `ways` on one
-    /// side of their own, `w ± m, w ± 2m, …, w ± ways·m` for `m` = 1 or a stride the tag map's
-    /// parts keep: each such tag is another block of the set, so they miss, and no size or
-    /// peel is needed to say so. An array swept whole between the hit source and the target
-    /// puts a run of its blocks in every set (matrix multiply at N = 1300 in L2, where `b` is
-    /// swept between two rows `i`: 104 blocks per set), and a column walk puts every `m`-th tag
-    /// in the target's set (transpose at N = 1600 in L1: 200 blocks of `b`'s column in each
-    /// set it uses, every 25th tag). Two subtractions per stride.
-    fn sure_conflicts(&self, piece: &Set<'c>, j: &Map<'c>) -> Result<Set<'c>, AnalyticError> {
-        let ways = i64::from(self.cache.ways);
-        let mut sure = piece.subtract(piece)?;
-        let mut strides = vec![1];
-        strides.extend(j.output_strides()?.into_iter().take(MOST_STRIDES));
-        for m in strides {
-            for (lo, hi) in [(m, m * ways), (-m * ways, -m)] {
-                self.check_time()?;
-                let run = self.ctx.map(&format!(
-                    "{} -> {{ {} -> [{Q}] : {W} + {lo} <= {Q} <= {W} + {hi} and ({Q} - {W}) mod {m} = 0 }}",
-                    self.params,
-                    self.target_tuple(),
-                ))?;
-                let lacking = run.intersect_domain(piece)?.subtract(j)?.domain()?;
-                sure = sure.union(&piece.subtract(&lacking)?)?;
+    /// Whether every instance of the piece has in its tag map every tag of a run of `ways` on
+    /// one side of its own, `w ± m, w ± 2m, …, w ± ways·m` for `m` = 1 or a stride the tag
+    /// map's parts keep: each such tag is another block of the set, so the instance misses, and
+    /// no size or peel is needed to say so. An array swept whole between the hit source and the
+    /// target puts a run of its blocks in every set (matrix multiply at N = 1300 in L2, where
+    /// `b` is swept between two rows `i`: 104 blocks per set), and a column walk puts every
+    /// `m`-th tag in the target's set (transpose at N = 1600 in L1: 200 blocks of `b`'s column
+    /// in each set it uses, every 25th tag). Two subtractions per stride, stopping at the first
+    /// stride after which no instance is left without a run.
+    fn all_surely_miss(&self, piece: &Set<'c>, j: &Map<'c>) -> Result<bool, AnalyticError> {
+        let mut lacking = piece.copy()?;
+        if self.lack_runs(&mut lacking, j, 1)? {
+            return Ok(true);
+        }
+        for m in j.output_strides()?.into_iter().take(MOST_STRIDES) {
+            if self.lack_runs(&mut lacking, j, m)? {
+                return Ok(true);
             }
         }
-        Ok(sure)
+        Ok(false)
+    }
+
+    /// Narrows `lacking` to its instances whose tag map lacks a tag of both runs of stride `m`
+    /// (above and below their own tag); true when none is left.
+    fn lack_runs(&self, lacking: &mut Set<'c>, j: &Map<'c>, m: i64) -> Result<bool, AnalyticError> {
+        let ways = i64::from(self.cache.ways);
+        for (lo, hi) in [(m, m * ways), (-m * ways, -m)] {
+            self.check_time()?;
+            let run = self.ctx.map(&format!(
+                "{} -> {{ {} -> [{Q}] : {W} + {lo} <= {Q} <= {W} + {hi} and ({Q} - {W}) mod {m} = 0 }}",
+                self.params,
+                self.target_tuple(),
+            ))?;
+            *lacking = run.intersect_domain(lacking)?.subtract(j)?.domain()?;
+            if lacking.is_empty()? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Ψ≥ways alone, the conflict misses above the combinations' ways: from the sizes of the
