@@ -341,9 +341,32 @@ impl<'c> Map<'c> {
             .reverse()
             .and_then(|r| r.apply_range(again))
             .and_then(|p| p.deltas())
-            .map(Set::wrap)
             .map_err(isl_err("deltas"))?;
-        Ok(pairs.dim_range(0)?.map(|(_, hi)| hi))
+        // The differences come in opposite pairs, so their minimum is the maximum negated: one
+        // integer program, not two (the two were 43 % of the 3D stencil's L1 at 80 × 300).
+        // Maximising `o₂ − o₁` over the flat `x → (o₁, o₂)` instead, without the projection,
+        // measured slower (8.7-9.7 s against 7.0 s for that level).
+        let hi = pairs.dim_max_val(0).map_err(isl_err("dim_max_val"))?;
+        if !hi.is_int().map_err(isl_err("is_int"))? {
+            return Ok(None);
+        }
+        Ok(Some(hi.get_num_si().map_err(isl_err("get_num_si"))?))
+    }
+
+    /// One input of the map (a single point), or `None` when the map is empty: isl's sample of
+    /// the pairs, whose input part is taken, so no projection is made.
+    pub fn sample_input(&self) -> Result<Option<Set<'c>>, PolyError> {
+        if self.is_empty()? {
+            return Ok(None);
+        }
+        let pair = copy_of!(self, "copy")
+            .wrap()
+            .and_then(|pairs| pairs.sample_point())
+            .and_then(isl::Set::from_point)
+            .and_then(|point| point.unwrap())
+            .and_then(|pair| pair.domain())
+            .map_err(isl_err("sample_point"))?;
+        Ok(Some(Set::wrap(pair)))
     }
 
     /// For a map with one output dimension, the strides above 1 that its basic maps' outputs

@@ -210,6 +210,30 @@ fn output_spread_is_the_widest_image() {
 }
 
 #[test]
+fn a_sampled_input_is_one_point_of_the_domain() {
+    let ctx = Ctx::new();
+    let map = ctx
+        .map("{ [t, u] -> [q] : 3 <= t <= 40 and 0 <= u < t and t + u <= q <= t + u + 3 and (t + q) mod 5 = 2 }")
+        .unwrap();
+    let input = map
+        .sample_input()
+        .unwrap()
+        .expect("a non-empty map has an input");
+    assert_eq!(input.count(&[]).unwrap(), 1);
+    assert!(
+        input
+            .subtract(&map.domain().unwrap())
+            .unwrap()
+            .is_empty()
+            .unwrap()
+    );
+    let empty = ctx
+        .map("{ [t] -> [q] : 0 <= t <= 4 and q > t and q < t }")
+        .unwrap();
+    assert!(empty.sample_input().unwrap().is_none());
+}
+
+#[test]
 fn output_strides_name_each_parts_stride_once() {
     let ctx = Ctx::new();
     // Every 25th tag on either side of t (a column walk's blocks in one set), every 3rd tag of a
