@@ -129,14 +129,20 @@ struct Region {
 
 impl Region {
     /// The non-empty parts of the region inside each piece of a size (whose pieces cover
-    /// `domain`), with the piece's function added, and the part outside `domain`, into `out`.
+    /// `domain`), with the piece's function added, and the part outside `domain`, into `out`;
+    /// only those whose largest sum so far is at least `needed` (what the sizes still to come
+    /// cannot make up for).
     fn split(
         self,
         pieces: &[SizePiece],
         domain: &isl::Set,
+        needed: i128,
         out: &mut Vec<Region>,
     ) -> Result<(), PolyError> {
         for piece in pieces {
+            if i128::from(self.most) + i128::from(piece.most) < needed {
+                continue;
+            }
             let inputs = self
                 .inputs
                 .copy()
@@ -156,6 +162,9 @@ impl Region {
                 sum: Some(sum),
                 most: self.most.saturating_add(piece.most),
             });
+        }
+        if i128::from(self.most) < needed {
+            return Ok(());
         }
         let outside = self
             .inputs
@@ -200,17 +209,38 @@ fn at_least_per_region<'c>(
         sum: None,
         most: 0,
     }];
+    let mut all_pieces = Vec::with_capacity(sizes.len());
     for size in sizes {
+        let Some(pieces) = pieces_of(size.copy().map_err(isl_err("copy"))?)? else {
+            return Ok(None);
+        };
+        all_pieces.push(pieces);
+    }
+    // A region is kept only while its largest sum, with the largest values of the sizes still
+    // to come, can reach the smallest `d`; the sizes go largest first, so hopeless regions go
+    // early, before isl intersects and tests them.
+    let largest: Vec<i128> = all_pieces
+        .iter()
+        .map(|pieces| {
+            let most = pieces.iter().map(|p| p.most.max(0)).max().unwrap_or(0);
+            i128::from(most)
+        })
+        .collect();
+    let mut order: Vec<usize> = (0..sizes.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(largest[i]));
+    let smallest_d = i128::from(counts.iter().copied().min().unwrap_or(0));
+    let mut to_come: i128 = largest.iter().sum();
+    for i in order {
+        let (size, pieces) = (&sizes[i], &all_pieces[i]);
+        to_come -= largest[i];
+        let needed = smallest_d - to_come;
         let domain = size
             .copy()
             .and_then(|s| s.domain())
             .map_err(isl_err("domain"))?;
-        let Some(pieces) = pieces_of(size.copy().map_err(isl_err("copy"))?)? else {
-            return Ok(None);
-        };
         let mut next = Vec::with_capacity(regions.len() * (pieces.len() + 1));
         for region in regions {
-            region.split(&pieces, &domain, &mut next)?;
+            region.split(pieces, &domain, needed, &mut next)?;
             if next.len() > MOST_REGIONS {
                 return Ok(None);
             }
@@ -277,14 +307,18 @@ fn pieces_of(size: isl::PwAff) -> Result<Option<Vec<SizePiece>>, PolyError> {
         let Some(size) = function_of(part, &inputs)? else {
             return Ok(None);
         };
-        let most = inputs.max_val(&size).map_err(isl_err("max_val"))?;
-        let most = match most.is_int().map_err(isl_err("is_int"))? {
-            true => most.get_num_si().map_err(isl_err("get_num_si"))?,
-            false => i64::MAX,
-        };
+        let most = int_or_max(inputs.max_val(&size).map_err(isl_err("max_val"))?)?;
         pieces.push(SizePiece { inputs, size, most });
     }
     Ok(Some(pieces))
+}
+
+/// A largest value as an integer, `i64::MAX` where it is unbounded.
+fn int_or_max(most: isl::Val) -> Result<i64, PolyError> {
+    match most.is_int().map_err(isl_err("is_int"))? {
+        true => most.get_num_si().map_err(isl_err("get_num_si")),
+        false => Ok(i64::MAX),
+    }
 }
 
 /// The function whose graph on `inputs` is `part`, as one integer quasi-affine expression;
