@@ -41,8 +41,13 @@
 //! the division-free polytope is counted by sweeping one coordinate between vertex projections,
 //! where the slice counts form a quasi-polynomial that is summed in closed form. The vertices
 //! come from the double description method, the quasi-polynomial's period from the edges that
-//! cross each stretch, and the swept coordinate is the cheapest one (lifted divisions such as a
-//! cache set index take few values). Splitting residue classes of the division periods instead,
+//! cross each stretch, and the swept direction is the cheapest one: a coordinate (lifted
+//! divisions such as a cache set index take few values) or a row's normal, whose slices are
+//! equalities (a set index `⌊(236t₀ + t₁ − 237t₂)/512⌋` runs diagonally to every coordinate).
+//! Polygons, where every sweep ends, are counted in closed form (floor sums by the Euclidean
+//! reduction), whatever their slopes. A residue row that keeps most of its division's
+//! remainders (`x mod 512 ≥ 8`) is counted as the set without it minus the thin window it
+//! leaves out. Splitting residue classes of the division periods instead,
 //! as an earlier version did, needs line × sets / element classes per dimension: millions for
 //! real caches. A polytope of eight or more dimensions (many lifted divisions, as the residue
 //! windows' sizes give) slices a coordinate of up to 1024 values at each value instead: its
