@@ -19,7 +19,7 @@
 use isl_rs as isl;
 
 use crate::PolyError;
-use crate::polytope::IntPolytope;
+use crate::polytope::{IntPolytope, Work};
 use crate::rational::{Res, add, ceil_div, floor_div, mul};
 use crate::sets::isl_err;
 
@@ -50,7 +50,13 @@ struct QuasiRow {
     negated: bool,
 }
 
-pub(crate) fn count_isl_set(set: &isl::Set, values: &[(&str, i64)]) -> Result<i128, PolyError> {
+/// The points of `set` at the parameter `values`, each basic set's count allowed
+/// `slice_limit` polytope slices.
+pub(crate) fn count_isl_set(
+    set: &isl::Set,
+    values: &[(&str, i64)],
+    slice_limit: u64,
+) -> Result<i128, PolyError> {
     let bounded = set.is_bounded().map_err(isl_err("is_bounded"))?;
     let raw = set.copy().map_err(isl_err("copy"))?;
     let params = param_values(&raw, values)?;
@@ -72,7 +78,7 @@ pub(crate) fn count_isl_set(set: &isl::Set, values: &[(&str, i64)]) -> Result<i1
     for i in 0..list.size().map_err(isl_err("basic sets"))? {
         let bset = list.get_at(i).map_err(isl_err("basic sets"))?;
         let q = extract(&bset, &params)?;
-        total = add(total, q.count(SPLITS)?, "count")?;
+        total = add(total, q.count(SPLITS, slice_limit)?, "count")?;
     }
     Ok(total)
 }
@@ -330,18 +336,20 @@ impl QuasiBasicSet {
     /// (`(236t₀ + t₁ − 237t₂ − 229) mod 512 ≥ 8`), whose direct count spends 8 s before it
     /// gives up, where the eight pieces the splits make take 1.4 s together. A row that keeps
     /// at most half (a thin window) is never split: its negation would be the wide one.
-    fn count(&self, splits: usize) -> Res<i128> {
+    fn count(&self, splits: usize, slice_limit: u64) -> Res<i128> {
         if splits > 0 {
             if let Some(split) = self.split_residue_row(|kept| kept == Some(Kept::Most)) {
-                return self.count_split(split, splits);
+                return self.count_split(split, splits, slice_limit);
             }
         }
-        let direct = self.lifted().count();
+        let direct = self
+            .lifted()
+            .count_with(&mut Work::with_slice_limit(slice_limit));
         if let (Err(PolyError::TooComplex { .. }), true) = (&direct, splits > 0) {
             // A row of no residue form may be what bounds a coordinate (`128·⌊(236t₀ − t₂ +
             // 8s − 1)/512⌋ ≥ 59t₀ + 2s − 324` bounds t₂): then the split is no help.
             if let Some(split) = self.split_residue_row(|kept| kept.is_none()) {
-                match self.count_split(split, splits) {
+                match self.count_split(split, splits, slice_limit) {
                     Err(PolyError::Unbounded { .. }) => {}
                     counted => return counted,
                 }
@@ -350,10 +358,10 @@ impl QuasiBasicSet {
         direct
     }
 
-    fn count_split(&self, (i, j): (usize, usize), splits: usize) -> Res<i128> {
+    fn count_split(&self, (i, j): (usize, usize), splits: usize, slice_limit: u64) -> Res<i128> {
         let (without, negated) = self.split_row(i, j);
-        let all = without.count(splits - 1)?;
-        add(all, -negated.count(splits - 1)?, "count")
+        let all = without.count(splits - 1, slice_limit)?;
+        add(all, -negated.count(splits - 1, slice_limit)?, "count")
     }
 
     /// The first inequality `i`, not itself a negated one, whose only division `j` is used by
@@ -472,6 +480,7 @@ impl QuasiBasicSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::polytope::MAX_SLICES;
 
     fn quasi(text: &str) -> QuasiBasicSet {
         let ctx = isl::Context::alloc();
@@ -506,12 +515,13 @@ mod tests {
                 .split_residue_row(|kept| kept == Some(Kept::Most))
                 .unwrap_or_else(|| panic!("no wide residue row in {text}"));
             let (without, negated) = q.split_row(i, j);
-            let split = without.count(0).unwrap() - negated.count(0).unwrap();
+            let split =
+                without.count(0, MAX_SLICES).unwrap() - negated.count(0, MAX_SLICES).unwrap();
             let brute = (0..64i128)
                 .flat_map(|i| (0..64i128).map(move |j| (i, j)))
                 .filter(|&(i, j)| member(i, j))
                 .count() as i128;
-            assert_eq!(q.count(0).unwrap(), brute, "{text}");
+            assert_eq!(q.count(0, MAX_SLICES).unwrap(), brute, "{text}");
             assert_eq!(split, brute, "{text}");
         }
     }

@@ -46,7 +46,7 @@ use crate::rational::{Rat, Res, add, binom, ceil_div, floor_div, gcd, lcm, mul, 
 /// bound the work (about a second).
 const MAX_RAY_TESTS: u64 = 200_000_000;
 /// Limit on the slices counted in one count (all levels of the recursion together).
-const MAX_SLICES: u64 = 1_000_000;
+pub(crate) const MAX_SLICES: u64 = 1_000_000;
 
 /// From this many dimensions on (a set with many lifted divisions, such as a column walk's
 /// residue windows), vertex enumeration is dearer than slicing a coordinate of up to
@@ -56,13 +56,27 @@ const MANY_DIMS: usize = 8;
 const WIDE_SLICE: i128 = 1024;
 
 /// The work spent so far in one count, checked against the limits.
-#[derive(Default)]
 pub(crate) struct Work {
     ray_tests: u64,
     slices: u64,
+    slice_limit: u64,
+}
+
+impl Default for Work {
+    fn default() -> Work {
+        Work::with_slice_limit(MAX_SLICES)
+    }
 }
 
 impl Work {
+    pub(crate) fn with_slice_limit(slice_limit: u64) -> Work {
+        Work {
+            ray_tests: 0,
+            slices: 0,
+            slice_limit,
+        }
+    }
+
     fn spend_ray_tests(&mut self, n: u128) -> Res<()> {
         let total = self.ray_tests as u128 + n;
         if total > MAX_RAY_TESTS as u128 {
@@ -78,11 +92,11 @@ impl Work {
 
     fn spend_slice(&mut self) -> Res<()> {
         self.slices += 1;
-        if self.slices > MAX_SLICES {
+        if self.slices > self.slice_limit {
             return Err(PolyError::TooComplex {
                 what: "polytope slices",
                 needed: self.slices as u128,
-                limit: MAX_SLICES as u128,
+                limit: self.slice_limit as u128,
             });
         }
         Ok(())
@@ -130,6 +144,7 @@ impl IntPolytope {
     }
 
     /// The number of integer points. Errors when the work bound is exceeded.
+    #[cfg(test)]
     pub(crate) fn count(&self) -> Result<i128, PolyError> {
         self.count_with(&mut Work::default())
     }

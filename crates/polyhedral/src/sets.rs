@@ -10,6 +10,7 @@ use isl_rs as isl;
 
 use crate::PolyError;
 use crate::count::count_isl_set;
+use crate::polytope::MAX_SLICES;
 
 /// isl's `on_error` option value that makes it record errors without printing them.
 const ISL_ON_ERROR_CONTINUE: i32 = 1;
@@ -166,7 +167,18 @@ impl<'c> Set<'c> {
     /// The number of points at the given parameter values, computed without enumerating them:
     /// the work depends on the set's constraints, not on the parameter values.
     pub fn count(&self, values: &[(&str, i64)]) -> Result<i128, PolyError> {
-        count_isl_set(&self.raw, values)
+        count_isl_set(&self.raw, values, MAX_SLICES)
+    }
+
+    /// [`Set::count`] with at most `slice_limit` polytope slices per basic set instead of the
+    /// counter's million: a first try that gives up early where another way to the same number
+    /// may be cheaper ([`PolyError::TooComplex`] when over it).
+    pub fn count_within(
+        &self,
+        values: &[(&str, i64)],
+        slice_limit: u64,
+    ) -> Result<i128, PolyError> {
+        count_isl_set(&self.raw, values, slice_limit)
     }
 
     /// The smallest and largest values of set dimension `pos` over all points (and parameter
