@@ -144,8 +144,9 @@ fn conflicts_trying(
     if !too_complex(&first) {
         return first;
     }
+    // Any failure of the complement (over the bound, an overflow) leaves the direct count.
     let complement = conflicts_by_complement(piece, conflicted, executions, values);
-    if !too_complex(&complement) {
+    if complement.is_ok() {
         return complement;
     }
     Ok(conflicted.count(values)?)

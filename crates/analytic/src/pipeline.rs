@@ -574,6 +574,7 @@ impl<'c> Builder<'_, 'c> {
         arrays.dedup();
         let mut per_array: Vec<Map<'c>> = Vec::with_capacity(arrays.len());
         for array in arrays {
+            self.check_time()?;
             let mut tags: Option<Map<'c>> = None;
             for (m, h) in competing.iter().enumerate() {
                 if self.positions[m].array == array {

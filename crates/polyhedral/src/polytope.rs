@@ -572,7 +572,7 @@ impl IntPolytope {
         for rho in 0..period {
             let last_u = floor_div(b - a - rho, period);
             let values = (0..samples)
-                .map(|u| self.slice_count(along, a + rho + period * u, work))
+                .map(|u| self.slice_count(along, a + rho + period.saturating_mul(u), work))
                 .collect::<Res<Vec<_>>>()?;
             total = add(total, sum_polynomial(&values, last_u)?, "sum")?;
         }
@@ -910,7 +910,7 @@ fn floor_sum_reduced(mut n: i128, mut m: i128, mut a: i128, mut b: i128) -> Res<
 /// Whether a stretch of `width + 1` values is cheaper to count slice by slice than by
 /// interpolation (`samples` values per residue of `period`).
 fn direct_stretch(width: i128, period: i128, samples: i128) -> bool {
-    width < 2 * samples * period
+    width < samples.saturating_mul(period).saturating_mul(2)
 }
 
 /// Slice counts a sweep along a coordinate needs: one per integral vertex projection, and per
@@ -925,7 +925,7 @@ fn sweep_cost(critical: &[Rat], periods: &[i128], samples: i128) -> u128 {
         cost += if direct_stretch(b - a, period, samples) {
             (b - a + 1) as u128
         } else {
-            (samples * period) as u128
+            samples.saturating_mul(period) as u128
         };
     }
     cost

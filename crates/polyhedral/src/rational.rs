@@ -114,13 +114,28 @@ impl Rat {
     }
 
     pub fn cmp_val(self, o: Rat) -> std::cmp::Ordering {
-        // Denominators are positive and small enough in practice; widen through checked ops.
-        let l = self.num.checked_mul(o.den);
-        let r = o.num.checked_mul(self.den);
-        match (l, r) {
+        match (self.num.checked_mul(o.den), o.num.checked_mul(self.den)) {
             (Some(l), Some(r)) => l.cmp(&r),
-            _ => (self.num as f64 / self.den as f64).total_cmp(&(o.num as f64 / o.den as f64)),
+            _ => cmp_fractions(self.num, self.den, o.num, o.den),
         }
+    }
+}
+
+/// `a/b` against `c/d` (`b, d > 0`) exactly, whatever their size: whole parts first, then the
+/// fractional parts by their reciprocals (a continued-fraction expansion), so no product can
+/// overflow. A rounded comparison could misorder two close bounds and pick the wrong edge.
+fn cmp_fractions(a: i128, b: i128, c: i128, d: i128) -> std::cmp::Ordering {
+    let (qa, qc) = (floor_div(a, b), floor_div(c, d));
+    if qa != qc {
+        return qa.cmp(&qc);
+    }
+    let (ra, rc) = (a - qa * b, c - qc * d);
+    match (ra == 0, rc == 0) {
+        (true, true) => std::cmp::Ordering::Equal,
+        (true, false) => std::cmp::Ordering::Less,
+        (false, true) => std::cmp::Ordering::Greater,
+        // ra/b < rc/d exactly when d/rc < b/ra.
+        (false, false) => cmp_fractions(d, rc, b, ra),
     }
 }
 
@@ -165,4 +180,20 @@ pub(crate) fn binom(n: i128, k: usize) -> Res<i128> {
         r = mul(r, n - i, "binomial")? / (i + 1);
     }
     Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        #[test]
+        fn fractions_compare_exactly(a in -10_000i128..10_000, b in 1i128..500, c in -10_000i128..10_000, d in 1i128..500, k in 0u32..100) {
+            // Scaled up so the cross products overflow, the order must stay the small one's.
+            let scale = 1i128 << k;
+            let want = (a * d).cmp(&(c * b));
+            proptest::prop_assert_eq!(cmp_fractions(a * scale, b * scale, c * scale, d * scale), want);
+            proptest::prop_assert_eq!(cmp_fractions(a, b, c, d), want);
+        }
+    }
 }
