@@ -18,6 +18,9 @@ pub enum AnalyticError {
         /// The first array whose extent it sets.
         array: String,
     },
+    /// No formula of the degrees and periods tried fits the exact counts.
+    #[error("{0}")]
+    NoFormula(String),
     /// The cache geometry is unusable.
     #[error("cache geometry: {0}")]
     Cache(String),
@@ -40,6 +43,7 @@ impl AnalyticError {
         match self {
             AnalyticError::Program(_)
             | AnalyticError::SymbolSizesArray { .. }
+            | AnalyticError::NoFormula(_)
             | AnalyticError::Cache(_) => true,
             AnalyticError::TimeLimit { .. } => false,
             AnalyticError::Sets(e) => e.is_bad_input(),

@@ -20,20 +20,21 @@ pub fn program_from_kernel(
     params: &[i64],
     layout: &Layout,
 ) -> Result<Program, AnalyticError> {
-    program_with_symbol(kernel, params, None, layout)
+    program_with_symbols(kernel, params, &[], layout)
 }
 
-/// Like [`program_from_kernel`], but the parameter with index `symbolic` (in [`Kernel::params`])
-/// stays a parameter of the program (its value in `params` is ignored), for formulas in it. It
-/// may bound loops but not size an array: the addresses would not be affine in it. The layout
-/// must not depend on it either (it does not when no extent mentions it).
-pub fn program_with_symbol(
+/// Like [`program_from_kernel`], but the parameters with indices `symbolic` (in
+/// [`Kernel::params`]) stay parameters of the program (their values in `params` are ignored),
+/// for formulas in them. They may bound loops but not size an array: the addresses would not be
+/// affine in them. The layout must not depend on them either (it does not when no extent
+/// mentions them).
+pub fn program_with_symbols(
     kernel: &Kernel,
     params: &[i64],
-    symbolic: Option<usize>,
+    symbolic: &[usize],
     layout: &Layout,
 ) -> Result<Program, AnalyticError> {
-    if let Some(p) = symbolic {
+    for &p in symbolic {
         let name = kernel.params.get(p).ok_or_else(|| {
             AnalyticError::Program(format!("no parameter number {p} in the kernel"))
         })?;
@@ -60,8 +61,8 @@ pub fn program_with_symbol(
 struct Adapter<'a> {
     kernel: &'a Kernel,
     params: &'a [i64],
-    /// The parameter kept symbolic, if any.
-    symbolic: Option<usize>,
+    /// The parameters kept symbolic.
+    symbolic: &'a [usize],
     /// The name each loop variable gets in the program (unique along every nest).
     names: Vec<String>,
 }
@@ -78,8 +79,8 @@ impl Adapter<'_> {
         Ok(Program {
             params: self
                 .symbolic
-                .map(|p| self.kernel.params[p].clone())
-                .into_iter()
+                .iter()
+                .map(|&p| self.kernel.params[p].clone())
                 .collect(),
             arrays,
             body,
@@ -189,7 +190,7 @@ impl Adapter<'_> {
         for &(sym, k) in &e.terms {
             out = match sym {
                 Sym::Loop(l) => out.plus_term(&self.names[l], k),
-                Sym::Param(p) if Some(p) == self.symbolic => {
+                Sym::Param(p) if self.symbolic.contains(&p) => {
                     out.plus_term(&self.kernel.params[p], k)
                 }
                 Sym::Param(p) => {

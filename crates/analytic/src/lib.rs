@@ -48,19 +48,24 @@
 
 mod error;
 mod evaluate;
+mod floors;
 mod from_kernel;
+mod nested;
 mod parallel;
 mod pipeline;
 mod pressure;
 mod program;
+mod quasi_n;
 mod symbolic;
 mod text;
 
 pub use error::AnalyticError;
 pub use evaluate::{ConflictSource, Detail, Model, PieceCounts, ReferenceMisses};
-pub use from_kernel::{program_from_kernel, program_with_symbol};
+pub use from_kernel::{program_from_kernel, program_with_symbols};
+pub use nested::{Chamber, NestedFormulas, PointCounts, ReferenceChambers, fit_nested};
 pub use parallel::{Budget, each_reference};
 pub use program::{Affine, Array, Cache, Loop, Node, Program, Reference, Statement};
+pub use quasi_n::MultiQuasiPolynomial;
 pub use symbolic::{
     FitOptions, Formula, Fraction, Piece, QuasiPolynomial, ReferenceFormulas, fit_formulas,
 };

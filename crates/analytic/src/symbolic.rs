@@ -44,7 +44,7 @@ fn too_big() -> AnalyticError {
 }
 
 impl Fraction {
-    fn new(num: i128, den: i128) -> Result<Fraction, AnalyticError> {
+    pub(crate) fn new(num: i128, den: i128) -> Result<Fraction, AnalyticError> {
         if den == 0 {
             return Err(too_big());
         }
@@ -56,11 +56,18 @@ impl Fraction {
         })
     }
 
-    fn int(v: i128) -> Fraction {
+    pub(crate) fn int(v: i128) -> Fraction {
         Fraction { num: v, den: 1 }
     }
 
-    fn add(self, o: Fraction) -> Result<Fraction, AnalyticError> {
+    pub(crate) fn neg(self) -> Fraction {
+        Fraction {
+            num: -self.num,
+            den: self.den,
+        }
+    }
+
+    pub(crate) fn add(self, o: Fraction) -> Result<Fraction, AnalyticError> {
         let num = self
             .num
             .checked_mul(o.den)
@@ -69,7 +76,7 @@ impl Fraction {
         Fraction::new(num.ok_or_else(too_big)?, den.ok_or_else(too_big)?)
     }
 
-    fn mul(self, o: Fraction) -> Result<Fraction, AnalyticError> {
+    pub(crate) fn mul(self, o: Fraction) -> Result<Fraction, AnalyticError> {
         let num = self.num.checked_mul(o.num).ok_or_else(too_big)?;
         let den = self.den.checked_mul(o.den).ok_or_else(too_big)?;
         Fraction::new(num, den)
@@ -236,31 +243,68 @@ pub struct FitOptions {
 pub fn fit_formulas(
     series: usize,
     options: FitOptions,
-    mut count: impl FnMut(i64) -> Result<Vec<i128>, AnalyticError>,
+    count: impl FnMut(i64) -> Result<Vec<i128>, AnalyticError>,
 ) -> Result<Vec<Formula>, AnalyticError> {
-    let mut cache: std::collections::HashMap<i64, Vec<i128>> = std::collections::HashMap::new();
-    let mut value = |n: i64| -> Result<Vec<i128>, AnalyticError> {
-        if let Some(v) = cache.get(&n) {
+    let mut counts = Cached {
+        series,
+        count,
+        cache: std::collections::HashMap::new(),
+    };
+    fit_counts(series, options, &mut counts)
+}
+
+/// Exact counts to fit formulas to.
+pub(crate) trait Counts {
+    /// Every series' value at `n`, or `None` where the values have another shape (no formula
+    /// in `n` holds there).
+    fn value(&mut self, n: i64) -> Result<Option<Vec<i128>>, AnalyticError>;
+
+    /// Whether the formulas give every series' count at `n`.
+    fn agrees(&mut self, qps: &[QuasiPolynomial], n: i64) -> Result<bool, AnalyticError> {
+        let Some(got) = self.value(n)? else {
+            return Ok(false);
+        };
+        Ok(got.len() == qps.len()
+            && qps
+                .iter()
+                .zip(&got)
+                .all(|(qp, g)| qp.at(n).ok() == Some(*g)))
+    }
+}
+
+/// Counts from a function, each value asked for once.
+struct Cached<F> {
+    series: usize,
+    count: F,
+    cache: std::collections::HashMap<i64, Option<Vec<i128>>>,
+}
+
+impl<F: FnMut(i64) -> Result<Vec<i128>, AnalyticError>> Counts for Cached<F> {
+    fn value(&mut self, n: i64) -> Result<Option<Vec<i128>>, AnalyticError> {
+        if let Some(v) = self.cache.get(&n) {
             return Ok(v.clone());
         }
-        let v = count(n)?;
-        if v.len() != series {
-            return Err(AnalyticError::Program(
-                "a count with the wrong length".into(),
-            ));
-        }
-        cache.insert(n, v.clone());
+        let v = Some((self.count)(n)?).filter(|v| v.len() == self.series);
+        self.cache.insert(n, v.clone());
         Ok(v)
-    };
+    }
+}
+
+/// [`fit_formulas`] on any [`Counts`].
+pub(crate) fn fit_counts(
+    series: usize,
+    options: FitOptions,
+    counts: &mut impl Counts,
+) -> Result<Vec<Formula>, AnalyticError> {
     let degree = options.max_degree;
     let mut period = 1i64;
     while period <= options.max_period.max(1) {
-        if let Some(qps) = try_fit(series, period, degree, options.start, true, &mut value)? {
-            return finish(qps, options, &mut value);
+        if let Some(qps) = try_fit(series, period, degree, options.start, true, counts)? {
+            return finish(qps, options, counts);
         }
         period *= 2;
     }
-    Err(AnalyticError::Program(format!(
+    Err(AnalyticError::NoFormula(format!(
         "no quasi-polynomial of degree ≤ {degree} and period ≤ {} fits the counts",
         options.max_period
     )))
@@ -274,7 +318,7 @@ fn try_fit(
     degree: usize,
     start: i64,
     far: bool,
-    value: &mut impl FnMut(i64) -> Result<Vec<i128>, AnalyticError>,
+    counts: &mut impl Counts,
 ) -> Result<Option<Vec<QuasiPolynomial>>, AnalyticError> {
     let points = degree as i64 + 1;
     let mut qps: Vec<QuasiPolynomial> = (0..series)
@@ -288,7 +332,10 @@ fn try_fit(
         let xs: Vec<i64> = (0..points).map(|k| first + k * period).collect();
         let mut ys: Vec<Vec<i128>> = vec![Vec::new(); series];
         for &x in &xs {
-            for (s, v) in value(x)?.into_iter().enumerate() {
+            let Some(values) = counts.value(x)? else {
+                return Ok(None);
+            };
+            for (s, v) in values.into_iter().enumerate() {
                 ys[s].push(v);
             }
         }
@@ -305,11 +352,8 @@ fn try_fit(
     };
     let checks = (start + points * period..start + (points + 1) * period).chain(far_checks);
     for n in checks {
-        let want = value(n)?;
-        for (qp, w) in qps.iter().zip(&want) {
-            if qp.at(n).ok() != Some(*w) {
-                return Ok(None);
-            }
+        if !counts.agrees(&qps, n)? {
+            return Ok(None);
         }
     }
     Ok(Some(qps))
@@ -320,23 +364,23 @@ fn try_fit(
 fn finish(
     qps: Vec<QuasiPolynomial>,
     options: FitOptions,
-    value: &mut impl FnMut(i64) -> Result<Vec<i128>, AnalyticError>,
+    counts: &mut impl Counts,
 ) -> Result<Vec<Formula>, AnalyticError> {
     let period = qps[0].period;
     let points = options.max_degree as i64 + 2;
     let verified_to = options.start + points * period - 1;
     for n in options.start..=verified_to {
-        if !agrees(&qps, n, value)? {
-            return Err(AnalyticError::Program(format!(
+        if !counts.agrees(&qps, n)? {
+            return Err(AnalyticError::NoFormula(format!(
                 "the fitted formula misses the count at {n}"
             )));
         }
     }
-    let holds_from = first_agreeing(&qps, options.lowest, options.start, value)?;
+    let holds_from = first_agreeing(&qps, options.lowest, options.start, counts)?;
     let mut lower: Vec<(i64, i64, Vec<QuasiPolynomial>)> = Vec::new();
     let mut upper = holds_from;
     while upper > options.lowest && lower.len() < MAX_LOWER_PIECES {
-        let Some((from, piece)) = fit_below(qps.len(), upper, options, value)? else {
+        let Some((from, piece)) = fit_below(qps.len(), upper, options, counts)? else {
             break;
         };
         lower.push((from, upper - 1, piece));
@@ -344,7 +388,7 @@ fn finish(
     }
     let mut below: Vec<Vec<(i64, i128)>> = vec![Vec::new(); qps.len()];
     for n in options.lowest..upper {
-        for (b, v) in below.iter_mut().zip(value(n)?) {
+        for (b, v) in below.iter_mut().zip(counts.value(n)?.unwrap_or_default()) {
             b.push((n, v));
         }
     }
@@ -371,30 +415,17 @@ fn finish(
 
 /// Formulas below a breakpoint found by [`finish`] are looked for this many times at most; the
 /// rest is listed value by value.
-const MAX_LOWER_PIECES: usize = 8;
-
-/// Whether every series' formula gives the exact count at `n`.
-fn agrees(
-    qps: &[QuasiPolynomial],
-    n: i64,
-    value: &mut impl FnMut(i64) -> Result<Vec<i128>, AnalyticError>,
-) -> Result<bool, AnalyticError> {
-    let got = value(n)?;
-    Ok(qps
-        .iter()
-        .zip(&got)
-        .all(|(qp, g)| qp.at(n).ok() == Some(*g)))
-}
+pub(crate) const MAX_LOWER_PIECES: usize = 8;
 
 /// The lowest `n` in `lowest..=start` from which the formulas agree all the way up to `start`.
 fn first_agreeing(
     qps: &[QuasiPolynomial],
     lowest: i64,
     start: i64,
-    value: &mut impl FnMut(i64) -> Result<Vec<i128>, AnalyticError>,
+    counts: &mut impl Counts,
 ) -> Result<i64, AnalyticError> {
     for n in (lowest..start).rev() {
-        if !agrees(qps, n, value)? {
+        if !counts.agrees(qps, n)? {
             return Ok(n + 1);
         }
     }
@@ -403,27 +434,36 @@ fn first_agreeing(
 
 /// A formula for the values just below `upper` (its window ends there, so it checks only
 /// values below the breakpoint), and the lowest value from which it holds; `None` when no
-/// period fits in the room left.
-fn fit_below(
+/// period fits in the room left. Of the periods that fit, the one whose formula reaches
+/// lowest is taken (the smallest of those): fewer pieces, and the same pieces wherever the
+/// other parameters sit, which formulas in several parameters need (a step function fitted
+/// as short constant runs would have as many pieces as steps).
+pub(crate) fn fit_below(
     series: usize,
     upper: i64,
     options: FitOptions,
-    value: &mut impl FnMut(i64) -> Result<Vec<i128>, AnalyticError>,
+    counts: &mut impl Counts,
 ) -> Result<Option<(i64, Vec<QuasiPolynomial>)>, AnalyticError> {
     let points = options.max_degree as i64 + 2;
+    let mut best: Option<(i64, Vec<QuasiPolynomial>)> = None;
     let mut period = 1i64;
     while period <= options.max_period.max(1) {
         let start = upper - points * period;
         if start < options.lowest {
-            return Ok(None);
+            break;
         }
-        if let Some(qps) = try_fit(series, period, options.max_degree, start, false, value)? {
-            let from = first_agreeing(&qps, options.lowest, start, value)?;
-            return Ok(Some((from, qps)));
+        if let Some(qps) = try_fit(series, period, options.max_degree, start, false, counts)? {
+            let from = first_agreeing(&qps, options.lowest, start, counts)?;
+            if best.as_ref().is_none_or(|(lowest, _)| from < *lowest) {
+                best = Some((from, qps));
+            }
+            if from == options.lowest {
+                break;
+            }
         }
         period *= 2;
     }
-    Ok(None)
+    Ok(best)
 }
 
 /// The polynomial through `(xs[k], ys[k])` (distinct `xs`), coefficients lowest degree first,

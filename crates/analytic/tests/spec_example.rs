@@ -280,3 +280,58 @@ fn closed_form_in_z_at_x_y_10() {
     }
     assert_eq!(a_k.accesses.quasi_polynomial.render("Z"), "Z");
 }
+
+/// Spec §4.3's closed form in two parameters: with X and Z symbolic (Y = 10), A[k]'s
+/// compulsory misses are ⌈Z/4⌉ − ⌈X/4⌉ on a chamber that contains Z ≥ 4⌈X/4⌉ (the spec's
+/// condition) for 5 ≤ X ≤ 100 (the spec's chamber once the arrays' extents bound X), and the
+/// chambers give the model's own count at every point of a grid around them.
+#[test]
+fn closed_form_in_x_and_z() {
+    use loopscope_analytic::FitOptions;
+    let ctx = Ctx::new();
+    let model = analyse(&ctx);
+    let options = FitOptions {
+        lowest: 0,
+        start: 64,
+        max_degree: 1,
+        max_period: 16,
+    };
+    let (refs, _) = model
+        .nested_formulas(&["X", "Z"], &[("Y", 10)], &[options, options])
+        .unwrap();
+    let a_k = &refs[0];
+    // Two chambers: the spec's closed form above Z = 4⌈X/4⌉ − 3 (where it also gives 0), and
+    // no compulsory miss below.
+    let rendered: Vec<String> = a_k
+        .compulsory
+        .chambers
+        .iter()
+        .map(|c| c.value.render(&["X", "Z"]))
+        .collect();
+    assert_eq!(rendered, ["⌈Z/4⌉ - ⌈X/4⌉", "0"]);
+    let spec_chamber = a_k
+        .compulsory
+        .chambers
+        .iter()
+        .find(|c| c.value.render(&["X", "Z"]) == "⌈Z/4⌉ - ⌈X/4⌉")
+        .expect("the spec's closed form");
+    for x in 5..=100 {
+        let z = 4 * ((x + 3) / 4);
+        assert!(spec_chamber.contains(&[x, z]).unwrap(), "X = {x}, Z = {z}");
+    }
+    for x in (0..130).step_by(3) {
+        for z in (0..300).step_by(7) {
+            let direct = at(&model, x, 10, z);
+            assert_eq!(
+                a_k.compulsory.at(&[x, z]).unwrap(),
+                direct.compulsory,
+                "({x}, {z})"
+            );
+            assert_eq!(
+                a_k.conflict.at(&[x, z]).unwrap(),
+                direct.conflict,
+                "({x}, {z})"
+            );
+        }
+    }
+}

@@ -63,15 +63,17 @@ pub struct MissesArgs {
     /// modelled.
     #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
     pub time_limit: f64,
-    /// Give every count as a formula in this parameter (a quasi-polynomial fitted from exact
-    /// counts, with the range where it was verified); the other parameters need -D values.
+    /// Give every count as a formula in these parameters, NAME[,NAME...] (a quasi-polynomial
+    /// fitted from exact counts, with the range where it was verified; in several parameters,
+    /// one per chamber of the parameter space); the other parameters need -D values.
     #[arg(long, value_name = "NAME", conflicts_with_all = ["check", "sources", "explain"])]
     pub symbolic: Option<String>,
-    /// With --symbolic: evaluate the formulas at NAME=VALUE (repeatable; prefix differences
-    /// of two values are the misses of a range, spec §4.4).
-    // Checked in `run` rather than by clap (`requires`), so that the error is one line.
-    #[arg(long, value_name = "NAME=VALUE", value_parser = parse_define)]
-    pub at: Vec<(String, i64)>,
+    /// With --symbolic: evaluate the formulas at a point, NAME=VALUE[,NAME=VALUE...] giving
+    /// every symbolic parameter (repeatable; prefix differences of two values are the misses of
+    /// a range, spec §4.4).
+    // Parsed in `misses_symbolic` rather than by clap, so that every error is one line.
+    #[arg(long, value_name = "NAME=VALUE,...")]
+    pub at: Vec<String>,
     /// Model every value of one parameter, NAME=LO..HI[:STEP] (STEP 1 by default, at most 4096
     /// values; the parameter may size arrays), and report the values where conflict misses
     /// spike. A value is a spike at a level when its conflict misses as a fraction of its
@@ -223,8 +225,12 @@ pub fn run(args: &MissesArgs, ui: &Ui) -> anyhow::Result<()> {
     if let Some(range) = scan {
         return crate::cmd::misses_scan::run(args, &range, &levels, ui);
     }
-    if let Some(name) = &args.symbolic {
-        return crate::cmd::misses_symbolic::run(args, name, &levels, ui);
+    if let Some(list) = &args.symbolic {
+        let names = crate::cmd::model_level::symbolic_names(Some(list));
+        if names.len() > 1 {
+            return crate::cmd::misses_nested::run(args, &names, &levels, ui);
+        }
+        return crate::cmd::misses_symbolic::run(args, list.trim(), &levels, ui);
     }
     let loaded = LoadedKernel::load(&args.kernel, &args.define, args.base.as_deref(), ui)?;
     // Checked here so a kernel the model cannot take is bad input (exit 2), not a level error.

@@ -386,6 +386,7 @@ fn model_value(
                 explain: None,
                 duration_s: 0.0,
                 formulas: None,
+                chambers: None,
             })
             .collect(),
         Ok(()) => model_levels(

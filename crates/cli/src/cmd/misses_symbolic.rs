@@ -5,13 +5,13 @@
 use std::time::Instant;
 
 use loopscope_analytic::{
-    AnalyticError, Formula, QuasiPolynomial, ReferenceFormulas, program_with_symbol,
+    AnalyticError, Formula, QuasiPolynomial, ReferenceFormulas, program_with_symbols,
 };
 use loopscope_cache::LevelConfig;
 use serde::Serialize;
 
 use crate::cmd::misses::{MissesArgs, model_request};
-use crate::cmd::model_level::{LevelOutcome, ModelRequest, model_levels, symbolic_index};
+use crate::cmd::model_level::{LevelOutcome, ModelRequest, model_levels, symbolic_indices};
 use crate::cmd::simulate::{LoadedKernel, RefLabel, kernel_labels};
 use crate::failure::bad_input;
 use crate::ui::Ui;
@@ -64,7 +64,8 @@ struct AtValue {
 /// Runs `misses --symbolic`.
 pub fn run(args: &MissesArgs, name: &str, levels: &[LevelConfig], ui: &Ui) -> anyhow::Result<()> {
     let start = Instant::now();
-    let (loaded, define) = load(args, name, ui)?;
+    let (loaded, define) = load(args, &[name], ui)?;
+    let at = at_points(args, &[name])?;
     let request = ModelRequest {
         symbolic: Some(name),
         ..model_request(args, &define)
@@ -74,7 +75,7 @@ pub fn run(args: &MissesArgs, name: &str, levels: &[LevelConfig], ui: &Ui) -> an
     let report_levels = levels
         .iter()
         .zip(outcomes)
-        .map(|(l, o)| symbolic_level(l, o, &labels, args))
+        .map(|(l, o)| symbolic_level(l, o, &labels, &at))
         .collect::<Vec<_>>();
     for l in &report_levels {
         if let Some(e) = &l.error {
@@ -101,55 +102,84 @@ pub fn run(args: &MissesArgs, name: &str, levels: &[LevelConfig], ui: &Ui) -> an
     }
 }
 
-/// The kernel with `name` kept symbolic, after every check that makes a bad request exit 2,
-/// and the `-D` values the level processes get (with a placeholder for `name`).
-fn load(
+/// The kernel with `names` kept symbolic, after every check that makes a bad request exit 2,
+/// and the `-D` values the level processes get (with a placeholder for each name).
+pub fn load(
     args: &MissesArgs,
-    name: &str,
+    names: &[&str],
     ui: &Ui,
 ) -> anyhow::Result<(LoadedKernel, Vec<(String, i64)>)> {
-    if args.define.iter().any(|(n, _)| n == name) {
-        return Err(bad_input(format!(
-            "--symbolic {name}: give {name} either a value (-D) or --symbolic, not both"
-        )));
-    }
-    if let Some((at, _)) = args.at.iter().find(|(at, _)| at != name) {
-        return Err(bad_input(format!(
-            "--at {at}: the formulas are in {name}, give --at {name}=VALUE"
-        )));
-    }
     let text = std::fs::read_to_string(&args.kernel)
         .map_err(|e| bad_input(format!("{}: cannot read: {e}", args.kernel.display())))?;
     let kernel = loopscope_kernel::parse_kernel(&text, &args.kernel.display().to_string())?;
-    if !kernel.params.iter().any(|p| p == name) {
-        return Err(bad_input(format!(
-            "--symbolic {name}: {} has no parameter `{name}` (it has: {})",
-            args.kernel.display(),
-            kernel.params.join(", ")
-        )));
-    }
-    // The symbolic parameter's value is a placeholder: no extent or address depends on it.
     let mut define = args.define.clone();
-    define.push((name.to_owned(), 1));
+    for (i, name) in names.iter().enumerate() {
+        if names[..i].contains(name) {
+            return Err(bad_input(format!("--symbolic {name}: named twice")));
+        }
+        if args.define.iter().any(|(n, _)| n == name) {
+            return Err(bad_input(format!(
+                "--symbolic {name}: give {name} either a value (-D) or --symbolic, not both"
+            )));
+        }
+        if !kernel.params.iter().any(|p| p == name) {
+            return Err(bad_input(format!(
+                "--symbolic {name}: {} has no parameter `{name}` (it has: {})",
+                args.kernel.display(),
+                kernel.params.join(", ")
+            )));
+        }
+        // The symbolic parameter's value is a placeholder: no extent or address depends on it.
+        define.push(((*name).to_owned(), 1));
+    }
     let loaded = LoadedKernel::load(&args.kernel, &define, args.base.as_deref(), ui)?;
-    let symbolic = symbolic_index(&loaded, Some(name))?;
-    program_with_symbol(&loaded.kernel, &loaded.params, symbolic, &loaded.layout).map_err(|e| {
-        let hint = match e {
-            AnalyticError::SymbolSizesArray { .. } => format!(
-                " (`--scan {name}=LO..HI` counts each value exactly and finds conflict spikes)"
+    let symbolic = symbolic_indices(&loaded, names)?;
+    program_with_symbols(&loaded.kernel, &loaded.params, &symbolic, &loaded.layout).map_err(|e| {
+        let hint = match &e {
+            AnalyticError::SymbolSizesArray { parameter, .. } => format!(
+                " (`--scan {parameter}=LO..HI` counts each value exactly and finds conflict spikes)"
             ),
             _ => String::new(),
         };
-        bad_input(format!("{}: --symbolic {name}: {e}{hint}", loaded.origin))
+        bad_input(format!("{}: --symbolic {}: {e}{hint}", loaded.origin, names.join(",")))
     })?;
     Ok((loaded, define))
+}
+
+/// The points of `--at NAME=VALUE[,NAME=VALUE...]`, each giving every name of `names` once, in
+/// the order of `names`.
+pub fn at_points(args: &MissesArgs, names: &[&str]) -> anyhow::Result<Vec<Vec<i64>>> {
+    let wanted = names.join("=…,") + "=…";
+    args.at
+        .iter()
+        .map(|text| {
+            let mut values = vec![None; names.len()];
+            for part in text.split(',') {
+                let (name, value) = crate::cmd::simulate::parse_define(part.trim())
+                    .map_err(|e| bad_input(format!("--at {text}: {e}")))?;
+                let Some(i) = names.iter().position(|n| *n == name) else {
+                    return Err(bad_input(format!(
+                        "--at {text}: the formulas are in {}, give --at {wanted}",
+                        names.join(", ")
+                    )));
+                };
+                values[i] = Some(value);
+            }
+            values
+                .into_iter()
+                .collect::<Option<Vec<i64>>>()
+                .ok_or_else(|| {
+                    bad_input(format!("--at {text}: give every parameter, --at {wanted}"))
+                })
+        })
+        .collect()
 }
 
 fn symbolic_level(
     l: &LevelConfig,
     outcome: LevelOutcome,
     labels: &[RefLabel],
-    args: &MissesArgs,
+    at: &[Vec<i64>],
 ) -> SymbolicLevel {
     let mut level = SymbolicLevel {
         name: l.name.clone(),
@@ -184,7 +214,7 @@ fn symbolic_level(
         Ok(total) => level.misses = total,
         Err(e) => level.error = Some(e.to_string()),
     }
-    for &(_, value) in &args.at {
+    for value in at.iter().map(|point| point[0]) {
         let sum = |pick: fn(&ReferenceFormulas) -> &Formula| {
             formulas
                 .iter()

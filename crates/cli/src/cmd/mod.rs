@@ -5,6 +5,7 @@ pub mod completions;
 pub mod loops;
 pub mod machine;
 pub mod misses;
+pub mod misses_nested;
 pub mod misses_scan;
 pub mod misses_symbolic;
 pub mod model_level;

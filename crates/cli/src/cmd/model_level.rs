@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use loopscope_analytic::{
-    AnalyticError, Budget, Cache, Detail, FitOptions, Model, Program, ReferenceFormulas,
-    ReferenceMisses, each_reference, program_with_symbol,
+    AnalyticError, Budget, Cache, Detail, FitOptions, Model, NestedFormulas, Program,
+    ReferenceChambers, ReferenceFormulas, ReferenceMisses, each_reference, program_with_symbols,
 };
 use loopscope_cache::LevelConfig;
 use loopscope_polyhedral::Ctx;
@@ -59,7 +59,8 @@ pub struct ModelLevelArgs {
     /// Also attribute conflict misses to competing references.
     #[arg(long)]
     pub sources: bool,
-    /// Give the counts as formulas in this parameter (its `-D` value is a placeholder).
+    /// Give the counts as formulas in these parameters, NAME[,NAME...] (their `-D` values are
+    /// placeholders).
     #[arg(long, value_name = "NAME")]
     pub symbolic: Option<String>,
 }
@@ -77,14 +78,21 @@ pub struct LevelOutcome {
     /// window's start).
     #[serde(default)]
     pub formulas: Option<Vec<ReferenceFormulas>>,
+    /// With several `symbolic` parameters: the counts as chambers, and the level's misses.
+    #[serde(default)]
+    pub chambers: Option<LevelChambers>,
 }
+
+/// Each reference's counts as chambers, and the level's misses.
+pub type LevelChambers = (Vec<ReferenceChambers>, NestedFormulas);
 
 /// Runs `model-level`: models one level and prints its [`LevelOutcome`].
 pub fn run(args: &ModelLevelArgs, ui: &Ui) -> anyhow::Result<()> {
     let start = Instant::now();
     let loaded = LoadedKernel::load(&args.kernel, &args.define, args.base.as_deref(), ui)?;
-    let symbolic = symbolic_index(&loaded, args.symbolic.as_deref())?;
-    let program = program_with_symbol(&loaded.kernel, &loaded.params, symbolic, &loaded.layout)
+    let names = symbolic_names(args.symbolic.as_deref());
+    let symbolic = symbolic_indices(&loaded, &names)?;
+    let program = program_with_symbols(&loaded.kernel, &loaded.params, &symbolic, &loaded.layout)
         .map_err(|e| bad_input(format!("{}: {e}", loaded.origin)))?;
     let cache = Cache {
         ways: args.ways,
@@ -96,7 +104,17 @@ pub fn run(args: &ModelLevelArgs, ui: &Ui) -> anyhow::Result<()> {
         time_limit: Duration::from_secs_f64(args.time_limit.clamp(0.0, 1e9)),
         threads: args.threads.max(1),
     };
-    let (refs, explain, formulas) = match &args.symbolic {
+    if names.len() > 1 {
+        let (refs, chambers) = with_chambers(&program, cache, budget, &names, &loaded, args);
+        return crate::cmd::print_json(&LevelOutcome {
+            refs: refs.map_err(|e| e.to_string()),
+            explain: None,
+            duration_s: start.elapsed().as_secs_f64(),
+            formulas: None,
+            chambers,
+        });
+    }
+    let (refs, explain, formulas) = match names.first() {
         Some(name) => with_formulas(
             &program,
             cache,
@@ -112,7 +130,51 @@ pub fn run(args: &ModelLevelArgs, ui: &Ui) -> anyhow::Result<()> {
         explain,
         duration_s: start.elapsed().as_secs_f64(),
         formulas,
+        chambers: None,
     })
+}
+
+/// The names of `--symbolic NAME[,NAME...]`.
+pub fn symbolic_names(list: Option<&str>) -> Vec<&str> {
+    list.map(|l| l.split(',').map(str::trim).collect())
+        .unwrap_or_default()
+}
+
+/// The counts as chambers in several parameters, and the counts at the fitting windows'
+/// start. The fitting windows start low (past a few periods) first, which is cheap; a kernel
+/// whose breakpoints lie beyond them (its extents or fixed parameters) fails to fit there,
+/// and is fitted again from past those constants.
+fn with_chambers(
+    program: &Program,
+    cache: Cache,
+    budget: Budget,
+    names: &[&str],
+    loaded: &LoadedKernel,
+    args: &ModelLevelArgs,
+) -> (
+    Result<Vec<ReferenceMisses>, AnalyticError>,
+    Option<LevelChambers>,
+) {
+    let ctx = Ctx::with_max_operations(budget.max_operations);
+    let mut chambers = None;
+    let far = fit_options(loaded, args);
+    let near = FitOptions {
+        lowest: 0,
+        start: (4 * far.max_period).max(64).min(far.start),
+        ..far
+    };
+    let far = FitOptions { lowest: 0, ..far };
+    let refs = Model::new_within(&ctx, program, cache, budget.time_limit).and_then(|model| {
+        let fit = |o: FitOptions| model.nested_formulas(names, &[], &vec![o; names.len()]);
+        let fitted = match fit(near) {
+            Err(AnalyticError::NoFormula(_)) if far.start > near.start => fit(far)?,
+            other => other?,
+        };
+        chambers = Some(fitted);
+        let at: Vec<(&str, i64)> = names.iter().map(|n| (*n, near.start)).collect();
+        model.evaluate(&at)
+    });
+    (refs, chambers)
 }
 
 /// A level's counts, its intermediate sets as text and its formulas, as far as asked for.
@@ -176,19 +238,21 @@ fn with_formulas(
     (refs, text, formulas)
 }
 
-/// The index of the parameter named `name` in the kernel, if one is asked for.
-pub fn symbolic_index(loaded: &LoadedKernel, name: Option<&str>) -> anyhow::Result<Option<usize>> {
-    let Some(name) = name else {
-        return Ok(None);
-    };
-    match loaded.kernel.params.iter().position(|p| p == name) {
-        Some(i) => Ok(Some(i)),
-        None => Err(bad_input(format!(
-            "--symbolic {name}: {} has no parameter `{name}` (it has: {})",
-            loaded.origin,
-            loaded.kernel.params.join(", ")
-        ))),
-    }
+/// The indices of the parameters named `names` in the kernel.
+pub fn symbolic_indices(loaded: &LoadedKernel, names: &[&str]) -> anyhow::Result<Vec<usize>> {
+    names
+        .iter()
+        .map(
+            |name| match loaded.kernel.params.iter().position(|p| p == name) {
+                Some(i) => Ok(i),
+                None => Err(bad_input(format!(
+                    "--symbolic {name}: {} has no parameter `{name}` (it has: {})",
+                    loaded.origin,
+                    loaded.kernel.params.join(", ")
+                ))),
+            },
+        )
+        .collect()
 }
 
 /// Where and how to look for the formulas: the degree is the deepest loop nest; periods up to
@@ -362,6 +426,7 @@ fn failed(message: String, start: Instant) -> LevelOutcome {
         explain: None,
         duration_s: start.elapsed().as_secs_f64(),
         formulas: None,
+        chambers: None,
     }
 }
 

@@ -1,0 +1,335 @@
+//! `loopscope misses --symbolic X,Z`: every count as a piecewise quasi-polynomial in several
+//! parameters, one formula per chamber of the parameter space (`loopscope_analytic`'s nested
+//! fitting of exact counts), with the region where every point was checked, and `--at
+//! X=…,Z=…` to evaluate them.
+
+use std::time::Instant;
+
+use loopscope_analytic::{MultiQuasiPolynomial, NestedFormulas, ReferenceChambers};
+use loopscope_cache::LevelConfig;
+use serde::Serialize;
+
+use crate::cmd::misses::{MissesArgs, model_request};
+use crate::cmd::misses_symbolic::{at_points, load};
+use crate::cmd::model_level::{LevelOutcome, ModelRequest, model_levels};
+use crate::cmd::simulate::{RefLabel, kernel_labels};
+use crate::ui::Ui;
+
+/// Chambers shown per count in text; all are in `--json`.
+const SHOWN_CHAMBERS: usize = 8;
+
+/// The result of `misses --symbolic X,Z`, as printed with `--json`.
+#[derive(Serialize)]
+struct NestedReport {
+    kernel: String,
+    /// The fixed parameters.
+    params: serde_json::Map<String, serde_json::Value>,
+    /// The parameters the formulas are in, outermost first.
+    parameters: Vec<String>,
+    model: &'static str,
+    levels: Vec<NestedLevel>,
+    duration_s: f64,
+}
+
+#[derive(Serialize)]
+struct NestedLevel {
+    name: String,
+    size_bytes: u64,
+    line_bytes: u64,
+    ways: u64,
+    sets: u64,
+    /// `null` when the level could not be modelled (see `error`).
+    misses: Option<Written>,
+    references: Vec<NestedRef>,
+    /// With `--at`: the level's misses at each point.
+    at: Vec<AtPoint>,
+    duration_s: f64,
+    error: Option<String>,
+}
+
+#[derive(Serialize)]
+struct NestedRef {
+    #[serde(flatten)]
+    label: RefLabel,
+    position: String,
+    accesses: Written,
+    compulsory: Written,
+    conflict: Written,
+    misses: Written,
+}
+
+/// A count's chambers, written out, and the exact form.
+#[derive(Serialize)]
+struct Written {
+    /// Per chamber: where (`5 ≤ X ≤ 100, Z ≥ 4·⌈X/4⌉ - 3`; empty when everywhere) and the
+    /// formula there, in the order the chambers are tried.
+    chambers: Vec<(String, String)>,
+    formulas: NestedFormulas,
+}
+
+#[derive(Serialize)]
+struct AtPoint {
+    point: Vec<i64>,
+    misses: i128,
+    compulsory: i128,
+    conflict: i128,
+}
+
+/// Runs `misses --symbolic X,Z,...`.
+pub fn run(
+    args: &MissesArgs,
+    names: &[&str],
+    levels: &[LevelConfig],
+    ui: &Ui,
+) -> anyhow::Result<()> {
+    let start = Instant::now();
+    let (loaded, define) = load(args, names, ui)?;
+    let at = at_points(args, names)?;
+    let list = names.join(",");
+    let request = ModelRequest {
+        symbolic: Some(&list),
+        ..model_request(args, &define)
+    };
+    let outcomes = model_levels(&request, levels);
+    let labels = kernel_labels(&loaded.kernel);
+    let report_levels: Vec<NestedLevel> = levels
+        .iter()
+        .zip(outcomes)
+        .map(|(l, o)| nested_level(l, o, &labels, names, &at))
+        .collect();
+    for l in &report_levels {
+        if let Some(e) = &l.error {
+            ui.warn(format!("{}: {} not modelled: {e}", loaded.origin, l.name));
+        }
+    }
+    if report_levels.iter().all(|l| l.error.is_some()) {
+        anyhow::bail!("{}: no cache level could be modelled", loaded.origin);
+    }
+    let mut params = loaded.param_map();
+    for name in names {
+        params.remove(*name);
+    }
+    let report = NestedReport {
+        kernel: loaded.origin.clone(),
+        params,
+        parameters: names.iter().map(|n| (*n).to_owned()).collect(),
+        model: "spec 000 (LRU, write-allocate), counts fitted to piecewise quasi-polynomials",
+        levels: report_levels,
+        duration_s: start.elapsed().as_secs_f64(),
+    };
+    if args.json {
+        crate::cmd::print_json(&report)
+    } else {
+        crate::cmd::print_text(&render(&report))
+    }
+}
+
+fn nested_level(
+    l: &LevelConfig,
+    outcome: LevelOutcome,
+    labels: &[RefLabel],
+    names: &[&str],
+    at: &[Vec<i64>],
+) -> NestedLevel {
+    let mut level = NestedLevel {
+        name: l.name.clone(),
+        size_bytes: l.size_bytes,
+        line_bytes: l.line_bytes,
+        ways: l.ways,
+        sets: l.sets(),
+        misses: None,
+        references: Vec::new(),
+        at: Vec::new(),
+        duration_s: outcome.duration_s,
+        error: None,
+    };
+    let (refs, total) = match (outcome.refs, outcome.chambers) {
+        (Err(e), _) => {
+            level.error = Some(e);
+            return level;
+        }
+        (Ok(_), None) => {
+            level.error = Some("the model process gave no formulas".into());
+            return level;
+        }
+        (Ok(_), Some(c)) => c,
+    };
+    for point in at {
+        let sum = |pick: fn(&ReferenceChambers) -> &NestedFormulas| {
+            refs.iter()
+                .map(|r| pick(r).at(point))
+                .sum::<Result<i128, _>>()
+        };
+        match (sum(|r| &r.compulsory), sum(|r| &r.conflict)) {
+            (Ok(compulsory), Ok(conflict)) => level.at.push(AtPoint {
+                point: point.clone(),
+                misses: compulsory + conflict,
+                compulsory,
+                conflict,
+            }),
+            (Err(e), _) | (_, Err(e)) => level.error = Some(format!("--at {point:?}: {e}")),
+        }
+    }
+    level.misses = Some(written(total, names));
+    level.references = refs
+        .into_iter()
+        .zip(labels)
+        .map(|(r, label)| NestedRef {
+            label: label.clone(),
+            position: r.position,
+            accesses: written(r.accesses, names),
+            compulsory: written(r.compulsory, names),
+            conflict: written(r.conflict, names),
+            misses: written(r.misses, names),
+        })
+        .collect();
+    level
+}
+
+fn written(formulas: NestedFormulas, names: &[&str]) -> Written {
+    let chambers = formulas
+        .chambers
+        .iter()
+        .map(|c| {
+            (
+                condition(&c.lowest, &c.highest, names),
+                c.value.render(names),
+            )
+        })
+        .collect();
+    Written { chambers, formulas }
+}
+
+/// `5 ≤ X ≤ 100, Z ≥ 4·⌈X/4⌉ - 3`, or `X = 3, …`; empty when no parameter is bounded.
+fn condition(
+    lowest: &[Option<MultiQuasiPolynomial>],
+    highest: &[Option<MultiQuasiPolynomial>],
+    names: &[&str],
+) -> String {
+    let mut parts = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        let low = lowest
+            .get(i)
+            .and_then(Option::as_ref)
+            .map(|q| q.render(names));
+        let high = highest
+            .get(i)
+            .and_then(Option::as_ref)
+            .map(|q| q.render(names));
+        parts.push(match (low, high) {
+            (Some(l), Some(h)) if l == h => format!("{name} = {l}"),
+            (Some(l), Some(h)) => format!("{l} ≤ {name} ≤ {h}"),
+            (Some(l), None) => format!("{name} ≥ {l}"),
+            (None, Some(h)) => format!("{name} ≤ {h}"),
+            (None, None) => continue,
+        });
+    }
+    parts.join(", ")
+}
+
+fn render(r: &NestedReport) -> String {
+    let fixed: Vec<String> = r.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let names = r.parameters.join(", ");
+    let mut out = format!(
+        "kernel    {}  ({}{names} symbolic)\nmodel     spec 000 (LRU, write-allocate), each level \
+         alone; exact counts fitted to piecewise quasi-polynomials in {names}\ntime      {:.3} s\n",
+        r.kernel,
+        if fixed.is_empty() {
+            String::new()
+        } else {
+            format!("{}; ", fixed.join(", "))
+        },
+        r.duration_s
+    );
+    for l in &r.levels {
+        out.push('\n');
+        let Some(total) = &l.misses else {
+            out.push_str(&format!(
+                "{}: not modelled: {}\n",
+                l.name,
+                l.error.as_deref().unwrap_or("?")
+            ));
+            continue;
+        };
+        let region: Vec<String> = r
+            .parameters
+            .iter()
+            .zip(&total.formulas.checked)
+            .map(|(n, (low, high))| format!("{low} ≤ {n} ≤ {high}"))
+            .collect();
+        out.push_str(&format!(
+            "{} ({} ways, {} B lines, {} sets): each formula equals the exact count at every point \
+             with {}; beyond, they are the counts' quasi-polynomials if no breakpoint lies further \
+             out\n",
+            l.name,
+            l.ways,
+            l.line_bytes,
+            l.sets,
+            region.join(", ")
+        ));
+        out.push_str(&written_lines("  ", "misses", total));
+        for reference in &l.references {
+            let label = &reference.label;
+            let place = match (label.line, label.column) {
+                (Some(line), Some(column)) => format!(" {line}:{column}"),
+                _ => String::new(),
+            };
+            out.push_str(&format!("  {} ({}{place})\n", label.text, label.kind));
+            for (what, w) in [
+                ("accesses", &reference.accesses),
+                ("compulsory", &reference.compulsory),
+                ("conflict", &reference.conflict),
+            ] {
+                out.push_str(&written_lines("    ", what, w));
+            }
+        }
+        for at in &l.at {
+            let point: Vec<String> = r
+                .parameters
+                .iter()
+                .zip(&at.point)
+                .map(|(n, v)| format!("{n} = {v}"))
+                .collect();
+            out.push_str(&format!(
+                "  at {}: {} misses ({} compulsory, {} conflict)\n",
+                point.join(", "),
+                at.misses,
+                at.compulsory,
+                at.conflict
+            ));
+        }
+    }
+    out
+}
+
+/// `what` and its formula per chamber (one line when a single formula holds everywhere).
+fn written_lines(indent: &str, what: &str, w: &Written) -> String {
+    let first = &w.chambers[0].1;
+    if w.chambers.iter().all(|(_, f)| f == first) {
+        return format!("{indent}{what:<11} {first}\n");
+    }
+    let width = w
+        .chambers
+        .iter()
+        .take(SHOWN_CHAMBERS)
+        .map(|(_, f)| f.chars().count())
+        .max()
+        .unwrap_or(0);
+    let mut out = String::new();
+    for (i, (condition, formula)) in w.chambers.iter().take(SHOWN_CHAMBERS).enumerate() {
+        let label = if i == 0 { what } else { "" };
+        let pad = width - formula.chars().count();
+        out.push_str(&format!(
+            "{indent}{label:<11} {formula}{}  ({condition})\n",
+            " ".repeat(pad)
+        ));
+    }
+    if w.chambers.len() > SHOWN_CHAMBERS {
+        out.push_str(&format!(
+            "{indent}{:<11} … {} more chambers (all in --json)\n",
+            "",
+            w.chambers.len() - SHOWN_CHAMBERS
+        ));
+    }
+    out
+}
