@@ -186,6 +186,8 @@ fn conflicted_from_combinations<'c>(piece: &Piece<'c>) -> Result<Set<'c>, Analyt
 /// The sets of a whole program (or of chosen references), built once with symbolic parameters
 /// and counted at any parameter values.
 pub struct Model<'c> {
+    /// The context the sets live in: each evaluation gets its full operation budget.
+    ctx: &'c Ctx,
     positions: Vec<Position>,
     targets: Vec<TargetSets<'c>>,
     /// The most distinct lines one set receives, where known (concrete parameters).
@@ -282,6 +284,7 @@ impl<'c> Model<'c> {
             )?);
         }
         Ok(Model {
+            ctx,
             positions,
             targets,
             most_lines_in_a_set,
@@ -315,10 +318,19 @@ impl<'c> Model<'c> {
         values: &[(&str, i64)],
         detail: Detail,
     ) -> Result<Vec<ReferenceMisses>, AnalyticError> {
+        // The operation bound is per evaluation: formulas take thousands of them.
+        self.ctx.reset_operations();
         self.targets
             .iter()
             .map(|t| self.evaluate_target(t, values, detail))
-            .collect()
+            .collect::<Result<_, _>>()
+            .map_err(|e| match e {
+                // isl answers a yes/no question over its quota with an error of no kind.
+                AnalyticError::Sets(_) if self.ctx.over_operation_limit() => {
+                    AnalyticError::Sets(PolyError::OperationLimit { op: "count" })
+                }
+                e => e,
+            })
     }
 
     fn evaluate_target(

@@ -138,42 +138,11 @@ impl QuasiPolynomial {
         })
     }
 
-    /// The formula in `name`, e.g. `1/4·N + [0, 3/4, 1/2, 1/4]` where a bracket lists a
-    /// coefficient per `N mod period`.
+    /// The formula in `name`: with floors where the periodic part allows (`⌈N/4⌉`, see
+    /// [`crate::MultiQuasiPolynomial::render`]), else `1/2·N^2 + [0, -1/2]·N` where a bracket
+    /// lists a coefficient per `N mod period`.
     pub fn render(&self, name: &str) -> String {
-        let degree = self.coefficients.iter().map(Vec::len).max().unwrap_or(0);
-        let mut terms = Vec::new();
-        for j in (0..degree).rev() {
-            let per_class: Vec<Fraction> = self
-                .coefficients
-                .iter()
-                .map(|c| c.get(j).copied().unwrap_or(Fraction::int(0)))
-                .collect();
-            if per_class.iter().all(|c| c.num == 0) {
-                continue;
-            }
-            let coefficient = if per_class.iter().all(|c| *c == per_class[0]) {
-                per_class[0].to_string()
-            } else {
-                let listed: Vec<String> = per_class.iter().map(Fraction::to_string).collect();
-                format!("[{}]", listed.join(", "))
-            };
-            terms.push(match j {
-                0 => coefficient,
-                1 if coefficient == "1" => name.to_owned(),
-                1 => format!("{coefficient}·{name}"),
-                _ if coefficient == "1" => format!("{name}^{j}"),
-                _ => format!("{coefficient}·{name}^{j}"),
-            });
-        }
-        if terms.is_empty() {
-            return "0".into();
-        }
-        let mut out = terms.join(" + ").replace("+ -", "- ");
-        if self.period > 1 && out.contains('[') {
-            out.push_str(&format!("  ([…] by {name} mod {})", self.period));
-        }
-        out
+        crate::MultiQuasiPolynomial::from_one(self, 1, 0).render(&[name])
     }
 }
 
@@ -647,10 +616,7 @@ mod tests {
         let formula = &formulas[0];
         assert_eq!(formula.quasi_polynomial.period, 4);
         assert_eq!(formula.holds_from, 12);
-        assert_eq!(
-            formula.quasi_polynomial.render("Z"),
-            "1/4·Z + [-3, -9/4, -5/2, -11/4]  ([…] by Z mod 4)"
-        );
+        assert_eq!(formula.quasi_polynomial.render("Z"), "⌈Z/4⌉ - 3");
         for n in 0..500 {
             assert_eq!(formula.at(n).unwrap(), f(n), "at {n}");
         }

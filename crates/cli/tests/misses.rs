@@ -328,7 +328,57 @@ fn symbolic_formulas_reproduce_the_spec_closed_form_and_table() {
     assert!(a_k["compulsory"]["holds_from"].as_i64().unwrap() <= 12);
     let text = common::stdout(&spec000_in_z(&[]));
     assert!(
-        text.contains("compulsory  1/4·Z + [-3, -9/4, -5/2, -11/4]  ([…] by Z mod 4)"),
+        text.contains("compulsory  ⌈Z/4⌉ - 3  (for Z ≥ 9)"),
+        "{text}"
+    );
+}
+
+/// Spec §4.3's closed form in two parameters: A[k]'s compulsory misses are ⌈Z/4⌉ − ⌈X/4⌉
+/// above Z = 4⌈X/4⌉ − 3 and none below, and the chambers give spec §4.5's ★ row at X = Z = 10.
+#[test]
+fn symbolic_in_two_parameters_gives_the_spec_chambers() {
+    let k = example("spec000.c");
+    let args = [
+        "misses",
+        k.as_str(),
+        "-D",
+        "Y=10",
+        "--symbolic",
+        "X,Z",
+        "--cache",
+        "L1=256:2:32",
+        "--base",
+        "A=0,B=800,C=1600",
+        "--at",
+        "Z=10,X=10",
+        "--json",
+    ];
+    let v = json(&loopscope(&args));
+    assert_eq!(v["parameters"], serde_json::json!(["X", "Z"]));
+    let level = &v["levels"][0];
+    let at = &level["at"][0];
+    assert_eq!(at["point"], serde_json::json!([10, 10]));
+    assert_eq!(
+        (at["compulsory"].as_i64(), at["conflict"].as_i64()),
+        (Some(9), Some(1))
+    );
+    let a_k = &level["references"][2];
+    assert_eq!(a_k["text"], "A[k]");
+    assert_eq!(
+        a_k["compulsory"]["chambers"],
+        serde_json::json!([
+            ["X ≥ 0, Z ≥ 4·⌈X/4⌉ - 3", "⌈Z/4⌉ - ⌈X/4⌉"],
+            ["X ≥ 0, 0 ≤ Z ≤ 4·⌈X/4⌉ - 4", "0"]
+        ])
+    );
+    assert_eq!(a_k["accesses"]["chambers"][0][1], "Z");
+    let text = common::stdout(&loopscope(&args[..args.len() - 1]));
+    assert!(
+        text.contains("compulsory  ⌈Z/4⌉ - ⌈X/4⌉  (X ≥ 0, Z ≥ 4·⌈X/4⌉ - 3)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("at X = 10, Z = 10: 10 misses (9 compulsory, 1 conflict)"),
         "{text}"
     );
 }
@@ -336,7 +386,7 @@ fn symbolic_formulas_reproduce_the_spec_closed_form_and_table() {
 #[test]
 fn symbolic_refuses_what_it_cannot_do() {
     let (triad, spec) = (example("triad.c"), example("spec000.c"));
-    let cases: [(Vec<&str>, &str); 4] = [
+    let cases: [(Vec<&str>, &str); 7] = [
         (
             vec![&triad, "--symbolic", "N"],
             "sets an extent of array `a`, so addresses are not affine in it: only a parameter \
@@ -363,6 +413,18 @@ fn symbolic_refuses_what_it_cannot_do() {
         (
             vec![&spec, "-D", "X=1", "-D", "Y=1", "--at", "Z=1"],
             "needs --symbolic",
+        ),
+        (
+            vec![&spec, "-D", "Y=1", "--symbolic", "X,Z", "--at", "X=1"],
+            "--at X=1: give every parameter, --at X=…,Z=…",
+        ),
+        (
+            vec![&spec, "-D", "Y=1", "--symbolic", "X,Z", "--at", "X=1,Q=2"],
+            "--at X=1,Q=2: the formulas are in X, Z",
+        ),
+        (
+            vec![&spec, "-D", "Y=1", "--symbolic", "X,X"],
+            "--symbolic X: named twice",
         ),
     ];
     for (args, expected) in cases {

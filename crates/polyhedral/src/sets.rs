@@ -48,6 +48,19 @@ impl Ctx {
         ctx
     }
 
+    /// Starts the operation count of [`Ctx::with_max_operations`] again from zero, and
+    /// forgets the last error.
+    pub fn reset_operations(&self) {
+        self.raw.reset_operations();
+        self.raw.reset_error();
+    }
+
+    /// Whether isl's last error was its operation limit (an operation that answers yes or no
+    /// reports it as an error of no kind).
+    pub fn over_operation_limit(&self) -> bool {
+        self.raw.last_error() == isl::Error::Quota
+    }
+
     /// A read that failed: isl reports a context that has hit its operation limit as a syntax
     /// error, so the context's own error state decides.
     fn read_error(&self, text: &str, e: isl::LibISLError) -> PolyError {

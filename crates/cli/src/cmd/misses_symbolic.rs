@@ -335,14 +335,19 @@ fn render(r: &SymbolicReport) -> String {
 }
 
 /// `what` and its formula; when lower ranges have other formulas, each range on its own line
-/// (adjacent ranges with the same formula merged).
+/// (a range merged into the one above when that range's formula gives its values too).
 fn formula_lines(indent: &str, what: &str, formula: &Formula, p: &str) -> String {
     // (formula, from, to): the top range is open above.
     let mut groups: Vec<(&QuasiPolynomial, i64, Option<i64>)> =
         vec![(&formula.quasi_polynomial, formula.holds_from, None)];
     for piece in &formula.lower {
         let last = groups.len() - 1;
-        if groups[last].0.equivalent(&piece.quasi_polynomial) {
+        // A formula that also gives the range's values covers it (the fit is shared by every
+        // series, so one series' breakpoint cuts the others' ranges where nothing changes).
+        let above = groups[last].0;
+        let covers =
+            (piece.from..=piece.to).all(|n| above.at(n).ok() == piece.quasi_polynomial.at(n).ok());
+        if above.equivalent(&piece.quasi_polynomial) || covers {
             groups[last].1 = piece.from;
         } else {
             groups.push((&piece.quasi_polynomial, piece.from, Some(piece.to)));
