@@ -353,7 +353,7 @@ fn symbolic_in_two_parameters_gives_the_spec_chambers() {
         "Z=10,X=10",
         "--json",
     ];
-    let v = json(&loopscope(&args));
+    let v = json(&loopscope(args));
     assert_eq!(v["parameters"], serde_json::json!(["X", "Z"]));
     let level = &v["levels"][0];
     let at = &level["at"][0];
