@@ -12,6 +12,11 @@
 //! exact, and overlapping across references). [`each_reference`] builds a level's references side
 //! by side on threads, one isl context each.
 //!
+//! Formulas: [`Model::formulas`] gives every count as a quasi-polynomial in one parameter and
+//! [`Model::nested_formulas`] as piecewise quasi-polynomials on chambers of several
+//! ([`NestedFormulas`]), both fitted from exact counts and checked at every point of a stated
+//! range; [`MultiQuasiPolynomial::render`] writes them with floors (`⌈Z/4⌉ - ⌈X/4⌉`).
+//!
 //! This room takes its own small program description ([`Program`]): the kernel language's IR is
 //! converted into it by [`program_from_kernel`]. It never prints, reads files or simulates.
 //!
