@@ -163,7 +163,9 @@ pub fn at_points(args: &MissesArgs, names: &[&str]) -> anyhow::Result<Vec<Vec<i6
                         names.join(", ")
                     )));
                 };
-                values[i] = Some(value);
+                if values[i].replace(value).is_some() {
+                    return Err(bad_input(format!("--at {text}: {name} given twice")));
+                }
             }
             values
                 .into_iter()
