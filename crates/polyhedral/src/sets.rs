@@ -3,13 +3,14 @@
 //! Every operation copies its operands, so callers keep their sets; the sets are small (their
 //! size depends on the loop nest's structure, not on trip counts), so the copies are cheap.
 
+use std::cell::OnceCell;
 use std::fmt;
 use std::marker::PhantomData;
 
 use isl_rs as isl;
 
 use crate::PolyError;
-use crate::count::count_isl_set;
+use crate::count::{Prepared, count_isl_set, prepare};
 use crate::polytope::MAX_SLICES;
 
 /// isl's `on_error` option value that makes it record errors without printing them.
@@ -79,6 +80,7 @@ impl Ctx {
             .map(|raw| Set {
                 raw,
                 ctx: PhantomData,
+                prepared: OnceCell::new(),
             })
             .map_err(|e| self.read_error(text, e))
     }
@@ -99,6 +101,8 @@ impl Ctx {
 pub struct Set<'c> {
     raw: isl::Set,
     ctx: PhantomData<&'c Ctx>,
+    /// The set read once for counting at many parameter values (see [`Set::count`]).
+    prepared: OnceCell<Option<Prepared>>,
 }
 
 /// A relation between integer tuples, a union of basic relations.
@@ -118,6 +122,7 @@ impl<'c> Set<'c> {
         Set {
             raw,
             ctx: PhantomData,
+            prepared: OnceCell::new(),
         }
     }
 
@@ -178,9 +183,11 @@ impl<'c> Set<'c> {
     }
 
     /// The number of points at the given parameter values, computed without enumerating them:
-    /// the work depends on the set's constraints, not on the parameter values.
+    /// the work depends on the set's constraints, not on the parameter values. A set with
+    /// parameters is read and split once, at its first count, and each count substitutes the
+    /// values (formulas count the same sets at thousands of values).
     pub fn count(&self, values: &[(&str, i64)]) -> Result<i128, PolyError> {
-        count_isl_set(&self.raw, values, MAX_SLICES)
+        self.count_within(values, MAX_SLICES)
     }
 
     /// [`Set::count`] with at most `slice_limit` polytope slices per basic set instead of the
@@ -191,7 +198,14 @@ impl<'c> Set<'c> {
         values: &[(&str, i64)],
         slice_limit: u64,
     ) -> Result<i128, PolyError> {
-        count_isl_set(&self.raw, values, slice_limit)
+        // A set that cannot be prepared (or fails to) is counted through isl at each value.
+        let prepared = self
+            .prepared
+            .get_or_init(|| prepare(&self.raw).ok().flatten());
+        match prepared {
+            Some(p) => p.count(values, slice_limit),
+            None => count_isl_set(&self.raw, values, slice_limit),
+        }
     }
 
     /// The smallest and largest values of set dimension `pos` over all points (and parameter
