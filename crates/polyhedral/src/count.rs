@@ -404,23 +404,30 @@ impl QuasiBasicSet {
         if used.iter().all(|u| *u) {
             return self;
         }
+        self.retaining(&used, |_| true)
+    }
+
+    /// The set with the divisions `kept` (which the kept rows and divisions must be the only
+    /// readers of) and the rows `row_kept` keeps.
+    fn retaining(&self, kept: &[bool], row_kept: impl Fn(usize) -> bool) -> QuasiBasicSet {
         let keep = |v: &[i128]| -> Vec<i128> {
             v.iter()
-                .zip(&used)
-                .filter_map(|(c, u)| u.then_some(*c))
+                .zip(kept)
+                .filter_map(|(c, k)| k.then_some(*c))
                 .collect()
         };
         QuasiBasicSet {
             dims: self.dims,
-            divs: (self.divs.iter().zip(&used))
-                .filter(|(_, u)| **u)
+            divs: (self.divs.iter().zip(kept))
+                .filter(|(_, k)| **k)
                 .map(|(d, _)| Div {
                     divs: keep(&d.divs),
                     ..d.clone()
                 })
                 .collect(),
-            rows: (self.rows.iter())
-                .map(|r| QuasiRow {
+            rows: (self.rows.iter().enumerate())
+                .filter(|(i, _)| row_kept(*i))
+                .map(|(_, r)| QuasiRow {
                     q: keep(&r.q),
                     ..r.clone()
                 })
@@ -520,29 +527,9 @@ impl QuasiBasicSet {
 
     /// The set without row `i` and division `j`, and the set with row `i` negated.
     fn split_row(&self, i: usize, j: usize) -> (QuasiBasicSet, QuasiBasicSet) {
-        let drop = |v: &[i128]| -> Vec<i128> {
-            v.iter()
-                .enumerate()
-                .filter_map(|(k, c)| (k != j).then_some(*c))
-                .collect()
-        };
-        let without = QuasiBasicSet {
-            dims: self.dims,
-            divs: (self.divs.iter().enumerate())
-                .filter(|(k, _)| *k != j)
-                .map(|(_, d)| Div {
-                    divs: drop(&d.divs),
-                    ..d.clone()
-                })
-                .collect(),
-            rows: (self.rows.iter().enumerate())
-                .filter(|(k, _)| *k != i)
-                .map(|(_, row)| QuasiRow {
-                    q: drop(&row.q),
-                    ..row.clone()
-                })
-                .collect(),
-        };
+        let kept: Vec<bool> = (0..self.divs.len()).map(|k| k != j).collect();
+        // Without the row, divisions only it read through `j` are unused too.
+        let without = self.retaining(&kept, |k| k != i).without_unused_divs();
         let mut negated = QuasiBasicSet {
             dims: self.dims,
             divs: self.divs.clone(),

@@ -320,32 +320,16 @@ impl IntPolytope {
     /// 75/128 of a 300-element row's cache sets), at the bottom of every recursion.
     fn count_polygon(&self, work: &mut Work) -> Res<i128> {
         let vertices = self.vertices(work)?;
-        let mut xs: Vec<Rat> = Vec::with_capacity(vertices.len());
-        for v in &vertices {
-            if !xs.contains(&v.point[0]) {
-                xs.push(v.point[0]);
-            }
-        }
-        xs.sort_by(|a, b| a.cmp_val(*b));
-        let mut total = 0i128;
-        for (i, x) in xs.iter().enumerate() {
-            if x.den == 1 {
-                total = add(
-                    total,
-                    self.slice_count(&Direction::Axis(0), x.num, work)?,
-                    "sum",
-                )?;
-            }
-            let Some(next) = xs.get(i + 1) else {
-                continue;
-            };
-            let (a, b) = (x.floor() + 1, next.ceil() - 1);
-            if a <= b {
-                let middle = x.add(*next)?.mul(Rat::new(1, 2)?)?;
-                total = add(total, self.columns(a, b, middle)?, "sum")?;
-            }
-        }
-        Ok(total)
+        let xs = sorted_distinct(vertices.iter().map(|v| v.point[0]));
+        sum_over_stretches(
+            &xs,
+            work,
+            |x, work| self.slice_count(&Direction::Axis(0), x, work),
+            |i, a, b, _| {
+                let middle = xs[i].add(xs[i + 1])?.mul(Rat::new(1, 2)?)?;
+                self.columns(a, b, middle)
+            },
+        )
     }
 
     /// `Σ_{x = a..=b} (⌊U(x)⌋ − ⌈L(x)⌉ + 1)` for the edges `U`, `L` that bound the polygon's
@@ -535,23 +519,12 @@ impl IntPolytope {
         let Some((_, along, critical, periods)) = best else {
             return Ok(0);
         };
-        let mut total = 0i128;
-        for (i, c) in critical.iter().enumerate() {
-            if c.den == 1 {
-                total = add(total, self.slice_count(&along, c.num, work)?, "sum")?;
-            }
-            if let Some(next) = critical.get(i + 1) {
-                let (a, b) = (c.floor() + 1, next.ceil() - 1);
-                if a <= b {
-                    total = add(
-                        total,
-                        self.sum_stretch(&along, a, b, periods[i], work)?,
-                        "sum",
-                    )?;
-                }
-            }
-        }
-        Ok(total)
+        sum_over_stretches(
+            &critical,
+            work,
+            |c, work| self.slice_count(&along, c, work),
+            |i, a, b, work| self.sum_stretch(&along, a, b, periods[i], work),
+        )
     }
 
     /// Σ slice counts over `a..=b`, a stretch with no vertex projection strictly inside whose
@@ -795,6 +768,41 @@ impl IntPolytope {
     }
 }
 
+/// The values once each, in increasing order.
+fn sorted_distinct(values: impl Iterator<Item = Rat>) -> Vec<Rat> {
+    let mut out: Vec<Rat> = Vec::new();
+    for v in values {
+        if !out.contains(&v) {
+            out.push(v);
+        }
+    }
+    out.sort_by(|a, b| a.cmp_val(*b));
+    out
+}
+
+/// `Σ at(c)` over the integer critical values `c` plus `Σ between(i, a, b)` over the integers
+/// `a..=b` strictly between critical values `i` and `i + 1`: a sweep's total.
+fn sum_over_stretches(
+    critical: &[Rat],
+    work: &mut Work,
+    mut at: impl FnMut(i128, &mut Work) -> Res<i128>,
+    mut between: impl FnMut(usize, i128, i128, &mut Work) -> Res<i128>,
+) -> Res<i128> {
+    let mut total = 0i128;
+    for (i, c) in critical.iter().enumerate() {
+        if c.den == 1 {
+            total = add(total, at(c.num, work)?, "sum")?;
+        }
+        if let Some(next) = critical.get(i + 1) {
+            let (a, b) = (c.floor() + 1, next.ceil() - 1);
+            if a <= b {
+                total = add(total, between(i, a, b, work)?, "sum")?;
+            }
+        }
+    }
+    Ok(total)
+}
+
 /// The vertex projections on `tₖ` (sorted, distinct) and, for each stretch between two
 /// consecutive ones, the period of its slice counts: the lcm of `|eₖ|` over the primitive
 /// directions `e` of the edges that cross it.
@@ -807,13 +815,7 @@ fn stretches(
         .iter()
         .map(|v| along.value(&v.point))
         .collect::<Res<_>>()?;
-    let mut critical: Vec<Rat> = Vec::new();
-    for v in &values {
-        if !critical.contains(v) {
-            critical.push(*v);
-        }
-    }
-    critical.sort_by(|a, b| a.cmp_val(*b));
+    let critical = sorted_distinct(values.iter().copied());
     let mut periods = vec![1i128; critical.len().saturating_sub(1)];
     for &(i, j) in edges {
         let step = along.step(&segment_direction(&vertices[i].point, &vertices[j].point)?)?;
