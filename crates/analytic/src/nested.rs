@@ -150,6 +150,21 @@ fn sum(
     Ok(MultiQuasiPolynomial::from_terms(periods, classes))
 }
 
+/// About how many exact counts [`fit_nested`] takes with these options: each parameter's
+/// values from its lowest to its window's start, the inner ones' windows starting past twice
+/// the outer values (the windows themselves and the far checks add a few periods more).
+pub fn points_to_check(options: &[FitOptions]) -> u128 {
+    let mut outer_sum = 0u128;
+    let mut points = 1u128;
+    for o in options {
+        let start = o.start.max(0) as u128;
+        let span = start.max(2 * outer_sum) - o.lowest.clamp(0, o.start.max(0)) as u128;
+        points = points.saturating_mul(span.max(1));
+        outer_sum += start;
+    }
+    points
+}
+
 /// Every series' exact count at a point of the parameters.
 pub type PointCounts<'a> = dyn FnMut(&[i64]) -> Result<Vec<i128>, AnalyticError> + 'a;
 

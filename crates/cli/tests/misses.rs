@@ -383,6 +383,44 @@ fn symbolic_in_two_parameters_gives_the_spec_chambers() {
     );
 }
 
+/// A fit in two parameters whose windows lie past a 32 KiB L1's set period (512 doubles) would
+/// count millions of points: it is refused at once, with the reason and what to do instead.
+#[test]
+fn symbolic_in_two_parameters_says_when_it_is_out_of_reach() {
+    let dir = std::env::temp_dir().join(format!("loopscope-tile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kernel = dir.join("tile.c");
+    std::fs::write(
+        &kernel,
+        "double a[256][256], b[256][256];\n\
+         for (int i = 1; i < M; i++)\n\
+             for (int j = 1; j < N; j++)\n\
+                 b[i][j] = a[i-1][j] + a[i][j+1];\n",
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let out = loopscope([
+        "misses",
+        kernel.to_str().unwrap(),
+        "--symbolic",
+        "M,N",
+        "--cache",
+        "L1=32K:8:64",
+    ]);
+    let err = common::stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("formulas in M, N would count about") && err.contains("use --scan"),
+        "{err}"
+    );
+    assert!(
+        started.elapsed().as_secs() < 20,
+        "refused only after {:?}",
+        started.elapsed()
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 #[test]
 fn symbolic_refuses_what_it_cannot_do() {
     let (triad, spec) = (example("triad.c"), example("spec000.c"));

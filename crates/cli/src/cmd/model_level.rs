@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use loopscope_analytic::{
     AnalyticError, Budget, Cache, Detail, FitOptions, Model, NestedFormulas, Program,
-    ReferenceChambers, ReferenceFormulas, ReferenceMisses, each_reference, program_with_symbols,
+    ReferenceChambers, ReferenceFormulas, ReferenceMisses, each_reference, points_to_check,
+    program_with_symbols,
 };
 use loopscope_cache::LevelConfig;
 use loopscope_polyhedral::Ctx;
@@ -165,7 +166,22 @@ fn with_chambers(
     };
     let far = FitOptions { lowest: 0, ..far };
     let refs = Model::new_within(&ctx, program, cache, budget.time_limit).and_then(|model| {
-        let fit = |o: FitOptions| model.nested_formulas(names, &[], &vec![o; names.len()]);
+        let fit = |o: FitOptions| {
+            let options = vec![o; names.len()];
+            // Every point of the region is counted: say so at once when that is out of reach.
+            let points = points_to_check(&options);
+            if points > MOST_POINTS {
+                return Err(AnalyticError::NoFormula(format!(
+                    "formulas in {} would count about {points} points exactly (fitting windows \
+                     from {}: past the kernel's constants and four set periods of {} elements), \
+                     more than {MOST_POINTS}: give all but one of them a value (-D), or use --scan",
+                    names.join(", "),
+                    o.start,
+                    o.max_period
+                )));
+            }
+            model.nested_formulas(names, &[], &options)
+        };
         let fitted = match fit(near) {
             Err(AnalyticError::NoFormula(_)) if far.start > near.start => fit(far)?,
             other => other?,
@@ -176,6 +192,9 @@ fn with_chambers(
     });
     (refs, chambers)
 }
+
+/// Exact counts a fit in several parameters may take (spec 000 in X and Z takes 13 000, 2.5 s).
+const MOST_POINTS: u128 = 100_000;
 
 /// A level's counts, its intermediate sets as text and its formulas, as far as asked for.
 type Modelled = (
