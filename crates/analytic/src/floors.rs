@@ -74,8 +74,9 @@ impl FloorForm {
                 let at = |r: i64| {
                     let mut residues = vec![0; qp.periods.len()];
                     residues[v] = r;
+                    let minus_base = base.neg().ok()?;
                     coefficient(class_of(&residues, &qp.periods), m)
-                        .add(base.neg())
+                        .add(minus_base)
                         .ok()
                 };
                 let g: Vec<Fraction> = (0..period).map(at).collect::<Option<_>>()?;
@@ -132,7 +133,7 @@ impl FloorForm {
         let increments: Vec<Fraction> = (0..p)
             .map(|r| {
                 let previous = g[(r + p - 1) % p];
-                slope.add(g[r]).and_then(|x| x.add(previous.neg())).ok()
+                slope.add(g[r]).and_then(|x| x.add(previous.neg()?)).ok()
             })
             .collect::<Option<_>>()?;
         let common = most_common(&increments);
@@ -140,7 +141,7 @@ impl FloorForm {
             .iter()
             .enumerate()
             .filter(|(_, d)| **d != common)
-            .map(|(r, d)| Some((r as i64, d.add(common.neg()).ok()?)))
+            .map(|(r, d)| Some((r as i64, d.add(common.neg().ok()?).ok()?)))
             .collect::<Option<_>>()?;
         if floors.len() > MAX_FLOORS_PER_STEP {
             return None;

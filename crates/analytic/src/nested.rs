@@ -9,7 +9,8 @@
 //! its shape (pieces, periods), and fit those vectors in `X` as series of their own. An `X`
 //! whose fit in `Z` has another shape has no formula in `X` there: the search treats it as a
 //! value that disagrees, and it gets its own chambers (`X` fixed at it). Three parameters nest
-//! the same way. The result is a list of [`Chamber`]s: per parameter, a lowest and a highest
+//! the same way, but rarely fit: near the lowest values the middle parameter's fits are cut into
+//! a number of pieces that changes with the outer value. The result is a list of [`Chamber`]s: per parameter, a lowest and a highest
 //! value that are formulas in the parameters before it (`Z ≥ 4⌈X/4⌉ − 3`), and the count on it.
 //!
 //! What is checked: every fit in `Z` checks every `Z` from the lowest value to the top of its
@@ -47,6 +48,13 @@ pub struct Chamber {
 impl Chamber {
     /// Whether `point` lies in the chamber.
     pub fn contains(&self, point: &[i64]) -> Result<bool, AnalyticError> {
+        if point.len() != self.lowest.len() || point.len() != self.highest.len() {
+            return Err(AnalyticError::Program(format!(
+                "a point of {} values for formulas in {} parameters",
+                point.len(),
+                self.lowest.len()
+            )));
+        }
         for (i, &v) in point.iter().enumerate() {
             let v = i128::from(v);
             if let Some(low) = &self.lowest[i] {
@@ -94,60 +102,6 @@ impl NestedFormulas {
             "no formula covers the point {point:?}"
         )))
     }
-
-    /// The sum of two counts fitted together (same chambers).
-    pub fn plus(&self, other: &NestedFormulas) -> Result<NestedFormulas, AnalyticError> {
-        let same_bounds = self.chambers.len() == other.chambers.len()
-            && self
-                .chambers
-                .iter()
-                .zip(&other.chambers)
-                .all(|(a, b)| a.lowest == b.lowest && a.highest == b.highest);
-        if !same_bounds {
-            return Err(AnalyticError::Program(
-                "formulas with different chambers cannot be added".into(),
-            ));
-        }
-        let chambers = self
-            .chambers
-            .iter()
-            .zip(&other.chambers)
-            .map(|(a, b)| {
-                Ok(Chamber {
-                    value: sum(&a.value, &b.value)?,
-                    ..a.clone()
-                })
-            })
-            .collect::<Result<_, AnalyticError>>()?;
-        Ok(NestedFormulas {
-            chambers,
-            checked: self.checked.clone(),
-        })
-    }
-}
-
-/// `a + b`, on the periods of both.
-fn sum(
-    a: &MultiQuasiPolynomial,
-    b: &MultiQuasiPolynomial,
-) -> Result<MultiQuasiPolynomial, AnalyticError> {
-    let periods: Vec<i64> = a
-        .periods
-        .iter()
-        .zip(&b.periods)
-        .map(|(&x, &y)| x.max(y))
-        .collect();
-    let (a, b) = (a.with_periods(&periods), b.with_periods(&periods));
-    let mut classes = Vec::with_capacity(a.classes.len());
-    for class in 0..a.classes.len() {
-        let mut terms = a.terms(class);
-        for (e, c) in b.terms(class) {
-            let now = terms.get(&e).copied().unwrap_or(Fraction::int(0));
-            terms.insert(e, now.add(c)?);
-        }
-        classes.push(terms);
-    }
-    Ok(MultiQuasiPolynomial::from_terms(periods, classes))
 }
 
 /// About how many exact counts [`fit_nested`] takes with these options: each parameter's
@@ -170,7 +124,8 @@ pub type PointCounts<'a> = dyn FnMut(&[i64]) -> Result<Vec<i128>, AnalyticError>
 
 /// One formula per series in the parameters `options` describe (outermost first; each
 /// parameter's fitting window, degree and periods), from `count(point)`, every series' exact
-/// value at a point. All series are fitted together, so they share their chambers.
+/// value at a point. The innermost parameter's fit is shared by all series (its breakpoints
+/// are theirs together); each series is fitted in the outer parameters on its own.
 pub fn fit_nested(
     series: usize,
     options: &[FitOptions],
@@ -192,21 +147,24 @@ pub fn fit_nested(
         fits: HashMap::new(),
         count,
     };
-    let scale = fits.scale;
-    let Some(reference) = fits.fit(outer.start)?.cloned() else {
+    if fits.fit(outer.start)?.is_none() {
         return Err(AnalyticError::NoFormula(format!(
             "no formula in the inner parameters at the outer value {}",
             outer.start
         )));
-    };
+    }
     // Each series is fitted in the outer parameter on its own (the inner fits are shared):
     // one series' breakpoint in X does not cut every other series' formula there.
     let mut out = Vec::with_capacity(series);
-    for (s, series_reference) in reference.iter().enumerate() {
-        let (shape, leaves) = encode(series_reference, &scale)?;
+    for s in 0..series {
         fits.selected = s;
+        let window = outer.start..outer.start + REFERENCE_VALUES;
+        let Some(shape) = fits.reference_shape(window)? else {
+            return Err(AnalyticError::NoFormula("no inner formula to fit".into()));
+        };
         fits.shape = shape;
-        let formulas = fit_counts(leaves.len(), *outer, &mut fits)?;
+        let leaves = fits.shape.leaves(&fits.scale);
+        let formulas = fit_counts(leaves, *outer, &mut fits)?;
         let ranges = outer_ranges(&formulas, &mut fits, *outer)?;
         out.push(assemble(
             &fits,
@@ -246,16 +204,16 @@ fn outer_ranges(
     }
     let mut upper = first.lower.last().map_or(first.holds_from, |p| p.from);
     while upper > options.lowest && ranges.len() <= MAX_LOWER_PIECES {
-        let (scale, selected) = (fits.scale, fits.selected);
-        let Some(fit) = fits.fit(upper - 1)? else {
+        let below = (upper - REFERENCE_VALUES).max(options.lowest)..upper;
+        let Some(shape) = fits.reference_shape(below.rev())? else {
             break;
         };
-        let (shape, leaves) = encode(&fit[selected], &scale)?;
         if shape == fits.shape {
             break;
         }
         fits.shape = shape;
-        let Some((from, qps)) = fit_below(leaves.len(), upper, options, fits)? else {
+        let leaves = fits.shape.leaves(&fits.scale);
+        let Some((from, qps)) = fit_below(leaves, upper, options, fits)? else {
             break;
         };
         ranges.push((from, Some(upper - 1), qps, fits.shape.clone()));
@@ -280,7 +238,32 @@ struct Outer<'a> {
     count: &'a mut PointCounts<'a>,
 }
 
+/// Outer values whose inner fits set a range's shape: a formula's period may drop at one value
+/// (a coefficient that vanishes there), not at all of a few consecutive ones.
+const REFERENCE_VALUES: i64 = 4;
+
 impl Outer<'_> {
+    /// The selected series' shape over the outer values `xs`: the first fit's, each period
+    /// raised to a multiple of the others' of the same structure.
+    fn reference_shape(
+        &mut self,
+        xs: impl Iterator<Item = i64>,
+    ) -> Result<Option<Shape>, AnalyticError> {
+        let mut shape: Option<Shape> = None;
+        for x in xs {
+            let selected = self.selected;
+            let Some(fit) = self.fit(x)? else {
+                continue;
+            };
+            let found = Shape::of(&fit[selected]);
+            shape = match shape {
+                None => Some(found),
+                Some(s) => Some(s.widened(&found).unwrap_or(s)),
+            };
+        }
+        Ok(shape)
+    }
+
     /// The inner parameters' fit at the outer value `x` (`None`: no formula fits there).
     fn fit(&mut self, x: i64) -> Result<Option<&Vec<NestedFormulas>>, AnalyticError> {
         if !self.fits.contains_key(&x) {
@@ -315,11 +298,11 @@ impl Outer<'_> {
 impl Counts for Outer<'_> {
     fn value(&mut self, x: i64) -> Result<Option<Vec<i128>>, AnalyticError> {
         let (scale, selected) = (self.scale, self.selected);
+        let shape = self.shape.clone();
         let Some(fit) = self.fit(x)? else {
             return Ok(None);
         };
-        let (shape, leaves) = encode(&fit[selected], &scale)?;
-        Ok((shape == self.shape).then_some(leaves))
+        encode(&fit[selected], &shape, &scale)
     }
 
     fn agrees(&mut self, qps: &[QuasiPolynomial], x: i64) -> Result<bool, AnalyticError> {
@@ -340,7 +323,7 @@ impl Counts for Outer<'_> {
         }
         let mut equal = true;
         for_each_point(&fit.checked, &mut |point| {
-            equal = decoded.at(point).ok() == fit.at(point).ok();
+            equal = matches!((decoded.at(point), fit.at(point)), (Ok(a), Ok(b)) if a == b);
             equal
         });
         Ok(equal)
@@ -468,9 +451,78 @@ fn lowest_of(formula: &Formula) -> i64 {
 }
 
 /// What must be the same at two outer values for one series' fits to be one formula: per
-/// chamber, which bounds exist and every formula's periods.
+/// chamber, which bounds exist (`2 × m` flags, `[0]` or `[1]`) and every formula's periods
+/// (the value's last). A fit matches a shape when its structure is the same and its periods
+/// divide the shape's: it is then written at the shape's periods.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Shape(Vec<Vec<Vec<i64>>>);
+
+impl Shape {
+    fn of(fit: &NestedFormulas) -> Shape {
+        Shape(
+            fit.chambers
+                .iter()
+                .map(|chamber| {
+                    let bounds = chamber.lowest.iter().chain(&chamber.highest);
+                    bounds
+                        .map(|b| vec![i64::from(b.is_some())])
+                        .chain(chamber.formulas().map(|qp| qp.periods.clone()))
+                        .collect()
+                })
+                .collect(),
+        )
+    }
+
+    /// The shape with the periods of both, when the structures agree.
+    fn widened(&self, other: &Shape) -> Option<Shape> {
+        if self.0.len() != other.0.len() {
+            return None;
+        }
+        let mut out = Vec::with_capacity(self.0.len());
+        for (a, b) in self.0.iter().zip(&other.0) {
+            let flags = 2 * a.last().map_or(0, Vec::len);
+            if a.len() != b.len() || a[..flags.min(a.len())] != b[..flags.min(b.len())] {
+                return None;
+            }
+            let chamber = a
+                .iter()
+                .zip(b)
+                .enumerate()
+                .map(|(k, (x, y))| match k < flags {
+                    true => Some(x.clone()),
+                    false => x.iter().zip(y).map(|(p, q)| lcm(*p, *q)).collect(),
+                })
+                .collect::<Option<Vec<Vec<i64>>>>()?;
+            out.push(chamber);
+        }
+        Some(Shape(out))
+    }
+
+    /// How many numbers a fit of this shape is written as.
+    fn leaves(&self, scale: &Scale) -> usize {
+        let per_class = |periods: &[i64]| {
+            scale.exponents(periods.len()).len() * crate::quasi_n::class_count(periods)
+        };
+        self.0
+            .iter()
+            .map(|chamber| {
+                let flags = 2 * chamber.last().map_or(0, Vec::len);
+                chamber[flags.min(chamber.len())..]
+                    .iter()
+                    .map(|p| per_class(p))
+                    .sum::<usize>()
+            })
+            .sum()
+    }
+}
+
+fn lcm(a: i64, b: i64) -> Option<i64> {
+    let (mut x, mut y) = (a.max(1), b.max(1));
+    while y != 0 {
+        (x, y) = (y, x % y);
+    }
+    (a.max(1) / x).checked_mul(b.max(1))
+}
 
 /// The factor that makes every coefficient of the inner formulas an integer: a polynomial of
 /// degree `d` that is an integer on every `n ≡ r (mod p)` has coefficients with denominators
@@ -500,10 +552,10 @@ impl Scale {
         })
     }
 
-    /// Every exponent vector of the dense layout: each exponent up to twice the degree (the
-    /// nested fits' degrees add up; the true total degree is lower).
+    /// Every exponent vector of the dense layout: each exponent up to the degree (each
+    /// parameter's own fit has at most that degree in it).
     fn exponents(&self, parameters: usize) -> Vec<Vec<u32>> {
-        let top = 2 * self.degree;
+        let top = self.degree;
         let mut all = vec![Vec::new()];
         for _ in 0..parameters {
             all = all
@@ -521,22 +573,28 @@ impl Scale {
     }
 }
 
-/// A fit's shape and its numbers as integers, in a fixed order.
-fn encode(fit: &NestedFormulas, scale: &Scale) -> Result<(Shape, Vec<i128>), AnalyticError> {
-    let mut shape = Vec::with_capacity(fit.chambers.len());
-    let mut leaves = Vec::new();
-    for chamber in &fit.chambers {
-        let bounds = chamber.lowest.iter().chain(&chamber.highest);
-        let mut chamber_shape: Vec<Vec<i64>> = bounds
-            .map(|b| if b.is_some() { vec![1] } else { vec![0] })
-            .collect();
-        for qp in chamber.formulas() {
-            chamber_shape.push(qp.periods.clone());
-            encode_one(qp, scale, &mut leaves)?;
-        }
-        shape.push(chamber_shape);
+/// A fit's numbers as integers in a fixed order, written at `shape`'s periods; `None` when the
+/// fit does not match the shape.
+fn encode(
+    fit: &NestedFormulas,
+    shape: &Shape,
+    scale: &Scale,
+) -> Result<Option<Vec<i128>>, AnalyticError> {
+    if shape.widened(&Shape::of(fit)).as_ref() != Some(shape) {
+        return Ok(None);
     }
-    Ok((Shape(shape), leaves))
+    let mut leaves = Vec::new();
+    for (chamber, chamber_shape) in fit.chambers.iter().zip(&shape.0) {
+        let periods = chamber_shape
+            .iter()
+            .rev()
+            .take(chamber.formulas().count())
+            .rev();
+        for (qp, p) in chamber.formulas().zip(periods) {
+            encode_one(&qp.with_periods(p), scale, &mut leaves)?;
+        }
+    }
+    Ok(Some(leaves))
 }
 
 fn encode_one(
@@ -548,7 +606,7 @@ fn encode_one(
     let exponents = scale.exponents(qp.parameters());
     for class in 0..qp.classes.len() {
         let terms = qp.terms(class);
-        if terms.keys().any(|e| !exponents.contains(e)) {
+        if terms.keys().any(|e| e.iter().any(|&k| k > scale.degree)) {
             return Err(AnalyticError::Program(
                 "a formula's degree exceeds the fitting's".into(),
             ));
@@ -610,10 +668,15 @@ fn assemble(
         }
     }
     // Every point of this region was checked: the outer values from the lowest to the top of
-    // the windows, each with the region its own fit checked.
+    // the windows, each with the region its own fit checked; an outer value whose inner counts
+    // fit no formula has no chamber, so the region starts above the highest such value.
     let top = top_checked;
-    let mut checked = vec![(lowest, top)];
-    let inner: Vec<&Vec<(i64, i64)>> = (lowest..=top)
+    let from = (lowest..covered_from)
+        .rev()
+        .find(|&x| fit_at(x).is_none())
+        .map_or(lowest, |gap| gap + 1);
+    let mut checked = vec![(from, top)];
+    let inner: Vec<&Vec<(i64, i64)>> = (from..=top)
         .filter_map(fit_at)
         .map(|fit| &fit[outer.selected].checked)
         .collect();
@@ -779,6 +842,33 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A coefficient that vanishes at some outer values (`X mod 4 = 0`) drops the inner
+    /// formula's period there; the fit writes it at the period of its neighbours.
+    #[test]
+    fn a_coefficient_that_vanishes_at_some_values_still_fits() {
+        let f = |x: i64, z: i64| i128::from(x.rem_euclid(4) * z.div_euclid(4));
+        let mut count = |p: &[i64]| Ok(vec![f(p[0], p[1])]);
+        let fitted = fit_nested(1, &[options(16), options(16)], &mut count).unwrap();
+        let (xs, zs) = (fitted[0].checked[0], fitted[0].checked[1]);
+        for x in xs.0..=xs.1 + 40 {
+            for z in zs.0..=zs.1 + 40 {
+                assert_eq!(fitted[0].at(&[x, z]).unwrap(), f(x, z), "({x}, {z})");
+            }
+        }
+    }
+
+    /// An outer value whose inner counts fit no formula has no chamber, and the checked region
+    /// starts above it.
+    #[test]
+    fn the_checked_region_leaves_out_values_without_a_formula() {
+        let f = |x: i64, z: i64| i128::from(if x == 3 { z * z * z } else { z + x });
+        let mut count = |p: &[i64]| Ok(vec![f(p[0], p[1])]);
+        let fitted = fit_nested(1, &[options(16), options(16)], &mut count).unwrap();
+        assert!(fitted[0].checked[0].0 > 3, "{:?}", fitted[0].checked);
+        assert!(fitted[0].at(&[3, 5]).is_err());
+        assert_eq!(fitted[0].at(&[2, 5]).unwrap(), 7);
     }
 }
 

@@ -110,6 +110,13 @@ impl MultiQuasiPolynomial {
 
     /// The value at `point` (one value per parameter).
     pub fn at(&self, point: &[i64]) -> Result<Fraction, AnalyticError> {
+        if point.len() != self.periods.len() || self.classes.len() != class_count(&self.periods) {
+            return Err(AnalyticError::Program(format!(
+                "a point of {} values for a formula in {} parameters",
+                point.len(),
+                self.periods.len()
+            )));
+        }
         let mut sum = Fraction::int(0);
         for (e, c) in &self.classes[class_of(point, &self.periods)] {
             let mut term = *c;
@@ -172,11 +179,6 @@ impl MultiQuasiPolynomial {
         self
     }
 
-    /// Whether the two are the same function (both canonical, so equal forms).
-    pub fn same_as(&self, other: &MultiQuasiPolynomial) -> bool {
-        self == other
-    }
-
     /// The same function with a parameter added in front, on which it does not depend.
     pub(crate) fn lifted(&self) -> MultiQuasiPolynomial {
         let mut periods = vec![1];
@@ -200,6 +202,11 @@ impl MultiQuasiPolynomial {
 
     /// The same function without its first parameter, on which it must not depend.
     pub(crate) fn dropped(&self) -> MultiQuasiPolynomial {
+        debug_assert!(
+            self.periods.first().is_none_or(|&p| p == 1)
+                && self.classes.iter().flatten().all(|(e, _)| e[0] == 0),
+            "a formula that depends on the parameter it drops"
+        );
         let periods = self.periods[1..].to_vec();
         let classes = (0..class_count(&periods))
             .map(|class| {
@@ -212,19 +219,13 @@ impl MultiQuasiPolynomial {
         MultiQuasiPolynomial::from_terms(periods, classes)
     }
 
-    /// The constant value, when the function is one.
-    pub fn as_constant(&self) -> Option<Fraction> {
-        match self.classes.as_slice() {
-            [] => Some(Fraction::int(0)),
-            [terms] if terms.is_empty() => Some(Fraction::int(0)),
-            [terms] if terms.len() == 1 && terms[0].0.iter().all(|&e| e == 0) => Some(terms[0].1),
-            _ => None,
-        }
-    }
-
-    /// The formula in `names`, with floors where the periodic part allows them (see the
-    /// module docs), else coefficients listed per residue class.
+    /// The formula in `names` (one per parameter; missing ones are written `?`), with floors
+    /// where the periodic part allows them (see the module docs), else coefficients listed per
+    /// residue class.
     pub fn render(&self, names: &[&str]) -> String {
+        let mut names = names.to_vec();
+        names.resize(self.periods.len().max(names.len()), "?");
+        let names = names.as_slice();
         match crate::floors::FloorForm::of(self) {
             Some(form) => form.render(names),
             None => self.render_listed(names),

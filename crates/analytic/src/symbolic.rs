@@ -45,7 +45,7 @@ fn too_big() -> AnalyticError {
 
 impl Fraction {
     pub(crate) fn new(num: i128, den: i128) -> Result<Fraction, AnalyticError> {
-        if den == 0 {
+        if den == 0 || num == i128::MIN || den == i128::MIN {
             return Err(too_big());
         }
         let g = gcd(num, den).max(1);
@@ -60,11 +60,8 @@ impl Fraction {
         Fraction { num: v, den: 1 }
     }
 
-    pub(crate) fn neg(self) -> Fraction {
-        Fraction {
-            num: -self.num,
-            den: self.den,
-        }
+    pub(crate) fn neg(self) -> Result<Fraction, AnalyticError> {
+        Fraction::new(self.num.checked_neg().ok_or_else(too_big)?, self.den)
     }
 
     pub(crate) fn add(self, o: Fraction) -> Result<Fraction, AnalyticError> {
@@ -253,9 +250,14 @@ impl<F: FnMut(i64) -> Result<Vec<i128>, AnalyticError>> Counts for Cached<F> {
         if let Some(v) = self.cache.get(&n) {
             return Ok(v.clone());
         }
-        let v = Some((self.count)(n)?).filter(|v| v.len() == self.series);
-        self.cache.insert(n, v.clone());
-        Ok(v)
+        let v = (self.count)(n)?;
+        if v.len() != self.series {
+            return Err(AnalyticError::Program(
+                "a count with the wrong length".into(),
+            ));
+        }
+        self.cache.insert(n, Some(v.clone()));
+        Ok(Some(v))
     }
 }
 

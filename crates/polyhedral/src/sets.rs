@@ -198,13 +198,21 @@ impl<'c> Set<'c> {
         values: &[(&str, i64)],
         slice_limit: u64,
     ) -> Result<i128, PolyError> {
-        // A set that cannot be prepared (or fails to) is counted through isl at each value.
-        let prepared = self
-            .prepared
-            .get_or_init(|| prepare(&self.raw).ok().flatten());
-        match prepared {
-            Some(p) => p.count(values, slice_limit),
-            None => count_isl_set(&self.raw, values, slice_limit),
+        // A set that cannot be prepared is counted through isl at each value. A failure to
+        // prepare (isl's operation limit, say) is not kept: it belongs to this count.
+        let prepared = match self.prepared.get() {
+            Some(p) => p.as_ref(),
+            None => match prepare(&self.raw) {
+                Ok(p) => self.prepared.get_or_init(|| p).as_ref(),
+                Err(_) => None,
+            },
+        };
+        match prepared.map(|p| p.count(values, slice_limit)) {
+            // isl's simplification at the values may leave a set the counter can take.
+            Some(Err(PolyError::TooComplex { .. } | PolyError::Overflow { .. })) | None => {
+                count_isl_set(&self.raw, values, slice_limit)
+            }
+            Some(counted) => counted,
         }
     }
 

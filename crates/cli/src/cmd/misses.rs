@@ -55,8 +55,9 @@ pub struct MissesArgs {
     /// in how many of its misses (a "conflict sources" table per level; `sources` in JSON).
     #[arg(long)]
     pub sources: bool,
-    /// Bound on isl's elementary operations for each reference of a level; a level that needs
-    /// more is reported as not modelled instead of running for hours.
+    /// Bound on isl's elementary operations for each reference of a level, building its sets
+    /// and again for each count of them (formulas count thousands of times); a level that
+    /// needs more is reported as not modelled instead of running for hours.
     #[arg(long, value_name = "N", default_value_t = 200_000_000)]
     pub max_operations: u64,
     /// Seconds each level's sets may take to build before the level is reported as not

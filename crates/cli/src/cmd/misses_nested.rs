@@ -10,7 +10,7 @@ use loopscope_cache::LevelConfig;
 use serde::Serialize;
 
 use crate::cmd::misses::{MissesArgs, model_request};
-use crate::cmd::misses_symbolic::{at_points, load};
+use crate::cmd::misses_symbolic::{AtCounts, at_points, load};
 use crate::cmd::model_level::{LevelOutcome, ModelRequest, model_levels};
 use crate::cmd::simulate::{RefLabel, kernel_labels};
 use crate::ui::Ui;
@@ -70,9 +70,8 @@ struct Written {
 #[derive(Serialize)]
 struct AtPoint {
     point: Vec<i64>,
-    misses: i128,
-    compulsory: i128,
-    conflict: i128,
+    #[serde(flatten)]
+    counts: AtCounts,
 }
 
 /// Runs `misses --symbolic X,Z,...`.
@@ -160,15 +159,10 @@ fn nested_level(
                 .map(|r| pick(r).at(point))
                 .sum::<Result<i128, _>>()
         };
-        match (sum(|r| &r.compulsory), sum(|r| &r.conflict)) {
-            (Ok(compulsory), Ok(conflict)) => level.at.push(AtPoint {
-                point: point.clone(),
-                misses: compulsory + conflict,
-                compulsory,
-                conflict,
-            }),
-            (Err(e), _) | (_, Err(e)) => level.error = Some(format!("--at {point:?}: {e}")),
-        }
+        level.at.push(AtPoint {
+            point: point.clone(),
+            counts: AtCounts::of(sum(|r| &r.compulsory), sum(|r| &r.conflict)),
+        });
     }
     level.misses = Some(written(total, names));
     level.references = refs
@@ -291,11 +285,9 @@ fn render(r: &NestedReport) -> String {
                 .map(|(n, v)| format!("{n} = {v}"))
                 .collect();
             out.push_str(&format!(
-                "  at {}: {} misses ({} compulsory, {} conflict)\n",
+                "  at {}: {}\n",
                 point.join(", "),
-                at.misses,
-                at.compulsory,
-                at.conflict
+                at.counts.text()
             ));
         }
     }

@@ -56,9 +56,51 @@ struct SymbolicRef {
 #[derive(Serialize)]
 struct AtValue {
     value: i64,
-    misses: i128,
-    compulsory: i128,
-    conflict: i128,
+    #[serde(flatten)]
+    counts: AtCounts,
+}
+
+/// A level's misses at one `--at` point, or why its formulas give none there (a point below
+/// the checked values, say): the point's error, not the level's.
+#[derive(Serialize)]
+pub struct AtCounts {
+    misses: Option<i128>,
+    compulsory: Option<i128>,
+    conflict: Option<i128>,
+    error: Option<String>,
+}
+
+impl AtCounts {
+    /// The sums of the references' compulsory and conflict misses at the point.
+    pub fn of(
+        compulsory: Result<i128, AnalyticError>,
+        conflict: Result<i128, AnalyticError>,
+    ) -> AtCounts {
+        match (compulsory, conflict) {
+            (Ok(compulsory), Ok(conflict)) => AtCounts {
+                misses: Some(compulsory + conflict),
+                compulsory: Some(compulsory),
+                conflict: Some(conflict),
+                error: None,
+            },
+            (Err(e), _) | (_, Err(e)) => AtCounts {
+                misses: None,
+                compulsory: None,
+                conflict: None,
+                error: Some(e.to_string()),
+            },
+        }
+    }
+
+    /// `10 misses (9 compulsory, 1 conflict)`, or the error.
+    pub fn text(&self) -> String {
+        match (self.misses, self.compulsory, self.conflict, &self.error) {
+            (Some(m), Some(c), Some(k), _) => {
+                format!("{m} misses ({c} compulsory, {k} conflict)")
+            }
+            (_, _, _, e) => e.clone().unwrap_or_default(),
+        }
+    }
 }
 
 /// Runs `misses --symbolic`.
@@ -223,15 +265,10 @@ fn symbolic_level(
                 .map(|f| pick(f).at(value))
                 .sum::<Result<i128, _>>()
         };
-        match (sum(|f| &f.compulsory), sum(|f| &f.conflict)) {
-            (Ok(compulsory), Ok(conflict)) => level.at.push(AtValue {
-                value,
-                misses: compulsory + conflict,
-                compulsory,
-                conflict,
-            }),
-            (Err(e), _) | (_, Err(e)) => level.error = Some(format!("--at {value}: {e}")),
-        }
+        level.at.push(AtValue {
+            value,
+            counts: AtCounts::of(sum(|f| &f.compulsory), sum(|f| &f.conflict)),
+        });
     }
     level.references = formulas
         .into_iter()
@@ -327,10 +364,7 @@ fn render(r: &SymbolicReport) -> String {
             ));
         }
         for at in &l.at {
-            out.push_str(&format!(
-                "  at {p} = {}: {} misses ({} compulsory, {} conflict)\n",
-                at.value, at.misses, at.compulsory, at.conflict
-            ));
+            out.push_str(&format!("  at {p} = {}: {}\n", at.value, at.counts.text()));
         }
     }
     out
