@@ -105,12 +105,18 @@ impl NestedFormulas {
 }
 
 /// About how many exact counts [`fit_nested`] takes with these options: each parameter's
-/// values from its lowest to its window's start, the inner ones' windows starting past twice
-/// the outer values (the windows themselves and the far checks add a few periods more).
+/// values from its lowest to its window's start (or to its highest value of interest), the
+/// inner ones' windows starting past twice the outer values (the windows themselves and the far
+/// checks add a few periods more).
 pub fn points_to_check(options: &[FitOptions]) -> u128 {
     let mut outer_sum = 0u128;
     let mut points = 1u128;
     for o in options {
+        if let Some(highest) = o.highest {
+            let span = i128::from(highest) - i128::from(o.lowest) + 1;
+            points = points.saturating_mul(span.max(1) as u128);
+            continue;
+        }
         let start = o.start.max(0) as u128;
         let span = start.max(2 * outer_sum) - o.lowest.clamp(0, o.start.max(0)) as u128;
         points = points.saturating_mul(span.max(1));
@@ -136,7 +142,8 @@ pub fn fit_nested(
     };
     if inner.is_empty() {
         let formulas = fit_formulas(series, *outer, |n| count(&[n]))?;
-        return Ok(formulas.iter().map(one_parameter).collect());
+        let highest = outer.highest;
+        return Ok(formulas.iter().map(|f| one_parameter(f, highest)).collect());
     }
     let mut fits = Outer {
         series,
@@ -147,10 +154,17 @@ pub fn fit_nested(
         fits: HashMap::new(),
         count,
     };
-    if fits.fit(outer.start)?.is_none() {
+    // The outer fit starts at its windows: the top of the range of interest, or the start.
+    let first = outer.highest.unwrap_or(outer.start);
+    let window: Vec<i64> = match outer.highest {
+        Some(h) => (h.saturating_sub(REFERENCE_VALUES - 1).max(outer.lowest)..=h)
+            .rev()
+            .collect(),
+        None => (outer.start..outer.start.saturating_add(REFERENCE_VALUES)).collect(),
+    };
+    if fits.fit(first)?.is_none() {
         return Err(AnalyticError::NoFormula(format!(
-            "no formula in the inner parameters at the outer value {}",
-            outer.start
+            "no formula in the inner parameters at the outer value {first}"
         )));
     }
     // Each series is fitted in the outer parameter on its own (the inner fits are shared):
@@ -158,8 +172,7 @@ pub fn fit_nested(
     let mut out = Vec::with_capacity(series);
     for s in 0..series {
         fits.selected = s;
-        let window = outer.start..outer.start + REFERENCE_VALUES;
-        let Some(shape) = fits.reference_shape(window)? else {
+        let Some(shape) = fits.reference_shape(window.iter().copied())? else {
             return Err(AnalyticError::NoFormula("no inner formula to fit".into()));
         };
         fits.shape = shape;
@@ -194,7 +207,7 @@ fn outer_ranges(
     };
     let mut ranges: Vec<OuterRange> = vec![(
         first.holds_from,
-        None,
+        options.highest,
         leaves(&|f| &f.quasi_polynomial),
         fits.shape.clone(),
     )];
@@ -273,6 +286,10 @@ impl Outer<'_> {
                 .inner
                 .iter()
                 .map(|o| {
+                    if o.highest.is_some() {
+                        // A range of interest is the same whatever the outer values.
+                        return *o;
+                    }
                     let past = x.saturating_abs().saturating_mul(2);
                     let start = o.start.max(past.saturating_add(4 * o.max_period.max(16)));
                     FitOptions { start, ..*o }
@@ -393,7 +410,7 @@ fn decode_at(
 
 /// A count in one parameter as chambers: the top range, each lower range, each value listed
 /// below them; adjacent ranges with the same formula merged.
-fn one_parameter(formula: &Formula) -> NestedFormulas {
+fn one_parameter(formula: &Formula, highest: Option<i64>) -> NestedFormulas {
     let constant = |v: i64| {
         Some(MultiQuasiPolynomial::constant(
             1,
@@ -402,7 +419,7 @@ fn one_parameter(formula: &Formula) -> NestedFormulas {
     };
     let mut chambers = vec![Chamber {
         lowest: vec![constant(formula.holds_from)],
-        highest: vec![None],
+        highest: vec![highest.and_then(constant)],
         value: MultiQuasiPolynomial::from_one(&formula.quasi_polynomial, 1, 0),
     }];
     let pieces = formula
@@ -814,6 +831,7 @@ mod tests {
             start,
             max_degree: 1,
             max_period: 8,
+            highest: None,
         }
     }
 

@@ -201,6 +201,10 @@ pub struct FitOptions {
     pub max_degree: usize,
     /// Largest period tried (a power of two).
     pub max_period: i64,
+    /// The highest value of interest, when the parameter has one (a loop bound that keeps the
+    /// accesses inside their arrays): the windows then end there, every value from `lowest` to
+    /// it is checked, and `start` is not used.
+    pub highest: Option<i64>,
 }
 
 /// Fits one formula per series: `count(n)` gives every series' exact value at `n` (all series
@@ -268,12 +272,20 @@ pub(crate) fn fit_counts(
     counts: &mut impl Counts,
 ) -> Result<Vec<Formula>, AnalyticError> {
     let degree = options.max_degree;
-    let mut period = 1i64;
-    while period <= options.max_period.max(1) {
-        if let Some(qps) = try_fit(series, period, degree, options.start, true, counts)? {
-            return finish(qps, options, counts);
+    if let Some(highest) = options.highest {
+        // The top formula is the one just below the end of the range, like a lower piece's.
+        let upper = highest.checked_add(1).ok_or_else(too_big)?;
+        if let Some((holds_from, qps)) = fit_below(series, upper, options, counts)? {
+            return Ok(pieces(qps, holds_from, highest, options, counts)?);
         }
-        period *= 2;
+    } else {
+        let mut period = 1i64;
+        while period <= options.max_period.max(1) {
+            if let Some(qps) = try_fit(series, period, degree, options.start, true, counts)? {
+                return finish(qps, options, counts);
+            }
+            period *= 2;
+        }
     }
     Err(AnalyticError::NoFormula(format!(
         "no quasi-polynomial of degree ≤ {degree} and period ≤ {} fits the counts",
@@ -348,6 +360,18 @@ fn finish(
         }
     }
     let holds_from = first_agreeing(&qps, options.lowest, options.start, counts)?;
+    pieces(qps, holds_from, verified_to, options, counts)
+}
+
+/// The formulas of the top range `holds_from..` (checked up to `verified_to`), those fitted
+/// to the ranges below it in turn, and the values left below them.
+fn pieces(
+    qps: Vec<QuasiPolynomial>,
+    holds_from: i64,
+    verified_to: i64,
+    options: FitOptions,
+    counts: &mut impl Counts,
+) -> Result<Vec<Formula>, AnalyticError> {
     let mut lower: Vec<(i64, i64, Vec<QuasiPolynomial>)> = Vec::new();
     let mut upper = holds_from;
     while upper > options.lowest && lower.len() < MAX_LOWER_PIECES {
@@ -601,6 +625,7 @@ mod tests {
             start,
             max_degree: 2,
             max_period: 16,
+            highest: None,
         }
     }
 
@@ -649,6 +674,26 @@ mod tests {
         assert_eq!(formulas[0].quasi_polynomial.render("N"), "1/2·N^2 + 1/2·N");
         assert_eq!(formulas[1].quasi_polynomial.render("N"), "N^2 + N");
         assert_eq!(formulas[0].holds_from, 0);
+    }
+
+    #[test]
+    fn a_range_of_interest_is_fitted_from_its_top_and_checked_throughout() {
+        // ⌈n/4⌉ up to 40, then flat: within 0..=30 one formula, found at the range's end.
+        let f = |n: i64| i128::from((n.min(40) + 3).div_euclid(4));
+        let mut seen = Vec::new();
+        let options = FitOptions {
+            highest: Some(30),
+            ..options(1000)
+        };
+        let formulas = fit_formulas(1, options, |n| {
+            seen.push(n);
+            Ok(vec![f(n)])
+        })
+        .unwrap();
+        assert!(seen.iter().all(|n| (0..=30).contains(n)), "{seen:?}");
+        assert_eq!(formulas[0].verified_to, 30);
+        assert_eq!(formulas[0].holds_from, 0);
+        assert_eq!(formulas[0].quasi_polynomial.render("n"), "⌈n/4⌉");
     }
 
     #[test]

@@ -216,6 +216,7 @@ fn check_formulas(case: Case) -> Result<bool, TestCaseError> {
         start: (4 * period).max(24),
         max_degree: depth,
         max_period: period,
+        highest: None,
     };
     // What must hold is that every formula given is exact; a count that no formula of these
     // degrees and periods fits (a set mapping of a longer period than the fitting tries) is

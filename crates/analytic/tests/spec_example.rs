@@ -258,6 +258,7 @@ fn closed_form_in_z_at_x_y_10() {
         start: 64,
         max_degree: 1,
         max_period: 16,
+        highest: None,
     };
     let formulas = model
         .formulas("Z", &[("X", 10), ("Y", 10)], options)
@@ -295,6 +296,7 @@ fn closed_form_in_x_and_z() {
         start: 64,
         max_degree: 1,
         max_period: 16,
+        highest: None,
     };
     let (refs, _) = model
         .nested_formulas(&["X", "Z"], &[("Y", 10)], &[options, options])

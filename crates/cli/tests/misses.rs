@@ -421,6 +421,73 @@ fn symbolic_in_two_parameters_says_when_it_is_out_of_reach() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// With ranges of interest (the arrays' extents), a 32 KiB L1 whose set period is 512 doubles
+/// is within reach: every point of 0..100 × 0..100 is checked, and A[k]'s compulsory misses are
+/// spec §4.3's form with 8 doubles per line, ⌈Z/8⌉ − ⌈X/8⌉, where B's first line (which the
+/// last of A's shares) is not involved.
+#[test]
+fn symbolic_ranges_bound_the_fit() {
+    let k = example("spec000.c");
+    let args = [
+        "misses",
+        k.as_str(),
+        "-D",
+        "Y=10",
+        "--symbolic",
+        "X=0..100,Z=0..100",
+        "--cache",
+        "L1=32K:8:64",
+        "--base",
+        "A=0,B=800,C=1600",
+        "--at",
+        "X=10,Z=10",
+        "--json",
+    ];
+    let v = json(&loopscope(args));
+    let level = &v["levels"][0];
+    let a_k = &level["references"][2];
+    let chambers = a_k["compulsory"]["chambers"].as_array().unwrap();
+    assert!(
+        chambers
+            .iter()
+            .any(|c| c[1] == "⌈Z/8⌉ - ⌈X/8⌉" && c[0] == "0 ≤ X ≤ 80, 8·⌈X/8⌉ - 7 ≤ Z ≤ 96"),
+        "{chambers:?}"
+    );
+    assert_eq!(
+        a_k["compulsory"]["formulas"]["checked"],
+        serde_json::json!([[0, 100], [0, 100]])
+    );
+    assert_eq!(level["at"][0]["compulsory"], 6);
+    for (range, at, expected) in [
+        (
+            "Z=5..3",
+            "Z=4",
+            "--symbolic Z=5..3: a range is NAME=LO..HI with 0 ≤ LO ≤ HI",
+        ),
+        (
+            "Z=0..100",
+            "Z=500",
+            "--at Z=500: Z = 500 is outside the range 0..100",
+        ),
+    ] {
+        let out = loopscope([
+            "misses",
+            k.as_str(),
+            "-D",
+            "X=10",
+            "-D",
+            "Y=10",
+            "--symbolic",
+            range,
+            "--at",
+            at,
+            "--cache",
+            "L1=256:2:32",
+        ]);
+        assert_bad_input(&out, expected);
+    }
+}
+
 #[test]
 fn symbolic_refuses_what_it_cannot_do() {
     let (triad, spec) = (example("triad.c"), example("spec000.c"));

@@ -64,9 +64,10 @@ pub struct MissesArgs {
     /// modelled.
     #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
     pub time_limit: f64,
-    /// Give every count as a formula in these parameters, NAME[,NAME...] (a quasi-polynomial
-    /// fitted from exact counts, with the range where it was verified; in several parameters,
-    /// one per chamber of the parameter space); the other parameters need -D values.
+    /// Give every count as a formula in these parameters, NAME[=LO..HI][,NAME...] (a
+    /// quasi-polynomial fitted from exact counts, with the range where it was verified; in
+    /// several parameters, one per chamber of the parameter space). A range LO..HI fits the
+    /// formulas to those values and checks every one. The other parameters need -D values.
     #[arg(long, value_name = "NAME", conflicts_with_all = ["check", "sources", "explain"])]
     pub symbolic: Option<String>,
     /// With --symbolic: evaluate the formulas at a point, NAME=VALUE[,NAME=VALUE...] giving
@@ -227,11 +228,14 @@ pub fn run(args: &MissesArgs, ui: &Ui) -> anyhow::Result<()> {
         return crate::cmd::misses_scan::run(args, &range, &levels, ui);
     }
     if let Some(list) = &args.symbolic {
+        crate::cmd::model_level::symbolic_parameters(list)
+            .map_err(|e| bad_input(format!("--symbolic {e}")))?;
         let names = crate::cmd::model_level::symbolic_names(Some(list));
         if names.len() > 1 {
             return crate::cmd::misses_nested::run(args, &names, &levels, ui);
         }
-        return crate::cmd::misses_symbolic::run(args, list.trim(), &levels, ui);
+        let name = names.first().copied().unwrap_or("");
+        return crate::cmd::misses_symbolic::run(args, name, &levels, ui);
     }
     let loaded = LoadedKernel::load(&args.kernel, &args.define, args.base.as_deref(), ui)?;
     // Checked here so a kernel the model cannot take is bad input (exit 2), not a level error.

@@ -26,6 +26,9 @@ struct NestedReport {
     params: serde_json::Map<String, serde_json::Value>,
     /// The parameters the formulas are in, outermost first.
     parameters: Vec<String>,
+    /// Whether every parameter was given a range of interest (`X=0..100`): then the checked
+    /// region is all there is to say.
+    bounded: bool,
     model: &'static str,
     levels: Vec<NestedLevel>,
     duration_s: f64,
@@ -84,7 +87,7 @@ pub fn run(
     let start = Instant::now();
     let (loaded, define) = load(args, names, ui)?;
     let at = at_points(args, names)?;
-    let list = names.join(",");
+    let list = args.symbolic.clone().unwrap_or_else(|| names.join(","));
     let request = ModelRequest {
         symbolic: Some(&list),
         ..model_request(args, &define)
@@ -112,6 +115,10 @@ pub fn run(
         kernel: loaded.origin.clone(),
         params,
         parameters: names.iter().map(|n| (*n).to_owned()).collect(),
+        bounded: crate::cmd::model_level::symbolic_parameters(
+            args.symbolic.as_deref().unwrap_or(""),
+        )
+        .is_ok_and(|p| p.iter().all(|(_, range)| range.is_some())),
         model: "spec 000 (LRU, write-allocate), counts fitted to piecewise quasi-polynomials",
         levels: report_levels,
         duration_s: start.elapsed().as_secs_f64(),
@@ -251,10 +258,15 @@ fn render(r: &NestedReport) -> String {
             .zip(&total.formulas.checked)
             .map(|(n, (low, high))| format!("{low} ≤ {n} ≤ {high}"))
             .collect();
+        let beyond = match r.bounded {
+            true => "",
+            false => {
+                "; beyond, they are the counts' quasi-polynomials if no breakpoint lies further out"
+            }
+        };
         out.push_str(&format!(
             "{} ({} ways, {} B lines, {} sets): each formula equals the exact count at every point \
-             with {}; beyond, they are the counts' quasi-polynomials if no breakpoint lies further \
-             out\n",
+             with {}{beyond}\n",
             l.name,
             l.ways,
             l.line_bytes,

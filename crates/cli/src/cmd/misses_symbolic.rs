@@ -24,6 +24,8 @@ struct SymbolicReport {
     params: serde_json::Map<String, serde_json::Value>,
     /// The parameter the formulas are in.
     parameter: String,
+    /// With `--symbolic NAME=LO..HI`: the range the formulas were fitted to.
+    range: Option<(i64, i64)>,
     model: &'static str,
     levels: Vec<SymbolicLevel>,
     duration_s: f64,
@@ -109,7 +111,8 @@ pub fn run(args: &MissesArgs, name: &str, levels: &[LevelConfig], ui: &Ui) -> an
     let (loaded, define) = load(args, &[name], ui)?;
     let at = at_points(args, &[name])?;
     let request = ModelRequest {
-        symbolic: Some(name),
+        // The whole list, ranges included: the level process fits within them.
+        symbolic: args.symbolic.as_deref().or(Some(name)),
         ..model_request(args, &define)
     };
     let outcomes = model_levels(&request, levels);
@@ -133,6 +136,9 @@ pub fn run(args: &MissesArgs, name: &str, levels: &[LevelConfig], ui: &Ui) -> an
         kernel: loaded.origin.clone(),
         params,
         parameter: name.to_owned(),
+        range: crate::cmd::model_level::symbolic_parameters(args.symbolic.as_deref().unwrap_or(""))
+            .ok()
+            .and_then(|p| p.first().and_then(|(_, range)| *range)),
         model: "spec 000 (LRU, write-allocate), counts fitted to quasi-polynomials",
         levels: report_levels,
         duration_s: start.elapsed().as_secs_f64(),
@@ -209,12 +215,26 @@ pub fn at_points(args: &MissesArgs, names: &[&str]) -> anyhow::Result<Vec<Vec<i6
                     return Err(bad_input(format!("--at {text}: {name} given twice")));
                 }
             }
-            values
+            let point = values
                 .into_iter()
                 .collect::<Option<Vec<i64>>>()
                 .ok_or_else(|| {
                     bad_input(format!("--at {text}: give every parameter, --at {wanted}"))
-                })
+                })?;
+            // A range of interest is all the formulas were fitted to.
+            let ranges = crate::cmd::model_level::symbolic_parameters(
+                args.symbolic.as_deref().unwrap_or(""),
+            )
+            .unwrap_or_default();
+            for ((name, range), v) in ranges.iter().zip(&point) {
+                if let Some((lo, hi)) = range.filter(|(lo, hi)| !(lo..=hi).contains(&v)) {
+                    return Err(bad_input(format!(
+                        "--at {text}: {name} = {v} is outside the range {lo}..{hi} the formulas \
+                         are fitted to"
+                    )));
+                }
+            }
+            Ok(point)
         })
         .collect()
 }
@@ -316,13 +336,23 @@ fn render(r: &SymbolicReport) -> String {
         } else {
             String::new()
         };
-        out.push_str(&format!(
-            "{} ({} ways, {} B lines, {} sets): the formulas hold for {p} ≥ {}{unchecked}, every \
-             value checked up to {p} = {}; above, they are the counts' quasi-polynomials if no \
-             breakpoint lies higher\n",
-            l.name, l.ways, l.line_bytes, l.sets, total.holds_from, total.verified_to
-        ));
-        out.push_str(&formula_lines("  ", "misses", total, p));
+        let level = format!(
+            "{} ({} ways, {} B lines, {} sets)",
+            l.name, l.ways, l.line_bytes, l.sets
+        );
+        match r.range {
+            Some((lo, hi)) => out.push_str(&format!(
+                "{level}: the formulas fitted to {lo} ≤ {p} ≤ {hi}, every value checked\n"
+            )),
+            None => out.push_str(&format!(
+                "{level}: the formulas hold for {p} ≥ {}{unchecked}, every value checked up to \
+                 {p} = {}; above, they are the counts' quasi-polynomials if no breakpoint lies \
+                 higher\n",
+                total.holds_from, total.verified_to
+            )),
+        }
+        let highest = r.range.map(|(_, hi)| hi);
+        out.push_str(&formula_lines("  ", "misses", total, p, highest));
         for reference in &l.references {
             let f = &reference.formulas;
             let label = &reference.label;
@@ -336,7 +366,7 @@ fn render(r: &SymbolicReport) -> String {
                 ("compulsory", &f.compulsory),
                 ("conflict", &f.conflict),
             ] {
-                out.push_str(&formula_lines("    ", what, formula, p));
+                out.push_str(&formula_lines("    ", what, formula, p, highest));
             }
         }
         if !total.lower.is_empty() {
@@ -372,10 +402,16 @@ fn render(r: &SymbolicReport) -> String {
 
 /// `what` and its formula; when lower ranges have other formulas, each range on its own line
 /// (a range merged into the one above when that range's formula gives its values too).
-fn formula_lines(indent: &str, what: &str, formula: &Formula, p: &str) -> String {
-    // (formula, from, to): the top range is open above.
+fn formula_lines(
+    indent: &str,
+    what: &str,
+    formula: &Formula,
+    p: &str,
+    highest: Option<i64>,
+) -> String {
+    // (formula, from, to): the top range is open above, unless the range of interest ends.
     let mut groups: Vec<(&QuasiPolynomial, i64, Option<i64>)> =
-        vec![(&formula.quasi_polynomial, formula.holds_from, None)];
+        vec![(&formula.quasi_polynomial, formula.holds_from, highest)];
     for piece in &formula.lower {
         let last = groups.len() - 1;
         // A formula that also gives the range's values covers it (the fit is shared by every

@@ -105,8 +105,10 @@ pub fn run(args: &ModelLevelArgs, ui: &Ui) -> anyhow::Result<()> {
         time_limit: Duration::from_secs_f64(args.time_limit.clamp(0.0, 1e9)),
         threads: args.threads.max(1),
     };
+    let ranges = symbolic_parameters(args.symbolic.as_deref().unwrap_or(""))
+        .map_err(|e| bad_input(format!("--symbolic {e}")))?;
     if names.len() > 1 {
-        let (refs, chambers) = with_chambers(&program, cache, budget, &names, &loaded, args);
+        let (refs, chambers) = with_chambers(&program, cache, budget, &ranges, &loaded, args);
         return crate::cmd::print_json(&LevelOutcome {
             refs: refs.map_err(|e| e.to_string()),
             explain: None,
@@ -115,13 +117,13 @@ pub fn run(args: &ModelLevelArgs, ui: &Ui) -> anyhow::Result<()> {
             chambers,
         });
     }
-    let (refs, explain, formulas) = match names.first() {
-        Some(name) => with_formulas(
+    let (refs, explain, formulas) = match ranges.first() {
+        Some((name, range)) => with_formulas(
             &program,
             cache,
             budget,
             name,
-            fit_options(&loaded, args),
+            within(fit_options(&loaded, args), *range),
             args.explain,
         ),
         None => counts(&program, cache, budget, args),
@@ -135,10 +137,52 @@ pub fn run(args: &ModelLevelArgs, ui: &Ui) -> anyhow::Result<()> {
     })
 }
 
-/// The names of `--symbolic NAME[,NAME...]`.
+/// The parameters of `--symbolic NAME[=LO..HI][,...]`: each name and, when given, the range
+/// of interest (its values are the ones checked). The parent checks the text
+/// ([`symbolic_parameters`]); the level processes read what it passed on.
 pub fn symbolic_names(list: Option<&str>) -> Vec<&str> {
-    list.map(|l| l.split(',').map(str::trim).collect())
+    symbolic_parameters(list.unwrap_or(""))
+        .map(|p| p.into_iter().map(|(name, _)| name).collect())
         .unwrap_or_default()
+}
+
+/// A parameter of `--symbolic` and its range of interest, if given.
+pub type SymbolicParameter<'a> = (&'a str, Option<(i64, i64)>);
+
+/// `--symbolic X=0..100,Z` as `[("X", Some((0, 100))), ("Z", None)]`, or the reason it cannot
+/// be read.
+pub fn symbolic_parameters(list: &str) -> Result<Vec<SymbolicParameter<'_>>, String> {
+    if list.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    list.split(',')
+        .map(|part| {
+            let Some((name, range)) = part.split_once('=') else {
+                return Ok((part.trim(), None));
+            };
+            let bad = || format!("{part}: a range is NAME=LO..HI with LO ≤ HI");
+            let (lo, hi) = range.split_once("..").ok_or_else(bad)?;
+            let lo: i64 = lo.trim().parse().map_err(|_| bad())?;
+            let hi: i64 = hi.trim().parse().map_err(|_| bad())?;
+            if lo > hi || lo < 0 {
+                return Err(format!("{part}: a range is NAME=LO..HI with 0 ≤ LO ≤ HI"));
+            }
+            Ok((name.trim(), Some((lo, hi))))
+        })
+        .collect()
+}
+
+/// `options` limited to the range of interest `range`, when there is one.
+fn within(options: FitOptions, range: Option<(i64, i64)>) -> FitOptions {
+    match range {
+        Some((lowest, highest)) => FitOptions {
+            lowest,
+            start: lowest,
+            highest: Some(highest),
+            ..options
+        },
+        None => options,
+    }
 }
 
 /// The counts as chambers in several parameters, and the counts at the fitting windows'
@@ -149,7 +193,7 @@ fn with_chambers(
     program: &Program,
     cache: Cache,
     budget: Budget,
-    names: &[&str],
+    parameters: &[SymbolicParameter<'_>],
     loaded: &LoadedKernel,
     args: &ModelLevelArgs,
 ) -> (
@@ -158,36 +202,55 @@ fn with_chambers(
 ) {
     let ctx = Ctx::with_max_operations(budget.max_operations);
     let mut chambers = None;
-    let far = fit_options(loaded, args);
-    let near = FitOptions {
+    let names: Vec<&str> = parameters.iter().map(|(name, _)| *name).collect();
+    let far = FitOptions {
         lowest: 0,
-        start: (4 * far.max_period).max(64).min(far.start),
+        ..fit_options(loaded, args)
+    };
+    let near = FitOptions {
+        start: (4 * far.max_period).max(64),
         ..far
     };
-    let far = FitOptions { lowest: 0, ..far };
+    let options_from = |o: FitOptions| -> Vec<FitOptions> {
+        parameters
+            .iter()
+            .map(|(_, range)| within(o, *range))
+            .collect()
+    };
     let refs = Model::new_within(&ctx, program, cache, budget.time_limit).and_then(|model| {
         let fit = |o: FitOptions| {
-            let options = vec![o; names.len()];
+            let options = options_from(o);
             // Every point of the region is counted: say so at once when that is out of reach.
             let points = points_to_check(&options);
             if points > MOST_POINTS {
                 return Err(AnalyticError::NoFormula(format!(
                     "formulas in {} would count about {points} points exactly (fitting windows \
                      from {}: past the kernel's constants and four set periods of {} elements), \
-                     more than {MOST_POINTS}: give all but one of them a value (-D), or use --scan",
+                     more than {MOST_POINTS}: give all but one of them a value (-D), give them \
+                     ranges (--symbolic {}), or use --scan",
                     names.join(", "),
                     o.start,
-                    o.max_period
+                    o.max_period,
+                    names
+                        .iter()
+                        .map(|n| format!("{n}=0..100"))
+                        .collect::<Vec<_>>()
+                        .join(",")
                 )));
             }
-            model.nested_formulas(names, &[], &options)
+            model.nested_formulas(&names, &[], &options)
         };
+        let retry = parameters.iter().any(|(_, range)| range.is_none()) && far.start > near.start;
         let fitted = match fit(near) {
-            Err(AnalyticError::NoFormula(_)) if far.start > near.start => fit(far)?,
+            Err(AnalyticError::NoFormula(_)) if retry => fit(far)?,
             other => other?,
         };
         chambers = Some(fitted);
-        let at: Vec<(&str, i64)> = names.iter().map(|n| (*n, near.start)).collect();
+        let at: Vec<(&str, i64)> = options_from(near)
+            .iter()
+            .zip(&names)
+            .map(|(o, n)| (*n, o.highest.unwrap_or(o.start)))
+            .collect();
         model.evaluate(&at)
     });
     (refs, chambers)
@@ -316,6 +379,7 @@ fn fit_options(loaded: &LoadedKernel, args: &ModelLevelArgs) -> FitOptions {
         start,
         max_degree,
         max_period,
+        highest: None,
     }
 }
 
