@@ -276,7 +276,7 @@ pub(crate) fn fit_counts(
         // The top formula is the one just below the end of the range, like a lower piece's.
         let upper = highest.checked_add(1).ok_or_else(too_big)?;
         if let Some((holds_from, qps)) = fit_below(series, upper, options, counts)? {
-            return Ok(pieces(qps, holds_from, highest, options, counts)?);
+            return pieces(qps, holds_from, highest, options, counts);
         }
     } else {
         let mut period = 1i64;
