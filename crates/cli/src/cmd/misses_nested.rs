@@ -10,7 +10,7 @@ use loopscope_cache::LevelConfig;
 use serde::Serialize;
 
 use crate::cmd::misses::{MissesArgs, model_request};
-use crate::cmd::misses_symbolic::{AtCounts, at_points, load};
+use crate::cmd::misses_symbolic::{AtCounts, Geometry, at_points, header, load};
 use crate::cmd::model_level::{LevelOutcome, ModelRequest, model_levels};
 use crate::cmd::simulate::{RefLabel, kernel_labels};
 use crate::ui::Ui;
@@ -36,11 +36,8 @@ struct NestedReport {
 
 #[derive(Serialize)]
 struct NestedLevel {
-    name: String,
-    size_bytes: u64,
-    line_bytes: u64,
-    ways: u64,
-    sets: u64,
+    #[serde(flatten)]
+    geometry: Geometry,
     /// `null` when the level could not be modelled (see `error`).
     misses: Option<Written>,
     references: Vec<NestedRef>,
@@ -101,7 +98,10 @@ pub fn run(
         .collect();
     for l in &report_levels {
         if let Some(e) = &l.error {
-            ui.warn(format!("{}: {} not modelled: {e}", loaded.origin, l.name));
+            ui.warn(format!(
+                "{}: {} not modelled: {e}",
+                loaded.origin, l.geometry.name
+            ));
         }
     }
     if report_levels.iter().all(|l| l.error.is_some()) {
@@ -138,11 +138,7 @@ fn nested_level(
     at: &[Vec<i64>],
 ) -> NestedLevel {
     let mut level = NestedLevel {
-        name: l.name.clone(),
-        size_bytes: l.size_bytes,
-        line_bytes: l.line_bytes,
-        ways: l.ways,
-        sets: l.sets(),
+        geometry: Geometry::of(l),
         misses: None,
         references: Vec::new(),
         at: Vec::new(),
@@ -229,27 +225,13 @@ fn condition(
 }
 
 fn render(r: &NestedReport) -> String {
-    let fixed: Vec<String> = r.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let names = r.parameters.join(", ");
-    let mut out = format!(
-        "kernel    {}  ({}{names} symbolic)\nmodel     spec 000 (LRU, write-allocate), each level \
-         alone; exact counts fitted to piecewise quasi-polynomials in {names}\ntime      {:.3} s\n",
-        r.kernel,
-        if fixed.is_empty() {
-            String::new()
-        } else {
-            format!("{}; ", fixed.join(", "))
-        },
-        r.duration_s
-    );
+    let fitted_to = "piecewise quasi-polynomials";
+    let mut out = header(&r.kernel, &r.params, &names, fitted_to, r.duration_s);
     for l in &r.levels {
         out.push('\n');
         let Some(total) = &l.misses else {
-            out.push_str(&format!(
-                "{}: not modelled: {}\n",
-                l.name,
-                l.error.as_deref().unwrap_or("?")
-            ));
+            out.push_str(&l.geometry.not_modelled(l.error.as_deref()));
             continue;
         };
         let region: Vec<String> = r
@@ -265,12 +247,8 @@ fn render(r: &NestedReport) -> String {
             }
         };
         out.push_str(&format!(
-            "{} ({} ways, {} B lines, {} sets): each formula equals the exact count at every point \
-             with {}{beyond}\n",
-            l.name,
-            l.ways,
-            l.line_bytes,
-            l.sets,
+            "{}: each formula equals the exact count at every point with {}{beyond}\n",
+            l.geometry.label(),
             region.join(", ")
         ));
         out.push_str(&written_lines("  ", "misses", total));

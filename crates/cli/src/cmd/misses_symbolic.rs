@@ -33,11 +33,8 @@ struct SymbolicReport {
 
 #[derive(Serialize)]
 struct SymbolicLevel {
-    name: String,
-    size_bytes: u64,
-    line_bytes: u64,
-    ways: u64,
-    sets: u64,
+    #[serde(flatten)]
+    geometry: Geometry,
     /// `null` when the level could not be modelled (see `error`).
     misses: Option<Formula>,
     references: Vec<SymbolicRef>,
@@ -53,6 +50,63 @@ struct SymbolicRef {
     label: RefLabel,
     #[serde(flatten)]
     formulas: ReferenceFormulas,
+}
+
+/// A cache level as the formulas' reports name it.
+#[derive(Serialize)]
+pub struct Geometry {
+    /// `L1`, `L2`, …
+    pub name: String,
+    size_bytes: u64,
+    line_bytes: u64,
+    ways: u64,
+    sets: u64,
+}
+
+impl Geometry {
+    /// The level's geometry.
+    pub fn of(l: &LevelConfig) -> Geometry {
+        Geometry {
+            name: l.name.clone(),
+            size_bytes: l.size_bytes,
+            line_bytes: l.line_bytes,
+            ways: l.ways,
+            sets: l.sets(),
+        }
+    }
+
+    /// `L1 (2 ways, 32 B lines, 4 sets)`.
+    pub fn label(&self) -> String {
+        format!(
+            "{} ({} ways, {} B lines, {} sets)",
+            self.name, self.ways, self.line_bytes, self.sets
+        )
+    }
+
+    /// The line for a level that could not be modelled.
+    pub fn not_modelled(&self, error: Option<&str>) -> String {
+        format!("{}: not modelled: {}\n", self.name, error.unwrap_or("?"))
+    }
+}
+
+/// The report's first lines: the kernel and its fixed parameters, the model, the time.
+pub fn header(
+    kernel: &str,
+    params: &serde_json::Map<String, serde_json::Value>,
+    names: &str,
+    fitted_to: &str,
+    duration_s: f64,
+) -> String {
+    let fixed: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let fixed = match fixed.is_empty() {
+        true => String::new(),
+        false => format!("{}; ", fixed.join(", ")),
+    };
+    format!(
+        "kernel    {kernel}  ({fixed}{names} symbolic)\nmodel     spec 000 (LRU, write-allocate), \
+         each level alone; exact counts fitted to {fitted_to} in {names}\ntime      \
+         {duration_s:.3} s\n"
+    )
 }
 
 #[derive(Serialize)]
@@ -124,7 +178,10 @@ pub fn run(args: &MissesArgs, name: &str, levels: &[LevelConfig], ui: &Ui) -> an
         .collect::<Vec<_>>();
     for l in &report_levels {
         if let Some(e) = &l.error {
-            ui.warn(format!("{}: {} not modelled: {e}", loaded.origin, l.name));
+            ui.warn(format!(
+                "{}: {} not modelled: {e}",
+                loaded.origin, l.geometry.name
+            ));
         }
     }
     if report_levels.iter().all(|l| l.error.is_some()) {
@@ -246,11 +303,7 @@ fn symbolic_level(
     at: &[Vec<i64>],
 ) -> SymbolicLevel {
     let mut level = SymbolicLevel {
-        name: l.name.clone(),
-        size_bytes: l.size_bytes,
-        line_bytes: l.line_bytes,
-        ways: l.ways,
-        sets: l.sets(),
+        geometry: Geometry::of(l),
         misses: None,
         references: Vec::new(),
         at: Vec::new(),
@@ -302,27 +355,12 @@ fn symbolic_level(
 }
 
 fn render(r: &SymbolicReport) -> String {
-    let fixed: Vec<String> = r.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let p = &r.parameter;
-    let mut out = format!(
-        "kernel    {}  ({}{p} symbolic)\nmodel     spec 000 (LRU, write-allocate), each level alone; \
-         exact counts fitted to quasi-polynomials in {p}\ntime      {:.3} s\n",
-        r.kernel,
-        if fixed.is_empty() {
-            String::new()
-        } else {
-            format!("{}; ", fixed.join(", "))
-        },
-        r.duration_s
-    );
+    let mut out = header(&r.kernel, &r.params, p, "quasi-polynomials", r.duration_s);
     for l in &r.levels {
         out.push('\n');
         let Some(total) = &l.misses else {
-            out.push_str(&format!(
-                "{}: not modelled: {}\n",
-                l.name,
-                l.error.as_deref().unwrap_or("?")
-            ));
+            out.push_str(&l.geometry.not_modelled(l.error.as_deref()));
             continue;
         };
         let lowest = total
@@ -336,10 +374,7 @@ fn render(r: &SymbolicReport) -> String {
         } else {
             String::new()
         };
-        let level = format!(
-            "{} ({} ways, {} B lines, {} sets)",
-            l.name, l.ways, l.line_bytes, l.sets
-        );
+        let level = l.geometry.label();
         match r.range {
             Some((lo, hi)) => out.push_str(&format!(
                 "{level}: the formulas fitted to {lo} ≤ {p} ≤ {hi}, every value checked\n"
