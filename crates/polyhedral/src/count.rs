@@ -66,21 +66,26 @@ pub(crate) fn count_isl_set(
             set: fixed.to_str().unwrap_or("?").to_string(),
         });
     }
-    let disjoint = fixed
-        .compute_divs()
-        .map_err(isl_err("compute_divs"))?
-        .make_disjoint()
-        .map_err(isl_err("make_disjoint"))?;
-    let list = disjoint
-        .get_basic_set_list()
-        .map_err(isl_err("basic sets"))?;
     let mut total = 0i128;
-    for i in 0..list.size().map_err(isl_err("basic sets"))? {
-        let bset = list.get_at(i).map_err(isl_err("basic sets"))?;
+    for bset in disjoint_basic_sets(fixed)? {
         let q = extract(&bset, &params)?;
         total = add(total, q.count(SPLITS, slice_limit)?, "count")?;
     }
     Ok(total)
+}
+
+/// The set as disjoint basic sets whose existential variables are explicit divisions.
+fn disjoint_basic_sets(set: isl::Set) -> Res<Vec<isl::BasicSet>> {
+    let list = set
+        .compute_divs()
+        .map_err(isl_err("compute_divs"))?
+        .make_disjoint()
+        .map_err(isl_err("make_disjoint"))?
+        .get_basic_set_list()
+        .map_err(isl_err("basic sets"))?;
+    (0..list.size().map_err(isl_err("basic sets"))?)
+        .map(|i| list.get_at(i).map_err(isl_err("basic sets")))
+        .collect()
 }
 
 fn param_values(set: &isl::Set, values: &[(&str, i64)]) -> Res<Vec<i128>> {
@@ -327,19 +332,8 @@ pub(crate) fn prepare(set: &isl::Set) -> Res<Option<Prepared>> {
                 .map_err(isl_err("dim name"))
         })
         .collect::<Res<Vec<_>>>()?;
-    let disjoint = set
-        .copy()
-        .map_err(isl_err("copy"))?
-        .compute_divs()
-        .map_err(isl_err("compute_divs"))?
-        .make_disjoint()
-        .map_err(isl_err("make_disjoint"))?;
-    let list = disjoint
-        .get_basic_set_list()
-        .map_err(isl_err("basic sets"))?;
     let mut basics = Vec::new();
-    for i in 0..list.size().map_err(isl_err("basic sets"))? {
-        let bset = list.get_at(i).map_err(isl_err("basic sets"))?;
+    for bset in disjoint_basic_sets(set.copy().map_err(isl_err("copy"))?)? {
         match read_basic(&bset)? {
             Some(b) => basics.push(b),
             None => return Ok(None),

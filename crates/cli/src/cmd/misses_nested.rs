@@ -10,7 +10,7 @@ use loopscope_cache::LevelConfig;
 use serde::Serialize;
 
 use crate::cmd::misses::{MissesArgs, model_request};
-use crate::cmd::misses_symbolic::{AtCounts, Geometry, at_points, header, load};
+use crate::cmd::misses_symbolic::{AtCounts, Geometry, at_points, header, load, warn_unmodelled};
 use crate::cmd::model_level::{LevelOutcome, ModelRequest, model_levels};
 use crate::cmd::simulate::{RefLabel, kernel_labels};
 use crate::ui::Ui;
@@ -96,17 +96,10 @@ pub fn run(
         .zip(outcomes)
         .map(|(l, o)| nested_level(l, o, &labels, names, &at))
         .collect();
-    for l in &report_levels {
-        if let Some(e) = &l.error {
-            ui.warn(format!(
-                "{}: {} not modelled: {e}",
-                loaded.origin, l.geometry.name
-            ));
-        }
-    }
-    if report_levels.iter().all(|l| l.error.is_some()) {
-        anyhow::bail!("{}: no cache level could be modelled", loaded.origin);
-    }
+    let errors = report_levels
+        .iter()
+        .map(|l| (&l.geometry, l.error.as_deref()));
+    warn_unmodelled(ui, &loaded.origin, errors)?;
     let mut params = loaded.param_map();
     for name in names {
         params.remove(*name);

@@ -89,6 +89,25 @@ impl Geometry {
     }
 }
 
+/// Warns of each level not modelled; an error when none was.
+pub fn warn_unmodelled<'a>(
+    ui: &Ui,
+    origin: &str,
+    levels: impl Iterator<Item = (&'a Geometry, Option<&'a str>)>,
+) -> anyhow::Result<()> {
+    let mut modelled = false;
+    for (geometry, error) in levels {
+        match error {
+            Some(e) => ui.warn(format!("{origin}: {} not modelled: {e}", geometry.name)),
+            None => modelled = true,
+        }
+    }
+    if !modelled {
+        anyhow::bail!("{origin}: no cache level could be modelled");
+    }
+    Ok(())
+}
+
 /// The report's first lines: the kernel and its fixed parameters, the model, the time.
 pub fn header(
     kernel: &str,
@@ -176,17 +195,10 @@ pub fn run(args: &MissesArgs, name: &str, levels: &[LevelConfig], ui: &Ui) -> an
         .zip(outcomes)
         .map(|(l, o)| symbolic_level(l, o, &labels, &at))
         .collect::<Vec<_>>();
-    for l in &report_levels {
-        if let Some(e) = &l.error {
-            ui.warn(format!(
-                "{}: {} not modelled: {e}",
-                loaded.origin, l.geometry.name
-            ));
-        }
-    }
-    if report_levels.iter().all(|l| l.error.is_some()) {
-        anyhow::bail!("{}: no cache level could be modelled", loaded.origin);
-    }
+    let errors = report_levels
+        .iter()
+        .map(|l| (&l.geometry, l.error.as_deref()));
+    warn_unmodelled(ui, &loaded.origin, errors)?;
     let mut params = loaded.param_map();
     params.remove(name);
     let report = SymbolicReport {
