@@ -68,7 +68,7 @@ pub use error::AnalyticError;
 pub use evaluate::{ConflictSource, Detail, Model, PieceCounts, ReferenceMisses};
 pub use from_kernel::{program_from_kernel, program_with_symbols};
 pub use nested::{
-    Chamber, NestedFormulas, PointCounts, ReferenceChambers, fit_nested, points_to_check,
+    Chamber, Helper, NestedFormulas, PointCounts, ReferenceChambers, fit_nested, points_to_check,
 };
 pub use parallel::{Budget, each_reference};
 pub use program::{Affine, Array, Cache, Loop, Node, Program, Reference, Statement};

@@ -890,6 +890,99 @@ mod tests {
     }
 }
 
+/// What a second model needs to be built on a thread of its own: the program and the level.
+#[derive(Clone, Copy)]
+pub struct Helper<'a> {
+    /// The program the first model was built from.
+    pub program: &'a crate::Program,
+    /// The level.
+    pub cache: crate::Cache,
+    /// isl's operation bound per count ([`loopscope_polyhedral::Ctx::with_max_operations`]).
+    pub max_operations: u64,
+}
+
+/// Every reference's accesses, compulsory, conflict misses and misses, then the total misses.
+fn point_counts(
+    model: &crate::Model<'_>,
+    values: &[(&str, i64)],
+) -> Result<Vec<i128>, AnalyticError> {
+    let refs = model.evaluate_with(values, crate::Detail::default())?;
+    let total: i128 = refs.iter().map(|r| r.compulsory + r.conflict).sum();
+    let mut out: Vec<i128> = refs
+        .iter()
+        .flat_map(|r| {
+            let misses = r.compulsory + r.conflict;
+            [r.accesses, r.compulsory, r.conflict, misses]
+        })
+        .collect();
+    out.push(total);
+    Ok(out)
+}
+
+/// Every series' count at a point.
+type Counted = Result<Vec<i128>, AnalyticError>;
+
+/// How far below the point asked the helper looks for one not yet counted.
+const HELPER_LOOKS_BELOW: i64 = 64;
+
+/// Runs `fit` with a count that, for each point it computes, has the helper's model compute the
+/// point below it in the innermost parameter meanwhile, and keeps that answer for when it is
+/// asked. The models count the same sets, so the answers are the same whichever counts.
+fn with_helper<T>(
+    helper: Helper<'_>,
+    counts: &(dyn Fn(&crate::Model<'_>, &[i64]) -> Counted + Sync),
+    fit: impl FnOnce(&mut dyn FnMut(&crate::Model<'_>, &[i64]) -> Counted) -> Result<T, AnalyticError>,
+) -> Result<T, AnalyticError> {
+    use std::sync::mpsc;
+    std::thread::scope(|scope| {
+        let (ask, asked) = mpsc::channel::<Vec<i64>>();
+        let (answer, answered) = mpsc::channel::<(Vec<i64>, Option<Vec<i128>>)>();
+        scope.spawn(move || {
+            let ctx = loopscope_polyhedral::Ctx::with_max_operations(helper.max_operations);
+            let model = crate::Model::new(&ctx, helper.program, helper.cache).ok();
+            for point in asked {
+                let counted = model.as_ref().and_then(|m| counts(m, &point).ok());
+                if answer.send((point, counted)).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut ahead: HashMap<Vec<i64>, Vec<i128>> = HashMap::new();
+        // Every point either model has counted: the helper takes the first point below the
+        // one asked that neither has (the fits end up counting every value from their windows
+        // down, asked in the windows' order, then downwards).
+        let mut done: std::collections::HashSet<Vec<i64>> = std::collections::HashSet::new();
+        let result = fit(&mut |model, point| {
+            if let Some(v) = ahead.remove(point) {
+                return Ok(v);
+            }
+            done.insert(point.to_vec());
+            let mut next = point.to_vec();
+            let below = (1..=HELPER_LOOKS_BELOW).find_map(|k| {
+                let last = next.last_mut()?;
+                *last = point.last()?.checked_sub(k)?;
+                (!done.contains(&next)).then(|| next.clone())
+            });
+            let sent = match below {
+                Some(next) => {
+                    done.insert(next.clone());
+                    ask.send(next).is_ok()
+                }
+                None => false,
+            };
+            let here = counts(model, point);
+            if sent {
+                if let Ok((p, Some(v))) = answered.recv() {
+                    ahead.insert(p, v);
+                }
+            }
+            here
+        });
+        drop(ask);
+        result
+    })
+}
+
 /// One reference's counts as formulas in several parameters.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReferenceChambers {
@@ -917,37 +1010,44 @@ impl crate::Model<'_> {
         fixed: &[(&str, i64)],
         options: &[FitOptions],
     ) -> Result<(Vec<ReferenceChambers>, NestedFormulas), AnalyticError> {
+        self.nested_formulas_with(names, fixed, options, None)
+    }
+
+    /// [`Model::nested_formulas`], with a `helper` model on a thread of its own counting the
+    /// point the fit is likely to ask for next (the fits walk the innermost parameter one
+    /// value at a time, downwards): both cores count.
+    pub fn nested_formulas_with(
+        &self,
+        names: &[&str],
+        fixed: &[(&str, i64)],
+        options: &[FitOptions],
+        helper: Option<Helper<'_>>,
+    ) -> Result<(Vec<ReferenceChambers>, NestedFormulas), AnalyticError> {
         if names.len() != options.len() {
             return Err(AnalyticError::Program(
                 "one set of fitting options per parameter".into(),
             ));
         }
-        let lean = crate::Detail::default();
-        let values = |point: &[i64]| {
-            let mut v = fixed.to_vec();
-            v.extend(names.iter().copied().zip(point.iter().copied()));
-            v
+        let counts = |model: &crate::Model<'_>, point: &[i64]| {
+            let mut values = fixed.to_vec();
+            values.extend(names.iter().copied().zip(point.iter().copied()));
+            point_counts(model, &values)
         };
         let starts: Vec<i64> = options.iter().map(|o| o.start).collect();
+        let mut values = fixed.to_vec();
+        values.extend(names.iter().copied().zip(starts.iter().copied()));
         let positions: Vec<String> = self
-            .evaluate_with(&values(&starts), lean)?
+            .evaluate_with(&values, crate::Detail::default())?
             .into_iter()
             .map(|r| r.position)
             .collect();
-        let mut count = |point: &[i64]| -> Result<Vec<i128>, AnalyticError> {
-            let refs = self.evaluate_with(&values(point), lean)?;
-            let total: i128 = refs.iter().map(|r| r.compulsory + r.conflict).sum();
-            let mut out: Vec<i128> = refs
-                .iter()
-                .flat_map(|r| {
-                    let misses = r.compulsory + r.conflict;
-                    [r.accesses, r.compulsory, r.conflict, misses]
-                })
-                .collect();
-            out.push(total);
-            Ok(out)
+        let series = 4 * positions.len() + 1;
+        let mut fitted = match helper {
+            None => fit_nested(series, options, &mut |point| counts(self, point))?,
+            Some(helper) => with_helper(helper, &counts, |count| {
+                fit_nested(series, options, &mut |point| count(self, point))
+            })?,
         };
-        let mut fitted = fit_nested(4 * positions.len() + 1, options, &mut count)?;
         let total = fitted
             .pop()
             .ok_or_else(|| AnalyticError::Program("no total".into()))?;

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use loopscope_analytic::{
-    AnalyticError, Budget, Cache, Detail, FitOptions, Model, NestedFormulas, Program,
+    AnalyticError, Budget, Cache, Detail, FitOptions, Helper, Model, NestedFormulas, Program,
     ReferenceChambers, ReferenceFormulas, ReferenceMisses, each_reference, points_to_check,
     program_with_symbols,
 };
@@ -238,7 +238,13 @@ fn with_chambers(
                         .join(",")
                 )));
             }
-            model.nested_formulas(&names, &[], &options)
+            // A second model on the other core counts the next point meanwhile.
+            let helper = (budget.threads > 1).then_some(Helper {
+                program,
+                cache,
+                max_operations: budget.max_operations,
+            });
+            model.nested_formulas_with(&names, &[], &options, helper)
         };
         let retry = parameters.iter().any(|(_, range)| range.is_none()) && far.start > near.start;
         let fitted = match fit(near) {
