@@ -5,19 +5,23 @@
 //! a polynomial). On a chamber of the parameter space the count is one quasi-polynomial in both,
 //! so as `X` moves inside a range, every number of that fit (each bound, each coefficient) is a
 //! quasi-polynomial in `X`. The method: fit in `Z` at each `X` the fitting asks for, write the
-//! fit as a vector of integers (coefficients times a scale that clears their denominators) with
-//! its shape (pieces, periods), and fit those vectors in `X` as series of their own. An `X`
-//! whose fit in `Z` has another shape has no formula in `X` there: the search treats it as a
-//! value that disagrees, and it gets its own chambers (`X` fixed at it). Three parameters nest
-//! the same way, but rarely fit: near the lowest values the middle parameter's fits are cut into
-//! a number of pieces that changes with the outer value. The result is a list of [`Chamber`]s: per parameter, a lowest and a highest
-//! value that are formulas in the parameters before it (`Z ≥ 4⌈X/4⌉ − 3`), and the count on it.
+//! fit as a vector of integers (coefficients times a scale that clears their denominators) at
+//! the periods of a few neighbouring values' fits (its shape), and fit those vectors in `X` as
+//! series of their own. A formula in `X` holds at a value when the fit in `Z` it gives there
+//! equals that value's own fit at every point that fit checked, so values whose pieces in `Z`
+//! were cut differently (too short, near the lowest values, to fit a period) agree when their
+//! counts do. Below the ranges where formulas in `X` hold, each `X` keeps its own chambers.
+//! Three parameters nest the same way, but rarely fit: near the lowest values the middle
+//! parameter's pieces change in number with the outer value. The result is a list of
+//! [`Chamber`]s: per parameter, a lowest and a highest value that are formulas in the
+//! parameters before it (`Z ≥ 4⌈X/4⌉ − 3`), and the count on it.
 //!
 //! What is checked: every fit in `Z` checks every `Z` from the lowest value to the top of its
-//! windows, which start past `2·|X|` and a few periods (breakpoints such as `Z = X` lie below); the fit in
-//! `X` checks every `X` the same way, each with its whole fit in `Z`. So the formulas equal the
-//! exact counts at every point of a region that [`NestedFormulas::checked`] bounds from inside;
-//! beyond it they are the counts' quasi-polynomials if no breakpoint lies further out.
+//! windows, which start past `2·|X|` and a few periods (breakpoints such as `Z = X` lie
+//! below), or to the top of a range of interest; the fit in `X` checks every `X` the same way,
+//! each with its whole fit in `Z`. So the formulas equal the exact counts at every point of a
+//! region that [`NestedFormulas::checked`] bounds from inside; beyond it (without a range of
+//! interest) they are the counts' quasi-polynomials if no breakpoint lies further out.
 //!
 //! Why not symbolic counting: see [`crate::symbolic`]; the counts are exact at any point in time
 //! independent of the values, which is what interpolation needs.
