@@ -1017,7 +1017,7 @@ impl crate::Model<'_> {
         self.nested_formulas_with(names, fixed, options, None)
     }
 
-    /// [`Model::nested_formulas`], with a `helper` model on a thread of its own counting the
+    /// [`crate::Model::nested_formulas`], with a `helper` model on a thread of its own counting the
     /// point the fit is likely to ask for next (the fits walk the innermost parameter one
     /// value at a time, downwards): both cores count.
     pub fn nested_formulas_with(
