@@ -181,7 +181,21 @@ pub fn fit_nested(
         };
         fits.shape = shape;
         let leaves = fits.shape.leaves(&fits.scale);
-        let formulas = fit_counts(leaves, *outer, &mut fits)?;
+        let formulas = match fit_counts(leaves, *outer, &mut fits) {
+            Ok(formulas) => formulas,
+            // A series with no formula in the outer parameter (a period longer than those
+            // tried) keeps its fits in the inner ones, one per outer value, so that the other
+            // series' formulas are not lost with it.
+            Err(AnalyticError::NoFormula(_)) => {
+                let top = outer.highest.unwrap_or(outer.start);
+                for x in outer.lowest..=top {
+                    fits.fit(x)?;
+                }
+                out.push(assemble(&fits, &[], outer.lowest, top)?);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         let ranges = outer_ranges(&formulas, &mut fits, *outer)?;
         out.push(assemble(
             &fits,
@@ -670,7 +684,7 @@ fn assemble(
             )?);
         }
     }
-    let covered_from = ranges.last().map_or(lowest, |r| r.0);
+    let covered_from = ranges.last().map_or(top_checked.saturating_add(1), |r| r.0);
     let fit_at = |x: i64| outer.fits.get(&x).and_then(Option::as_ref);
     for x in (lowest..covered_from).rev() {
         let Some(fit) = fit_at(x) else {
@@ -877,6 +891,26 @@ mod tests {
         for x in xs.0..=xs.1 + 40 {
             for z in zs.0..=zs.1 + 40 {
                 assert_eq!(fitted[0].at(&[x, z]).unwrap(), f(x, z), "({x}, {z})");
+            }
+        }
+    }
+
+    /// A series with no formula in the outer parameter (period 32, more than the 8 tried)
+    /// keeps one fit per outer value, and the other series still get their formulas.
+    #[test]
+    fn a_series_without_an_outer_formula_keeps_its_values() {
+        let f = |x: i64, z: i64| {
+            let flag = i128::from(x.rem_euclid(32) == 5);
+            vec![i128::from(z + x), flag * i128::from(z)]
+        };
+        let mut count = |p: &[i64]| Ok(f(p[0], p[1]));
+        let fitted = fit_nested(2, &[options(16), options(16)], &mut count).unwrap();
+        assert_eq!(fitted[0].chambers.len(), 1, "{:?}", fitted[0].chambers);
+        let (xs, zs) = (fitted[1].checked[0], fitted[1].checked[1]);
+        assert!(xs.1 >= 16 && zs.1 >= 16, "{:?}", fitted[1].checked);
+        for x in xs.0..=xs.1 {
+            for z in zs.0..=zs.1 {
+                assert_eq!(fitted[1].at(&[x, z]).unwrap(), f(x, z)[1], "({x}, {z})");
             }
         }
     }
