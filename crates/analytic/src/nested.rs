@@ -690,11 +690,13 @@ fn assemble(
         let Some(fit) = fit_at(x) else {
             continue;
         };
-        let at_x = Some(MultiQuasiPolynomial::constant(
-            1,
-            Fraction::int(i128::from(x)),
-        ));
         for chamber in &fit[outer.selected].chambers {
+            // The outer parameter's bound, `x` itself, in all the parameters.
+            let parameters = chamber.lowest.len() + 1;
+            let at_x = Some(MultiQuasiPolynomial::constant(
+                parameters,
+                Fraction::int(i128::from(x)),
+            ));
             chambers.push(Chamber {
                 lowest: prepend(at_x.clone(), &chamber.lowest),
                 highest: prepend(at_x.clone(), &chamber.highest),
@@ -730,34 +732,13 @@ fn prepend(
     first: Option<MultiQuasiPolynomial>,
     bounds: &[Option<MultiQuasiPolynomial>],
 ) -> Vec<Option<MultiQuasiPolynomial>> {
-    std::iter::once(first.map(|f| widen(&f, bounds.len() + 1)))
+    std::iter::once(first)
         .chain(
             bounds
                 .iter()
                 .map(|b| b.as_ref().map(MultiQuasiPolynomial::lifted)),
         )
         .collect()
-}
-
-/// A formula in the first parameter as one in `parameters` parameters.
-fn widen(qp: &MultiQuasiPolynomial, parameters: usize) -> MultiQuasiPolynomial {
-    let mut periods = qp.periods.clone();
-    periods.resize(parameters, 1);
-    let classes = qp
-        .classes
-        .iter()
-        .map(|terms| {
-            terms
-                .iter()
-                .map(|(e, c)| {
-                    let mut e = e.clone();
-                    e.resize(parameters, 0);
-                    (e, *c)
-                })
-                .collect()
-        })
-        .collect();
-    MultiQuasiPolynomial { periods, classes }
 }
 
 /// One inner chamber over the outer range `from..=to`, its numbers read from `leaves` (one

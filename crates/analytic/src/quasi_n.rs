@@ -179,25 +179,21 @@ impl MultiQuasiPolynomial {
         self
     }
 
-    /// The same function with a parameter added in front, on which it does not depend.
+    /// The same function with a parameter added in front, on which it does not depend
+    /// (period 1: the classes keep their order).
     pub(crate) fn lifted(&self) -> MultiQuasiPolynomial {
-        let mut periods = vec![1];
-        periods.extend(&self.periods);
+        let front = |values: &[u32]| std::iter::once(0).chain(values.iter().copied()).collect();
         let classes = self
             .classes
             .iter()
-            .map(|terms| {
-                terms
-                    .iter()
-                    .map(|(e, c)| {
-                        let mut lifted = vec![0];
-                        lifted.extend(e);
-                        (lifted, *c)
-                    })
-                    .collect()
-            })
+            .map(|terms| terms.iter().map(|(e, c)| (front(e), *c)).collect())
             .collect();
-        MultiQuasiPolynomial { periods, classes }
+        MultiQuasiPolynomial {
+            periods: std::iter::once(1)
+                .chain(self.periods.iter().copied())
+                .collect(),
+            classes,
+        }
     }
 
     /// The same function without its first parameter, on which it must not depend.

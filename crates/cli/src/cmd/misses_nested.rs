@@ -10,7 +10,9 @@ use loopscope_cache::LevelConfig;
 use serde::Serialize;
 
 use crate::cmd::misses::{MissesArgs, model_request};
-use crate::cmd::misses_symbolic::{AtCounts, Geometry, at_points, header, load, warn_unmodelled};
+use crate::cmd::misses_symbolic::{
+    AtCounts, Geometry, at_points, header, load, reference_heading, warn_unmodelled,
+};
 use crate::cmd::model_level::{LevelOutcome, ModelRequest, model_levels};
 use crate::cmd::simulate::{RefLabel, kernel_labels};
 use crate::ui::Ui;
@@ -246,12 +248,7 @@ fn render(r: &NestedReport) -> String {
         ));
         out.push_str(&written_lines("  ", "misses", total));
         for reference in &l.references {
-            let label = &reference.label;
-            let place = match (label.line, label.column) {
-                (Some(line), Some(column)) => format!(" {line}:{column}"),
-                _ => String::new(),
-            };
-            out.push_str(&format!("  {} ({}{place})\n", label.text, label.kind));
+            out.push_str(&reference_heading(&reference.label));
             for (what, w) in [
                 ("accesses", &reference.accesses),
                 ("compulsory", &reference.compulsory),

@@ -108,6 +108,15 @@ pub fn warn_unmodelled<'a>(
     Ok(())
 }
 
+/// `  A[k] (read 8:40)`: a reference's line above its formulas.
+pub fn reference_heading(label: &RefLabel) -> String {
+    let place = match (label.line, label.column) {
+        (Some(line), Some(column)) => format!(" {line}:{column}"),
+        _ => String::new(),
+    };
+    format!("  {} ({}{place})\n", label.text, label.kind)
+}
+
 /// The report's first lines: the kernel and its fixed parameters, the model, the time.
 pub fn header(
     kernel: &str,
@@ -402,12 +411,7 @@ fn render(r: &SymbolicReport) -> String {
         out.push_str(&formula_lines("  ", "misses", total, p, highest));
         for reference in &l.references {
             let f = &reference.formulas;
-            let label = &reference.label;
-            let place = match (label.line, label.column) {
-                (Some(line), Some(column)) => format!(" {line}:{column}"),
-                _ => String::new(),
-            };
-            out.push_str(&format!("  {} ({}{place})\n", label.text, label.kind));
+            out.push_str(&reference_heading(&reference.label));
             for (what, formula) in [
                 ("accesses", &f.accesses),
                 ("compulsory", &f.compulsory),
