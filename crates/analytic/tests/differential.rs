@@ -362,17 +362,11 @@ fn one_random_program_formulas() {
 
 #[test]
 fn formulas_equal_lru_simulation() {
-    let cases = std::env::var("DIFFERENTIAL_FORMULA_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(FORMULA_CASES);
-    let (mut modelled, mut skipped) = (0, 0);
-    for index in 0..cases {
-        match run_child(index, "one_random_program_formulas") {
-            Some(true) => modelled += 1,
-            _ => skipped += 1,
-        }
-    }
+    let (cases, modelled, skipped) = run_cases(
+        "DIFFERENTIAL_FORMULA_CASES",
+        FORMULA_CASES,
+        "one_random_program_formulas",
+    );
     eprintln!(
         "differential: {modelled} random programs' formulas equal to the LRU simulation, \
          {skipped} skipped (over {MAX_OPERATIONS} isl operations, {SECONDS_PER_PROGRAM} s, or no \
@@ -390,18 +384,7 @@ fn formulas_equal_lru_simulation() {
 fn model_equals_lru_simulation() {
     // Programs over the work bounds are counted as skipped, said so, and may not be the
     // majority. Widen the case count locally when changing the pipeline.
-    let cases = std::env::var("DIFFERENTIAL_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(CASES);
-    let (mut modelled, mut skipped) = (0, 0);
-    for index in 0..cases {
-        match run_child(index, "one_random_program") {
-            Some(true) => modelled += 1,
-            Some(false) => skipped += 1,
-            None => skipped += 1,
-        }
-    }
+    let (cases, modelled, skipped) = run_cases("DIFFERENTIAL_CASES", CASES, "one_random_program");
     eprintln!(
         "differential: {modelled} random programs equal to the LRU simulation, {skipped} \
          skipped (over {MAX_OPERATIONS} isl operations, the counter's bound or \
@@ -411,6 +394,19 @@ fn model_equals_lru_simulation() {
         modelled >= 2 * skipped && modelled > 0,
         "too many programs skipped: {skipped} of {cases}"
     );
+}
+
+/// Runs the child test `name` on as many programs as the environment variable `env` says
+/// (`default` without it): how many, how many were modelled, how many skipped.
+fn run_cases(env: &str, default: usize, name: &str) -> (usize, usize, usize) {
+    let cases = std::env::var(env)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default);
+    let modelled = (0..cases)
+        .filter(|&index| run_child(index, name) == Some(true))
+        .count();
+    (cases, modelled, cases - modelled)
 }
 
 /// Runs the test `name` on program `index` in a child process: whether it was modelled (and
