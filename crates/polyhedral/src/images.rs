@@ -17,7 +17,7 @@ use isl_rs as isl;
 
 use crate::PolyError;
 use crate::sets::{Map, Set, isl_err};
-use crate::window::window_size;
+use crate::window::{WindowPart, window_part};
 
 /// Past this many disjoint basic maps the split is not tried (the caller's own method is then
 /// cheaper than the sum's pieces: at 32, the 3D stencil 20 × 40 at L1, whose three largest tag
@@ -49,13 +49,26 @@ impl<'c> Map<'c> {
                 .collect::<Result<Vec<_>, _>>()
                 .map(Some);
         }
-        let mut sizes = Vec::with_capacity(parts as usize);
-        let mut windowed = false;
+        let mut shapes = Vec::with_capacity(parts as usize);
         for i in 0..parts {
             let part = list.get_at(i).map_err(isl_err("get_at"))?;
-            let Some(size) = part_size(part, HOLE_DEPTH)? else {
+            let Some(shape) = part_shape(part, HOLE_DEPTH)? else {
                 return Ok(None);
             };
+            shapes.push(shape);
+        }
+        if below_every_count(&shapes, counts)? {
+            let empty = self.domain()?.subtract(&self.domain()?)?;
+            return counts
+                .iter()
+                .map(|_| empty.copy())
+                .collect::<Result<Vec<_>, _>>()
+                .map(Some);
+        }
+        let mut sizes = Vec::with_capacity(shapes.len());
+        let mut windowed = false;
+        for shape in shapes {
+            let size = shape.size()?;
             windowed |= size.windowed;
             sizes.push(size.count);
         }
@@ -323,13 +336,25 @@ fn int_or_max(most: isl::Val) -> Result<i64, PolyError> {
 
 /// The function whose graph on `inputs` is `part`, as one integer quasi-affine expression;
 /// `None` where isl finds none.
-fn function_of(part: isl::BasicMap, inputs: &isl::Set) -> Result<Option<isl::Aff>, PolyError> {
+pub(crate) fn function_of(
+    part: isl::BasicMap,
+    inputs: &isl::Set,
+) -> Result<Option<isl::Aff>, PolyError> {
     // Without the constraints on the inputs alone the graph is a total function, which isl
-    // turns into one quasi-affine expression (it equals the piece's on `inputs`).
-    let function = part
+    // turns into one quasi-affine expression (it equals the piece's on `inputs`), unless a
+    // division of the output was defined by the constraints dropped.
+    let graph = part
         .drop_constraints_not_involving_dims(isl::DimType::Out, 0, 1)
         .and_then(isl::Map::from_basic_map)
-        .and_then(|m| m.as_pw_multi_aff())
+        .map_err(isl_err("drop_constraints"))?;
+    if !graph
+        .is_single_valued()
+        .map_err(isl_err("is_single_valued"))?
+    {
+        return Ok(None);
+    }
+    let function = graph
+        .as_pw_multi_aff()
         .map_err(isl_err("as_pw_multi_aff"))?;
     // A stride's count keeps the condition that a multiple lies in the window; it holds on
     // `inputs`, where the function is used.
@@ -363,11 +388,13 @@ const HOLE_DEPTH: u32 = 1;
 /// `m`-th point of one (`(max − min) / m + 1`, `m` isl's stride of the output), or an interval
 /// less holes of those shapes. `None` otherwise.
 fn part_size(part: isl::BasicMap, depth: u32) -> Result<Option<Size>, PolyError> {
-    if let Some(count) = window_size(&part)? {
-        return Ok(Some(Size {
-            count,
-            windowed: true,
-        }));
+    part_shape(part, depth)?.map(Shape::size).transpose()
+}
+
+/// [`part_size`], with a window's size left unwritten until asked for.
+fn part_shape(part: isl::BasicMap, depth: u32) -> Result<Option<Shape>, PolyError> {
+    if let Some(window) = window_part(&part)? {
+        return Ok(Some(Shape::Window(Box::new(window))));
     }
     let part = isl::Map::from_basic_map(part).map_err(isl_err("from_basic_map"))?;
     let Some((lo, hi)) = output_bounds(&part)? else {
@@ -380,7 +407,7 @@ fn part_size(part: isl::BasicMap, depth: u32) -> Result<Option<Size>, PolyError>
     if interval.is_subset(&part).map_err(isl_err("is_subset"))? {
         return span
             .add_constant_val(int(1)?)
-            .map(Size::plain)
+            .map(Shape::plain)
             .map_err(isl_err("add_constant_val"));
     }
     let stride_info = part
@@ -411,7 +438,7 @@ fn part_size(part: isl::BasicMap, depth: u32) -> Result<Option<Size>, PolyError>
                 .scale_down_val(stride)
                 .and_then(|a| a.floor())
                 .and_then(|a| a.add_constant_val(one))
-                .map(Size::plain)
+                .map(Shape::plain)
                 .map_err(isl_err("scale_down_val"));
         }
     }
@@ -444,7 +471,7 @@ fn part_size(part: isl::BasicMap, depth: u32) -> Result<Option<Size>, PolyError>
             .map_err(isl_err("union_add"))?;
         size.windowed |= hole_size.windowed;
     }
-    Ok(Some(size))
+    Ok(Some(Shape::Sized(size)))
 }
 
 /// A part's number of outputs per input.
@@ -455,13 +482,62 @@ struct Size {
     windowed: bool,
 }
 
-impl Size {
-    fn plain(count: isl::PwAff) -> Option<Size> {
-        Some(Size {
+/// A part's number of outputs per input, or the window it is read from.
+enum Shape {
+    Window(Box<WindowPart>),
+    Sized(Size),
+}
+
+impl Shape {
+    fn plain(count: isl::PwAff) -> Option<Shape> {
+        Some(Shape::Sized(Size {
             count,
             windowed: false,
-        })
+        }))
     }
+
+    fn size(self) -> Result<Size, PolyError> {
+        match self {
+            Shape::Window(window) => Ok(Size {
+                count: window.size()?,
+                windowed: true,
+            }),
+            Shape::Sized(size) => Ok(size),
+        }
+    }
+
+    /// The largest number of outputs of one input (`i64::MAX`: unbounded), bounded from above
+    /// for a window.
+    fn most(&self) -> Result<i64, PolyError> {
+        match self {
+            Shape::Window(window) => window.most(),
+            Shape::Sized(size) => int_or_max(
+                size.count
+                    .copy()
+                    .and_then(|count| count.floor())
+                    .and_then(|count| count.max_val())
+                    .map_err(isl_err("max_val"))?,
+            ),
+        }
+    }
+}
+
+/// Whether the parts' largest sizes add up to less than every count, so that no input has as
+/// many outputs: the test of a level whose sets each receive fewer lines than it has ways
+/// (matrix multiply at N = 150 in L1, where `a`'s misses have the column walk of `b` between
+/// hit source and target, four lines of it per set), decided without writing any window's size.
+fn below_every_count(shapes: &[Shape], counts: &[u32]) -> Result<bool, PolyError> {
+    let Some(&smallest) = counts.iter().min() else {
+        return Ok(false);
+    };
+    let mut most = 0i128;
+    for shape in shapes {
+        most += i128::from(shape.most()?.max(0));
+        if most >= i128::from(smallest) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// The smallest and largest output of each input of a one-output map, as quasi-affine

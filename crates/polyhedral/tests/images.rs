@@ -19,6 +19,11 @@ fn outputs_by_walking(ctx: &Ctx, map: &str) -> Vec<usize> {
 }
 
 fn check(constraints: &str) {
+    check_counts(constraints, &[1, 2, 3, 4, 5, 6]);
+}
+
+/// Like [`check`], for the given numbers of outputs.
+fn check_counts(constraints: &str, counts: &[u32]) {
     let ctx = Ctx::new();
     let map = ctx
         .map(&format!(
@@ -26,15 +31,17 @@ fn check(constraints: &str) {
         ))
         .unwrap();
     let sets = map
-        .inputs_with_at_least(&[1, 2, 3, 4, 5, 6])
+        .inputs_with_at_least(counts)
         .unwrap()
         .expect("every part has a known size");
-    assert_at_least(
-        &sets,
-        &[],
-        &outputs_by_walking(&ctx, constraints),
-        constraints,
-    );
+    let walked = outputs_by_walking(&ctx, constraints);
+    for (set, &d) in sets.iter().zip(counts) {
+        assert_eq!(
+            set.count(&[]).unwrap(),
+            walked.iter().filter(|&&n| n >= d as usize).count() as i128,
+            "at least {d} outputs of {constraints}"
+        );
+    }
 }
 
 /// `sets[i]`, counted at `values`, has the inputs with more than `i` outputs in `walked`.
@@ -96,6 +103,20 @@ fn a_residue_window_is_counted_per_class() {
     check("(75q + 3t) mod 256 <= 3 and 0 <= q <= 5t");
     check("(3q + floor(t/2)) mod 11 <= 4 and t - 20 <= q <= 2t");
     check("(4q + t) mod 12 >= 4 and 0 <= q <= t + 7");
+}
+
+#[test]
+fn counts_beyond_every_parts_bound_have_no_input() {
+    // Each window has at most four classes in a span shorter than its period: at most four
+    // outputs per part, so no input reaches ten, decided from the bounds alone.
+    check_counts(
+        "(62q + t) mod 150 >= 142 and t <= q <= t + 40",
+        &[3, 10, 20],
+    );
+    check_counts(
+        "((62q + t) mod 150 >= 142 and t <= q <= t + 40) or (q = t + 100)",
+        &[2, 5, 9],
+    );
 }
 
 #[test]
@@ -161,6 +182,7 @@ proptest::proptest! {
             .unwrap();
         if map.inputs_with_at_least(&[1]).unwrap().is_some() {
             check(&constraints);
+            check_counts(&constraints, &[4, 8, 16]);
         }
     }
 }
