@@ -300,12 +300,27 @@ fn at_least_in_regions<'c>(
 /// The pieces of a quasi-affine function, with their largest values; `None` where a piece has
 /// no single quasi-affine form.
 fn pieces_of(size: isl::PwAff) -> Result<Option<Vec<SizePiece>>, PolyError> {
-    let graph = size
-        .as_map()
+    let parts = graph_parts(&size)?;
+    let mut pieces = Vec::with_capacity(parts.len());
+    for (part, inputs) in parts {
+        let Some(size) = function_of(part, &inputs)? else {
+            return Ok(None);
+        };
+        let most = int_or_max(inputs.max_val(&size).map_err(isl_err("max_val"))?)?;
+        pieces.push(SizePiece { inputs, size, most });
+    }
+    Ok(Some(pieces))
+}
+
+/// The basic maps of a quasi-affine function's graph, each with its domain.
+pub(crate) fn graph_parts(f: &isl::PwAff) -> Result<Vec<(isl::BasicMap, isl::Set)>, PolyError> {
+    let graph = f
+        .copy()
+        .and_then(|f| f.as_map())
         .and_then(|g| g.get_basic_map_list())
         .map_err(isl_err("as_map"))?;
     let n = graph.size().map_err(isl_err("basic_map_list"))?;
-    let mut pieces = Vec::with_capacity(n as usize);
+    let mut parts = Vec::with_capacity(n as usize);
     for i in 0..n {
         let part = graph.get_at(i).map_err(isl_err("get_at"))?;
         // Explicit divisions: the regions intersect the same domains many times, and isl
@@ -317,13 +332,9 @@ fn pieces_of(size: isl::PwAff) -> Result<Option<Vec<SizePiece>>, PolyError> {
             .and_then(isl::Set::from_basic_set)
             .and_then(|s| s.compute_divs())
             .map_err(isl_err("domain"))?;
-        let Some(size) = function_of(part, &inputs)? else {
-            return Ok(None);
-        };
-        let most = int_or_max(inputs.max_val(&size).map_err(isl_err("max_val"))?)?;
-        pieces.push(SizePiece { inputs, size, most });
+        parts.push((part, inputs));
     }
-    Ok(Some(pieces))
+    Ok(parts)
 }
 
 /// A largest value as an integer, `i64::MAX` where it is unbounded.

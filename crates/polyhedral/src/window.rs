@@ -20,7 +20,7 @@ use isl_rs as isl;
 
 use crate::PolyError;
 use crate::count::{DivForm, read_constraints, read_divs};
-use crate::images::{function_of, output_bounds};
+use crate::images::{function_of, graph_parts, output_bounds};
 use crate::rational::{Res, ceil_div, floor_div, gcd};
 use crate::sets::isl_err;
 
@@ -161,21 +161,9 @@ impl WindowPart {
 /// The pieces of a quasi-affine function as (domain, function) pairs; `None` where a piece has
 /// no single quasi-affine form.
 fn pieces(f: &isl::PwAff) -> Result<Option<Vec<(isl::Set, isl::Aff)>>, PolyError> {
-    let graph = f
-        .copy()
-        .and_then(|f| f.as_map())
-        .and_then(|g| g.get_basic_map_list())
-        .map_err(isl_err("as_map"))?;
-    let n = graph.size().map_err(isl_err("basic_map_list"))?;
-    let mut pieces = Vec::with_capacity(n as usize);
-    for i in 0..n {
-        let part = graph.get_at(i).map_err(isl_err("get_at"))?;
-        let inputs = part
-            .copy()
-            .and_then(|part| part.domain())
-            .and_then(isl::Set::from_basic_set)
-            .and_then(|s| s.compute_divs())
-            .map_err(isl_err("domain"))?;
+    let parts = graph_parts(f)?;
+    let mut pieces = Vec::with_capacity(parts.len());
+    for (part, inputs) in parts {
         // The function read from the graph, else `f` simplified on the piece's domain (where
         // it has one piece with the universe for domain). The first keeps the graph's own
         // divisions, whose sets counted faster than the simplified ones' (1.2 s against 2.5 s
