@@ -68,7 +68,9 @@ impl<'c> Map<'c> {
         let mut sizes = Vec::with_capacity(shapes.len());
         let mut windowed = false;
         for shape in shapes {
-            let size = shape.size()?;
+            let Some(size) = shape.size()? else {
+                return Ok(None);
+            };
             windowed |= size.windowed;
             sizes.push(size.count);
         }
@@ -399,7 +401,10 @@ const HOLE_DEPTH: u32 = 1;
 /// `m`-th point of one (`(max − min) / m + 1`, `m` isl's stride of the output), or an interval
 /// less holes of those shapes. `None` otherwise.
 fn part_size(part: isl::BasicMap, depth: u32) -> Result<Option<Size>, PolyError> {
-    part_shape(part, depth)?.map(Shape::size).transpose()
+    match part_shape(part, depth)? {
+        Some(shape) => shape.size(),
+        None => Ok(None),
+    }
 }
 
 /// [`part_size`], with a window's size left unwritten until asked for.
@@ -507,13 +512,14 @@ impl Shape {
         }))
     }
 
-    fn size(self) -> Result<Size, PolyError> {
+    /// The size; `None` where a window's has no quasi-affine form.
+    fn size(self) -> Result<Option<Size>, PolyError> {
         match self {
-            Shape::Window(window) => Ok(Size {
-                count: window.size()?,
+            Shape::Window(window) => Ok(window.size()?.map(|count| Size {
+                count,
                 windowed: true,
-            }),
-            Shape::Sized(size) => Ok(size),
+            })),
+            Shape::Sized(size) => Ok(Some(size)),
         }
     }
 

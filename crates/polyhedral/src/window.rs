@@ -48,12 +48,6 @@ pub(crate) struct WindowPart {
     c: String,
     lo: isl::PwAff,
     hi: isl::PwAff,
-    /// `lo` and `hi` as (domain, function) pieces: the size is written per pair of pieces with
-    /// functions alone, as isl's sums of piecewise functions intersect their pieces' domains
-    /// at every step (1.4 s of the 2 s of writing two column walks' windows at matrix multiply
-    /// N = 150 in L1).
-    lo_pieces: Vec<(isl::Set, isl::Aff)>,
-    hi_pieces: Vec<(isl::Set, isl::Aff)>,
 }
 
 /// `part` (one output dimension) read as an interval cut by one residue window; `None` for any
@@ -88,31 +82,31 @@ pub(crate) fn window_part(part: &isl::BasicMap) -> Result<Option<WindowPart>, Po
         return Ok(None);
     };
     let c = names.expression(&divisions, window.div, n_in)?;
-    let (Some(lo_pieces), Some(hi_pieces)) = (pieces(&lo)?, pieces(&hi)?) else {
-        return Ok(None);
-    };
     Ok(Some(WindowPart {
         classes,
         names,
         c,
         lo,
         hi,
-        lo_pieces,
-        hi_pieces,
     }))
 }
 
 impl WindowPart {
-    /// The part's number of outputs per input, as a quasi-affine function of the input.
-    pub(crate) fn size(&self) -> Result<isl::PwAff, PolyError> {
+    /// The part's number of outputs per input, as a quasi-affine function of the input; `None`
+    /// where an end of the interval has a piece with no single quasi-affine form. Written per
+    /// pair of the ends' pieces with functions alone: isl's sums of piecewise functions
+    /// intersect their pieces' domains at every step (1.4 s of the 2 s of writing two column
+    /// walks' windows at matrix multiply N = 150 in L1).
+    pub(crate) fn size(&self) -> Result<Option<isl::PwAff>, PolyError> {
+        let (Some(lo_pieces), Some(hi_pieces)) = (pieces(&self.lo)?, pieces(&self.hi)?) else {
+            return Ok(None);
+        };
         let residues = self
             .classes
             .residues(&self.hi.get_ctx(), &self.names, &self.c)?;
-        // With no piece the size is the empty function.
-        let mut size = self.hi.copy().map_err(isl_err("copy"))?;
-        let mut first = true;
-        for (lo_inputs, lo) in &self.lo_pieces {
-            for (hi_inputs, hi) in &self.hi_pieces {
+        let mut size: Option<isl::PwAff> = None;
+        for (lo_inputs, lo) in &lo_pieces {
+            for (hi_inputs, hi) in &hi_pieces {
                 let inputs = lo_inputs
                     .copy()
                     .and_then(|l| l.intersect(hi_inputs.copy()?))
@@ -122,14 +116,15 @@ impl WindowPart {
                 }
                 let piece = isl::PwAff::alloc(inputs, self.classes.count(lo, hi, &residues)?)
                     .map_err(isl_err("alloc"))?;
-                size = match first {
-                    true => piece,
-                    false => size.union_add(piece).map_err(isl_err("union_add"))?,
-                };
-                first = false;
+                size = Some(match size {
+                    None => piece,
+                    Some(size) => size.union_add(piece).map_err(isl_err("union_add"))?,
+                });
             }
         }
-        Ok(size)
+        // With no piece the size is the empty function.
+        size.map_or_else(|| self.hi.copy().map_err(isl_err("copy")), Ok)
+            .map(Some)
     }
 
     /// A bound on the part's number of outputs at any input (`i64::MAX`: unbounded), from the
