@@ -132,26 +132,22 @@ fn ref_spec() -> impl Strategy<Value = RefSpec> {
     )
 }
 
-/// One random program checked against the simulation.
-#[allow(clippy::too_many_arguments)]
-fn check(
-    nests: Vec<(bool, bool, Vec<RefSpec>)>,
-    gaps: Vec<i64>,
-    two_d: Vec<bool>,
-    elem: i64,
-    line: i64,
-    sets: i64,
-    ways: u32,
-    n: i64,
-    m: i64,
-) -> Result<bool, TestCaseError> {
-    let arrays = arrays(line, elem, &gaps, &two_d);
-    let program = build(&nests, &arrays);
+/// The program and the cache of a case.
+fn program_and_cache(case: &Case) -> (Program, Cache) {
+    let (nests, gaps, two_d, elem, line, sets, ways, _) = case;
+    let arrays = arrays(*line, *elem, gaps, two_d);
     let cache = Cache {
-        ways,
-        line_bytes: line,
-        sets,
+        ways: *ways,
+        line_bytes: *line,
+        sets: *sets,
     };
+    (build(nests, &arrays), cache)
+}
+
+/// One random program checked against the simulation.
+fn check(case: Case) -> Result<bool, TestCaseError> {
+    let (n, m) = case.7;
+    let (program, cache) = program_and_cache(&case);
     let ctx = Ctx::with_max_operations(MAX_OPERATIONS);
     let got = match Model::new(&ctx, &program, cache)
         .and_then(|model| model.evaluate_with_sources(&[("N", n), ("M", m)]))
@@ -187,14 +183,8 @@ fn check(
 /// set mapping's period is short (the fit's windows, and so its time, grow with it), equal the
 /// LRU simulation at every point of a grid, below and across the breakpoints.
 fn check_formulas(case: Case) -> Result<bool, TestCaseError> {
-    let (nests, gaps, two_d, elem, line, sets, ways, (_, m)) = case;
-    let arrays = arrays(line, elem, &gaps, &two_d);
-    let program = build(&nests, &arrays);
-    let cache = Cache {
-        ways,
-        line_bytes: line,
-        sets,
-    };
+    let (program, cache) = program_and_cache(&case);
+    let (nests, _, _, elem, line, sets, _, (_, m)) = case;
     let ctx = Ctx::with_max_operations(MAX_OPERATIONS);
     let model = match Model::new(&ctx, &program, cache) {
         Ok(model) => model,
@@ -341,8 +331,7 @@ fn case(index: usize) -> Case {
 #[ignore = "the child process of model_equals_lru_simulation: checks the program it is given"]
 fn one_random_program() {
     let index: usize = std::env::var(CASE_ENV).unwrap().parse().unwrap();
-    let (nests, gaps, two_d, elem, line, sets, ways, (n, m)) = case(index);
-    match check(nests, gaps, two_d, elem, line, sets, ways, n, m) {
+    match check(case(index)) {
         Ok(true) => println!("outcome: modelled"),
         Ok(false) => println!("outcome: over the operation bound"),
         Err(e) => panic!("{e}"),

@@ -245,21 +245,25 @@ fn closed_forms_at_large_sizes() {
     }
 }
 
-/// Spec §4.3's closed form in symbolic mode: at X = Y = 10, for Z ≥ 4⌈X/4⌉ = 12 the compulsory
-/// misses of A[k] are ⌈Z/4⌉ − ⌈X/4⌉ = ⌈Z/4⌉ − 3, and every count below and on the verified range
-/// equals the model's own evaluation (the acceptance table's Z values included).
-#[test]
-fn closed_form_in_z_at_x_y_10() {
-    use loopscope_analytic::FitOptions;
-    let ctx = Ctx::new();
-    let model = analyse(&ctx);
-    let options = FitOptions {
+/// The fit of spec §4.3's closed forms: lines of 4 elements, so periods up to 16 and degree 1.
+fn spec_fit() -> loopscope_analytic::FitOptions {
+    loopscope_analytic::FitOptions {
         lowest: 0,
         start: 64,
         max_degree: 1,
         max_period: 16,
         highest: None,
-    };
+    }
+}
+
+/// Spec §4.3's closed form in symbolic mode: at X = Y = 10, for Z ≥ 4⌈X/4⌉ = 12 the compulsory
+/// misses of A[k] are ⌈Z/4⌉ − ⌈X/4⌉ = ⌈Z/4⌉ − 3, and every count below and on the verified range
+/// equals the model's own evaluation (the acceptance table's Z values included).
+#[test]
+fn closed_form_in_z_at_x_y_10() {
+    let ctx = Ctx::new();
+    let model = analyse(&ctx);
+    let options = spec_fit();
     let formulas = model
         .formulas("Z", &[("X", 10), ("Y", 10)], options)
         .unwrap();
@@ -288,16 +292,9 @@ fn closed_form_in_z_at_x_y_10() {
 /// chambers give the model's own count at every point of a grid around them.
 #[test]
 fn closed_form_in_x_and_z() {
-    use loopscope_analytic::FitOptions;
     let ctx = Ctx::new();
     let model = analyse(&ctx);
-    let options = FitOptions {
-        lowest: 0,
-        start: 64,
-        max_degree: 1,
-        max_period: 16,
-        highest: None,
-    };
+    let options = spec_fit();
     let (refs, _) = model
         .nested_formulas(&["X", "Z"], &[("Y", 10)], &[options, options])
         .unwrap();

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::cmd::misses::{MissesArgs, model_request};
 use crate::cmd::misses_symbolic::{
-    AtCounts, Geometry, at_points, header, load, reference_heading, warn_unmodelled,
+    AtCounts, Geometry, at_points, given, header, load, reference_heading, warn_unmodelled,
 };
 use crate::cmd::model_level::{LevelOutcome, ModelRequest, model_levels};
 use crate::cmd::simulate::{RefLabel, kernel_labels};
@@ -140,16 +140,12 @@ fn nested_level(
         duration_s: outcome.duration_s,
         error: None,
     };
-    let (refs, total) = match (outcome.refs, outcome.chambers) {
-        (Err(e), _) => {
+    let (refs, total) = match given(outcome.refs, outcome.chambers) {
+        Ok(chambers) => chambers,
+        Err(e) => {
             level.error = Some(e);
             return level;
         }
-        (Ok(_), None) => {
-            level.error = Some("the model process gave no formulas".into());
-            return level;
-        }
-        (Ok(_), Some(c)) => c,
     };
     for point in at {
         let sum = |pick: fn(&ReferenceChambers) -> &NestedFormulas| {

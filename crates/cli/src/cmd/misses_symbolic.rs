@@ -108,6 +108,12 @@ pub fn warn_unmodelled<'a>(
     Ok(())
 }
 
+/// The formulas (or chambers) a model process gave, or why it gave none.
+pub fn given<R, T>(refs: Result<R, String>, given: Option<T>) -> Result<T, String> {
+    refs?;
+    given.ok_or_else(|| "the model process gave no formulas".into())
+}
+
 /// `  A[k] (read 8:40)`: a reference's line above its formulas.
 pub fn reference_heading(label: &RefLabel) -> String {
     let place = match (label.line, label.column) {
@@ -331,16 +337,12 @@ fn symbolic_level(
         duration_s: outcome.duration_s,
         error: None,
     };
-    let formulas = match (outcome.refs, outcome.formulas) {
-        (Err(e), _) => {
+    let formulas = match given(outcome.refs, outcome.formulas) {
+        Ok(formulas) => formulas,
+        Err(e) => {
             level.error = Some(e);
             return level;
         }
-        (Ok(_), None) => {
-            level.error = Some("the model process gave no formulas".into());
-            return level;
-        }
-        (Ok(_), Some(f)) => f,
     };
     let total = formulas
         .iter()
