@@ -160,12 +160,12 @@ pub fn symbolic_parameters(list: &str) -> Result<Vec<SymbolicParameter<'_>>, Str
             let Some((name, range)) = part.split_once('=') else {
                 return Ok((part.trim(), None));
             };
-            let bad = || format!("{part}: a range is NAME=LO..HI with LO ≤ HI");
+            let bad = || format!("{part}: a range is NAME=LO..HI with 0 ≤ LO ≤ HI, integers");
             let (lo, hi) = range.split_once("..").ok_or_else(bad)?;
             let lo: i64 = lo.trim().parse().map_err(|_| bad())?;
             let hi: i64 = hi.trim().parse().map_err(|_| bad())?;
             if lo > hi || lo < 0 {
-                return Err(format!("{part}: a range is NAME=LO..HI with 0 ≤ LO ≤ HI"));
+                return Err(bad());
             }
             Ok((name.trim(), Some((lo, hi))))
         })
