@@ -956,7 +956,8 @@ fn with_helper<T>(
     std::thread::scope(|scope| {
         let (ask, asked) = mpsc::channel::<Vec<i64>>();
         let (answer, answered) = mpsc::channel::<(Vec<i64>, Option<Vec<i128>>)>();
-        scope.spawn(move || {
+        // A helper the system refuses drops `asked` unused: no point is then sent to it.
+        let _ = loopscope_polyhedral::isl_thread().spawn_scoped(scope, move || {
             let ctx = loopscope_polyhedral::Ctx::with_max_operations(helper.max_operations);
             let model = crate::Model::new(&ctx, helper.program, helper.cache).ok();
             for point in asked {

@@ -8,7 +8,7 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use loopscope_polyhedral::Ctx;
+use loopscope_polyhedral::{Ctx, isl_thread};
 
 use crate::AnalyticError;
 use crate::evaluate::Model;
@@ -76,8 +76,9 @@ where
         done
     };
     let mut done = std::thread::scope(|scope| {
+        // A helper the system refuses leaves its references to the others, this thread's too.
         let helpers: Vec<_> = (1..budget.threads.clamp(1, positions.len().max(1)))
-            .map(|_| scope.spawn(worker))
+            .filter_map(|_| isl_thread().spawn_scoped(scope, worker).ok())
             .collect();
         let mut done = worker();
         for helper in helpers {

@@ -25,12 +25,25 @@ fn main() -> ExitCode {
             return ExitCode::from(if err.use_stderr() { failure::USAGE } else { 0 });
         }
     };
-    let ui = ui::Ui::new(&cli.global);
-    match cmd::run(cli.command, &ui) {
-        Ok(()) => ExitCode::SUCCESS,
+    // The analytic model calls isl on this thread too, and isl recurses deeper than a main
+    // thread's stack (8 MiB by default, less under some `ulimit -s`) is sure to hold.
+    let run = move || {
+        let ui = ui::Ui::new(&cli.global);
+        match cmd::run(cli.command, &ui) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) => {
+                ui.error(&err);
+                ExitCode::from(failure::exit_code(&err))
+            }
+        }
+    };
+    match loopscope_polyhedral::isl_thread().spawn(run) {
+        Ok(thread) => thread
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
         Err(err) => {
-            ui.error(&err);
-            ExitCode::from(failure::exit_code(&err))
+            eprintln!("loopscope: error: cannot start the thread that runs the command: {err}");
+            ExitCode::FAILURE
         }
     }
 }

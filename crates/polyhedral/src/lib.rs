@@ -53,6 +53,8 @@
 //! windows' sizes give) slices a coordinate of up to 1024 values at each value instead: its
 //! vertex enumeration cost more than 10⁸ ray comparisons where the slices cost half a second.
 //! Work is bounded and exceeding the bound is an error, never a hang.
+//! Depth is not: isl's parametric integer programming recurses once per split, so threads that
+//! call isl need a larger stack than Rust's default ([`isl_thread`]).
 //! Symbolic counting (piecewise quasi-polynomials) is not implemented yet.
 //!
 //! # Example
@@ -79,7 +81,9 @@ mod images;
 mod polytope;
 mod rational;
 mod sets;
+mod stack;
 mod window;
 
 pub use error::PolyError;
 pub use sets::{Ctx, Map, Set};
+pub use stack::{ISL_STACK_BYTES, isl_thread};

@@ -20,6 +20,14 @@ pub(crate) fn isl_err(op: &'static str) -> impl FnOnce(isl::LibISLError) -> Poly
     move |e| PolyError::from_isl(op, e.to_string())
 }
 
+/// A fresh isl context that records errors instead of printing them.
+pub(crate) fn quiet_context() -> isl::Context {
+    let raw = isl::Context::alloc();
+    // The return value only says whether the option exists; it does in every isl version.
+    let _ = isl::Options::set_on_error(&raw, ISL_ON_ERROR_CONTINUE);
+    raw
+}
+
 /// An isl context. Sets and maps borrow it, so it outlives them.
 pub struct Ctx {
     raw: isl::Context,
@@ -34,10 +42,9 @@ impl Default for Ctx {
 impl Ctx {
     /// A fresh context that records errors instead of printing them (library rule: no output).
     pub fn new() -> Ctx {
-        let raw = isl::Context::alloc();
-        // The return value only says whether the option exists; it does in every isl version.
-        let _ = isl::Options::set_on_error(&raw, ISL_ON_ERROR_CONTINUE);
-        Ctx { raw }
+        Ctx {
+            raw: quiet_context(),
+        }
     }
 
     /// A fresh context whose operations fail with [`PolyError::OperationLimit`] once isl has
