@@ -6,6 +6,13 @@
 //! `Zⁿ`). Rows that are equal up to their constant keep only the tightest one, and opposite rows
 //! whose constants cancel are recognised as equalities; slices produce many of both.
 //!
+//! Then a coordinate `w` that the others determine is dropped: after a unimodular shift of the
+//! others by multiples of it, it appears only in two opposite rows that hold `a·w` in a window
+//! of `a` consecutive integers, which contains one multiple of `a`: each point of the rest has
+//! exactly one `w`. A cache model's tag and set
+//! index are the case that matters: read together as a line, the tag is the line's quotient.
+//! This is searched once per count, not per slice.
+//!
 //! The rest is a sweep over one coordinate `tₖ`. Between two consecutive projections of the
 //! polytope's vertices on `tₖ` (a *stretch*), the slice keeps its combinatorial type, and its
 //! vertices move along the edges of the polytope that cross the stretch. A slice vertex on an
@@ -40,7 +47,9 @@
 //! away, which removes a dimension from every vertex enumeration below.
 
 use crate::PolyError;
-use crate::rational::{Rat, Res, add, binom, ceil_div, floor_div, gcd, lcm, mul, solve};
+use crate::rational::{
+    Rat, Res, add, binom, ceil_div, floor_div, gcd, integer_solution, lcm, mul, solve,
+};
 
 /// Limit on the ray comparisons of vertex enumeration in one count (all slices together), to
 /// bound the work (about a second).
@@ -115,6 +124,14 @@ pub(crate) struct IntPolytope {
     eqs: Vec<Row>,
 }
 
+/// `c` without its entry `k`.
+fn without_entry(c: &[i128], k: usize) -> Vec<i128> {
+    c.iter()
+        .enumerate()
+        .filter_map(|(i, v)| (i != k).then_some(*v))
+        .collect()
+}
+
 /// A vertex and the rows tight at it.
 struct Vertex {
     point: Vec<Rat>,
@@ -149,12 +166,114 @@ impl IntPolytope {
         self.count_with(&mut Work::default())
     }
 
-    /// The number of integer points, spending from `work`.
+    /// The number of integer points, spending from `work`. Coordinates the others determine
+    /// are dropped first ([`Self::without_determined`]); the slices of the sweep below are not
+    /// searched again, as the search's linear systems would cost more than most slices.
     pub(crate) fn count_with(&self, work: &mut Work) -> Result<i128, PolyError> {
+        match self.clone().reduced()?.map(|p| p.without_determined()) {
+            Some(Ok(Some(p))) => p.count_reduced(work),
+            Some(Err(e)) => Err(e),
+            _ => Ok(0),
+        }
+    }
+
+    /// [`Self::count_with`] of a slice.
+    fn count_slice(&self, work: &mut Work) -> Result<i128, PolyError> {
         match self.clone().reduced()? {
             Some(p) => p.count_reduced(work),
             None => Ok(0),
         }
+    }
+
+    /// The same count with every coordinate that the others determine dropped, repeatedly
+    /// (the polytope must be reduced). Coordinate `w` is determined when, after a unimodular
+    /// change `tₖ = t'ₖ − mₖ·w` of the other coordinates, it appears in only two opposite rows
+    /// `a·w + L(t') + b₁ ≥ 0` and `−a·w − L(t') + b₂ ≥ 0` with `b₁ + b₂ = a − 1`: `a·w` then lies
+    /// in a window of `a` consecutive integers, which holds exactly one multiple of `a`, so each
+    /// `t'` has one `w` and the count is that of the rest without `w` and the two rows. The
+    /// change leaves every other coordinate's coefficients as they are, so those rows need not
+    /// even be rewritten.
+    ///
+    /// This is what a cache set's tag and index need: `(w, s)` with `0 ≤ s < 64` and every other
+    /// row reading them as the line `64w + s` is, after `s = s' − 64w`, the line `s'` alone with
+    /// `w` its quotient. The 3D stencil's sets at 80 × 300 in L1 took 0.3 s each with the
+    /// tag's 13 700 values; without it, a millisecond.
+    fn without_determined(self) -> Res<Option<IntPolytope>> {
+        let mut p = self;
+        while let Some((i, j, w)) = p.determined() {
+            let rows = p
+                .rows
+                .iter()
+                .enumerate()
+                .filter(|(r, _)| *r != i && *r != j)
+                .map(|(_, (c, b))| (without_entry(c, w), *b))
+                .collect();
+            let dropped = IntPolytope {
+                dims: p.dims - 1,
+                rows,
+                eqs: Vec::new(),
+            };
+            match dropped.reduced()? {
+                Some(q) => p = q,
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(p))
+    }
+
+    /// Opposite rows `i`, `j` and a coordinate `w` they determine ([`Self::without_determined`]).
+    fn determined(&self) -> Option<(usize, usize, usize)> {
+        if self.dims < 2 {
+            return None;
+        }
+        for i in 0..self.rows.len() {
+            let neg: Vec<i128> = self.rows[i].0.iter().map(|v| -v).collect();
+            let Some(j) = (i + 1..self.rows.len()).find(|&j| self.rows[j].0 == neg) else {
+                continue;
+            };
+            let width = self.rows[i].1.checked_add(self.rows[j].1);
+            let Some(a) = width.and_then(|w| w.checked_add(1)) else {
+                continue;
+            };
+            if let Some(w) = (0..self.dims).find(|&w| self.cancels(i, j, w, a)) {
+                return Some((i, j, w));
+            }
+        }
+        None
+    }
+
+    /// Whether some integer `m` makes `w`'s coefficient `r_w − Σₖ mₖ·r_k` zero in every row but
+    /// `i` and `j`, and `±a` in row `i`.
+    fn cancels(&self, i: usize, j: usize, w: usize, a: i128) -> bool {
+        let (ci, _) = &self.rows[i];
+        let others: Vec<&Row> = (0..self.rows.len())
+            .filter(|&r| r != i && r != j)
+            .map(|r| &self.rows[r])
+            .collect();
+        // A row without `w` on one other coordinate `k` (a bound of `k`) forces `mₖ = 0`. Most
+        // candidates fail on that alone, before any system is solved: a row with `w` on only
+        // forced coordinates keeps its `w`.
+        let mut forced = vec![false; self.dims];
+        for (c, _) in &others {
+            let mut on = (0..self.dims).filter(|&k| k != w && c[k] != 0);
+            if let (Some(k), None, 0) = (on.next(), on.next(), c[w]) {
+                forced[k] = true;
+            }
+        }
+        let free = |c: &[i128]| (0..self.dims).any(|k| k != w && c[k] != 0 && !forced[k]);
+        if others.iter().any(|(c, _)| c[w] != 0 && !free(c)) || (ci[w].abs() != a && !free(ci)) {
+            return false;
+        }
+        let mut m: Vec<Vec<i128>> = others.iter().map(|(c, _)| without_entry(c, w)).collect();
+        let mut rhs: Vec<i128> = others.iter().map(|(c, _)| c[w]).collect();
+        m.push(without_entry(ci, w));
+        rhs.push(0);
+        [a, -a].into_iter().any(|target| {
+            if let Some(last) = rhs.last_mut() {
+                *last = ci[w] - target;
+            }
+            integer_solution(&m, &rhs).is_some()
+        })
     }
 
     /// The same points without equalities and with normalised rows; `None` when empty.
@@ -438,11 +557,11 @@ impl IntPolytope {
     fn slice_count(&self, along: &Direction, v: i128, work: &mut Work) -> Res<i128> {
         work.spend_slice()?;
         match along {
-            Direction::Axis(k) => self.slice(*k, v)?.count_with(work),
+            Direction::Axis(k) => self.slice(*k, v)?.count_slice(work),
             Direction::Functional(c) => {
                 let mut cut = self.clone();
                 cut.eqs.push((c.clone(), -v));
-                cut.count_with(work)
+                cut.count_slice(work)
             }
         }
     }
@@ -1036,6 +1155,24 @@ mod tests {
     }
 
     #[test]
+    fn a_tag_the_line_determines_is_dropped() {
+        // Byte addresses 0 ≤ t < 10⁶ and their 8-byte line 64w + s, as a cache model writes
+        // it: 0 ≤ s ≤ 63 and t − 7 ≤ 8·(64w + s) ≤ t. The tag goes first (the rows read only
+        // the line), then the line (8 consecutive values of 8·line hold one multiple of 8).
+        let mut p = IntPolytope::new(3);
+        p.add_inequality(vec![1, 0, 0], 0);
+        p.add_inequality(vec![-1, 0, 0], 999_999);
+        p.add_inequality(vec![0, 0, 1], 0);
+        p.add_inequality(vec![0, 0, -1], 63);
+        p.add_inequality(vec![-1, 512, 8], 7);
+        p.add_inequality(vec![1, -512, -8], 0);
+        let kept = p.clone().reduced().unwrap().unwrap();
+        let dropped = kept.without_determined().unwrap().unwrap();
+        assert_eq!(dropped.dims, 1, "{dropped:?}");
+        assert_eq!(p.count().unwrap(), 1_000_000);
+    }
+
+    #[test]
     fn triangle_closed_form() {
         // 0 ≤ j ≤ i ≤ N−1 has N(N+1)/2 points, for a size where enumeration would be slow.
         let n = 10_000_000i128;
@@ -1176,6 +1313,36 @@ mod tests {
             p.add_inequality(c.iter().map(|v| -v).collect(), low + width);
             for (r, b) in rows {
                 p.add_inequality(r, b);
+            }
+            proptest::prop_assert_eq!(p.count().unwrap(), brute(&p, -6, 6));
+        }
+
+        /// A cache line `u = m·w + s` as tag `w` and index `0 ≤ s < m`, with rows that read the
+        /// line (which drop the tag) and sometimes one that reads the tag alone (which keeps it).
+        #[test]
+        fn tag_and_index_match_brute_force(
+            m in 2i128..=4,
+            line_rows in proptest::collection::vec((-2i128..=2, -2i128..=2, -2i128..=2, -6i128..=6), 0..3),
+            tag_row in proptest::option::of((-2i128..=2, -2i128..=2, -3i128..=3)),
+        ) {
+            // Coordinates (t₀, t₁, w, s).
+            let mut p = IntPolytope::new(4);
+            for d in 0..2 {
+                let mut lo = vec![0; 4]; lo[d] = 1;
+                let mut hi = vec![0; 4]; hi[d] = -1;
+                p.add_inequality(lo, 6);
+                p.add_inequality(hi, 6);
+            }
+            p.add_inequality(vec![0, 0, 0, 1], 0);
+            p.add_inequality(vec![0, 0, 0, -1], m - 1);
+            // −6 ≤ u ≤ 6 keeps w in the enumerated box.
+            p.add_inequality(vec![0, 0, m, 1], 6);
+            p.add_inequality(vec![0, 0, -m, -1], 6);
+            for (c0, c1, k, b) in line_rows {
+                p.add_inequality(vec![c0, c1, k * m, k], b);
+            }
+            if let Some((c0, k, b)) = tag_row {
+                p.add_inequality(vec![c0, 0, k, 0], b);
             }
             proptest::prop_assert_eq!(p.count().unwrap(), brute(&p, -6, 6));
         }

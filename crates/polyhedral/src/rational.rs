@@ -173,6 +173,50 @@ pub(crate) fn solve(m: &[Vec<i128>], rhs: &[i128]) -> Res<Option<Vec<Rat>>> {
         .map(Some)
 }
 
+/// One integer solution of `m · x = rhs` (any number of equations and unknowns): Gaussian
+/// elimination with the free unknowns set to zero. `None` when the system has no rational
+/// solution, when that one is not integral (another choice of the free unknowns might be; the
+/// callers only lose a shortcut) or when the arithmetic overflows.
+pub(crate) fn integer_solution(m: &[Vec<i128>], rhs: &[i128]) -> Option<Vec<i128>> {
+    let unknowns = m.first().map_or(0, Vec::len);
+    let mut a: Vec<Vec<Rat>> = m
+        .iter()
+        .zip(rhs)
+        .map(|(row, &r)| row.iter().chain([&r]).map(|&v| Rat::int(v)).collect())
+        .collect();
+    let mut pivots: Vec<(usize, usize)> = Vec::new();
+    for col in 0..unknowns {
+        let done = pivots.len();
+        let Some(p) = (done..a.len()).find(|&r| !a[r][col].is_zero()) else {
+            continue;
+        };
+        a.swap(done, p);
+        let pivot = a[done].clone();
+        for (r, row) in a.iter_mut().enumerate() {
+            if r != done && !row[col].is_zero() {
+                let f = row[col].div(pivot[col]).ok()?;
+                for (v, p) in row.iter_mut().zip(&pivot).skip(col) {
+                    *v = v.sub(f.mul(*p).ok()?).ok()?;
+                }
+            }
+        }
+        pivots.push((done, col));
+    }
+    // A row left without a pivot reads 0 = its right-hand side.
+    if a[pivots.len()..].iter().any(|row| !row[unknowns].is_zero()) {
+        return None;
+    }
+    let mut x = vec![0i128; unknowns];
+    for (r, col) in pivots {
+        let v = a[r][unknowns].div(a[r][col]).ok()?;
+        if v.den != 1 {
+            return None;
+        }
+        x[col] = v.num;
+    }
+    Some(x)
+}
+
 /// Binomial coefficient `C(n, k)` for small `k`.
 pub(crate) fn binom(n: i128, k: usize) -> Res<i128> {
     let mut r = 1i128;
@@ -186,7 +230,34 @@ pub(crate) fn binom(n: i128, k: usize) -> Res<i128> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_unique_integer_solution_is_found_and_an_inconsistent_system_has_none() {
+        let m = vec![vec![1, 0], vec![0, 2], vec![1, 1], vec![2, 2]];
+        assert_eq!(integer_solution(&m, &[3, -2, 2, 4]), Some(vec![3, -1]));
+        assert_eq!(integer_solution(&m, &[3, -2, 2, 5]), None);
+        // x₁ = 1/2: rational, not integral.
+        assert_eq!(integer_solution(&[vec![0, 2]], &[1]), None);
+    }
+
     proptest::proptest! {
+        #[test]
+        fn integer_solutions_solve(
+            m in proptest::collection::vec(proptest::collection::vec(-4i128..=4, 3), 0..6),
+            x in proptest::collection::vec(-5i128..=5, 3),
+            off in -2i128..=2,
+        ) {
+            // A consistent system gives some integer solution or none; whatever it gives solves
+            // it. Perturbing one right-hand side may make it inconsistent: still only solutions.
+            let mut rhs: Vec<i128> = m.iter().map(|r| r.iter().zip(&x).map(|(a, b)| a * b).sum()).collect();
+            for rhs in [rhs.clone(), { if let Some(v) = rhs.first_mut() { *v += off; } rhs }] {
+                if let Some(y) = integer_solution(&m, &rhs) {
+                    for (r, b) in m.iter().zip(&rhs) {
+                        proptest::prop_assert_eq!(r.iter().zip(&y).map(|(a, v)| a * v).sum::<i128>(), *b);
+                    }
+                }
+            }
+        }
+
         #[test]
         fn fractions_compare_exactly(a in -10_000i128..10_000, b in 1i128..500, c in -10_000i128..10_000, d in 1i128..500, k in 0u32..100) {
             // Scaled up so the cross products overflow, the order must stay the small one's.
