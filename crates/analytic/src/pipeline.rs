@@ -217,7 +217,7 @@ impl<'c> Builder<'_, 'c> {
         if self.conflicts_possible {
             let instances = self.evicting_instances(&candidates)?;
             for (set, members) in regions {
-                pieces.push(self.conflict_sets(set, members, &instances)?);
+                pieces.push(self.conflict_sets(set, members, &candidates, &instances)?);
             }
         } else {
             for (set, members) in regions {
@@ -366,10 +366,56 @@ impl<'c> Builder<'_, 'c> {
         }
     }
 
+    /// The members whose evictions a piece's `H_{n,m}` must follow: all of them, or the one
+    /// whose hit source comes after every other's at every instance of the piece. An eviction
+    /// after that source is after all of them, so its map alone is the intersection over the
+    /// members, the same set without intersecting maps whose order disjunctions multiply (the
+    /// 3D stencil's pieces at 80 × 300 in L1 have four members).
+    fn latest_sources(
+        &self,
+        piece: &Set<'c>,
+        members: &[usize],
+        candidates: &[Candidate<'c>],
+    ) -> Result<Vec<usize>, AnalyticError> {
+        let Some((&first, rest)) = members.split_first() else {
+            return Ok(members.to_vec());
+        };
+        let mut latest = first;
+        for &c in rest {
+            self.check_time()?;
+            if self.comes_after(piece, &candidates[c], &candidates[latest])? {
+                latest = c;
+            } else if !self.comes_after(piece, &candidates[latest], &candidates[c])? {
+                return Ok(members.to_vec());
+            }
+        }
+        Ok(vec![latest])
+    }
+
+    /// Whether `a`'s hit source comes after `b`'s at every target instance of `piece`.
+    fn comes_after(
+        &self,
+        piece: &Set<'c>,
+        a: &Candidate<'c>,
+        b: &Candidate<'c>,
+    ) -> Result<bool, AnalyticError> {
+        let (pa, pb) = (&self.positions[a.position], &self.positions[b.position]);
+        let order = self.ctx.map(&format!(
+            "{} -> {{ [{}] -> [{}] : {} }}",
+            self.params,
+            tuple("u", pb).join(", "),
+            tuple("x", pa).join(", "),
+            before((pb, "u"), (pa, "x"), self.depth)
+        ))?;
+        let later = b.map.apply_range(&order)?.intersect(&a.map)?.domain()?;
+        Ok(piece.subtract(&later)?.is_empty()?)
+    }
+
     fn conflict_sets(
         &self,
         set: Set<'c>,
         members: Vec<usize>,
+        candidates: &[Candidate<'c>],
         instances: &[Vec<Map<'c>>],
     ) -> Result<Piece<'c>, AnalyticError> {
         // S41–S44. Above the combinations' ways the tag maps J_{n,m} (S42's ordered
@@ -380,9 +426,10 @@ impl<'c> Builder<'_, 'c> {
         let mut rows_seen: Option<Set<'c>> = None;
         let (mut j, mut j1, mut j2) = (Vec::new(), Vec::new(), Vec::new());
         let mut competing = Vec::with_capacity(self.positions.len());
+        let latest = self.latest_sources(&set, &members, candidates)?;
         for m in 0..self.positions.len() {
             self.check_time()?;
-            let h = self.evicting_tags(&set, &members, instances, m)?;
+            let h = self.evicting_tags(&set, &latest, instances, m)?;
             // A reference-counted handle: keeping it costs no set operation.
             competing.push(h.copy()?);
             // Above the combinations' ways only the union of the tag maps is needed now; the
