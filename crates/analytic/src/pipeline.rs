@@ -107,6 +107,16 @@ pub(crate) struct TargetSets<'c> {
     pub pieces: Vec<Piece<'c>>,
 }
 
+/// S21's eviction maps of one target, built as pieces ask for them ([`Builder::evictions`]).
+struct Evictions<'c> {
+    /// Per evicting position, its instances before the target in the target's set.
+    bases: Vec<Map<'c>>,
+    /// Per source position, per evicting position: the instances after a source instance.
+    after: Vec<OnceCell<Vec<Map<'c>>>>,
+    /// Per candidate, per evicting position: the bases after the candidate's hit source.
+    per_candidate: Vec<OnceCell<Vec<Map<'c>>>>,
+}
+
 struct Builder<'a, 'c> {
     ctx: &'c Ctx,
     program: &'a Program,
@@ -215,9 +225,9 @@ impl<'c> Builder<'_, 'c> {
         let regions = self.venn(&candidates)?;
         let mut pieces = Vec::with_capacity(regions.len());
         if self.conflicts_possible {
-            let instances = self.evicting_instances(&candidates)?;
+            let evictions = self.evictions(candidates.len())?;
             for (set, members) in regions {
-                pieces.push(self.conflict_sets(set, members, &candidates, &instances)?);
+                pieces.push(self.conflict_sets(set, members, &candidates, &evictions)?);
             }
         } else {
             for (set, members) in regions {
@@ -284,18 +294,12 @@ impl<'c> Builder<'_, 'c> {
         format!("[{}]", out.join(", "))
     }
 
-    /// H_{n,m} (S21) before the piece and the projection, one map per (candidate, position):
-    /// target instance → instances `x` of `m` (and their tags `q`) that bring another block of
-    /// the target's set in after that candidate's hit source and before the target. A piece's
-    /// `H_{n,m}` is the intersection over its candidates, so these are built once per candidate
-    /// instead of once per piece: the text of a map with the order's disjunctions costs
-    /// milliseconds to parse and simplify, and a candidate lies in many pieces.
-    fn evicting_instances(
-        &self,
-        candidates: &[Candidate<'c>],
-    ) -> Result<Vec<Vec<Map<'c>>>, AnalyticError> {
-        // The target's own constraints are left out of the text: every candidate's domain has
-        // them, and parsing them with the order's disjunctions is most of the parse's cost.
+    /// The maps of [`Evictions`] that do not depend on the candidate, one per position `m`:
+    /// target instance → instances `x` of `m` (and their tags `q`) before the target that
+    /// bring another block of the target's set in. The target's own constraints are left out of
+    /// the text: every candidate's domain has them, and parsing them with the order's
+    /// disjunctions is most of the parse's cost.
+    fn evictions(&self, candidates: usize) -> Result<Evictions<'c>, AnalyticError> {
         let mut bases = Vec::with_capacity(self.positions.len());
         for m in self.positions {
             bases.push(self.ctx.map(&format!(
@@ -308,36 +312,59 @@ impl<'c> Builder<'_, 'c> {
                 in_block(m, &self.program.arrays[m.array], "x", &self.cache, Q),
             ))?);
         }
-        // `after[p][m]`: instances of `m` after an instance of source position `p`.
-        let mut after: Vec<Option<Vec<Map<'c>>>> =
-            (0..self.positions.len()).map(|_| None).collect();
-        let mut out = Vec::with_capacity(candidates.len());
-        for cand in candidates {
-            self.check_time()?;
-            let src = &self.positions[cand.position];
-            if after[cand.position].is_none() {
-                let mut row = Vec::with_capacity(self.positions.len());
-                for m in self.positions {
-                    row.push(self.ctx.map(&format!(
-                        "{} -> {{ [{}] -> {} : {} }}",
-                        self.params,
-                        tuple("u", src).join(", "),
-                        Self::evictor_tuple(m),
-                        before((src, "u"), (m, "x"), self.depth)
-                    ))?);
-                }
-                after[cand.position] = Some(row);
-            }
-            let row = after[cand.position]
-                .as_ref()
-                .ok_or_else(|| AnalyticError::Program("internal: source order not built".into()))?;
-            let mut per_m = Vec::with_capacity(self.positions.len());
-            for (base, a) in bases.iter().zip(row) {
-                per_m.push(cand.map.apply_range(a)?.intersect(base)?);
-            }
-            out.push(per_m);
+        Ok(Evictions {
+            bases,
+            after: (0..self.positions.len()).map(|_| OnceCell::new()).collect(),
+            per_candidate: (0..candidates).map(|_| OnceCell::new()).collect(),
+        })
+    }
+
+    /// H_{n,m} (S21) before the piece and the projection for candidate `c`, one map per position
+    /// `m`: the evictions of [`Self::evictions`] after that candidate's hit source. A piece's
+    /// `H_{n,m}` is the intersection over its candidates, so these are built once per candidate
+    /// instead of once per piece (the text of a map with the order's disjunctions costs
+    /// milliseconds to parse and simplify, and a candidate lies in many pieces), and only for a
+    /// candidate some piece asks for ([`Self::latest_sources`] leaves most out).
+    fn evictions_after<'e>(
+        &self,
+        evictions: &'e Evictions<'c>,
+        candidates: &[Candidate<'c>],
+        c: usize,
+    ) -> Result<&'e [Map<'c>], AnalyticError> {
+        if let Some(maps) = evictions.per_candidate[c].get() {
+            return Ok(maps);
         }
-        Ok(out)
+        self.check_time()?;
+        let cand = &candidates[c];
+        let row = self.sources_before(evictions, cand.position)?;
+        let mut per_m = Vec::with_capacity(self.positions.len());
+        for (base, a) in evictions.bases.iter().zip(row) {
+            per_m.push(cand.map.apply_range(a)?.intersect(base)?);
+        }
+        Ok(evictions.per_candidate[c].get_or_init(|| per_m))
+    }
+
+    /// Per position `m`, instances of `m` after an instance of source position `p`.
+    fn sources_before<'e>(
+        &self,
+        evictions: &'e Evictions<'c>,
+        p: usize,
+    ) -> Result<&'e [Map<'c>], AnalyticError> {
+        if let Some(row) = evictions.after[p].get() {
+            return Ok(row);
+        }
+        let src = &self.positions[p];
+        let mut row = Vec::with_capacity(self.positions.len());
+        for m in self.positions {
+            row.push(self.ctx.map(&format!(
+                "{} -> {{ [{}] -> {} : {} }}",
+                self.params,
+                tuple("u", src).join(", "),
+                Self::evictor_tuple(m),
+                before((src, "u"), (m, "x"), self.depth)
+            ))?);
+        }
+        Ok(evictions.after[p].get_or_init(|| row))
     }
 
     /// H_{n,m} (S21) with x projected out (S41): target instance → tags `q` of blocks that
@@ -346,13 +373,14 @@ impl<'c> Builder<'_, 'c> {
         &self,
         piece: &Set<'c>,
         members: &[usize],
-        instances: &[Vec<Map<'c>>],
+        candidates: &[Candidate<'c>],
+        evictions: &Evictions<'c>,
         m: usize,
     ) -> Result<Map<'c>, AnalyticError> {
         let x = self.positions[m].loops.len() as u32;
         let mut h: Option<Map<'c>> = None;
         for &c in members {
-            let next = &instances[c][m];
+            let next = &self.evictions_after(evictions, candidates, c)?[m];
             h = Some(match h {
                 None => next.intersect_domain(piece)?,
                 Some(h) => h.intersect(next)?,
@@ -416,7 +444,7 @@ impl<'c> Builder<'_, 'c> {
         set: Set<'c>,
         members: Vec<usize>,
         candidates: &[Candidate<'c>],
-        instances: &[Vec<Map<'c>>],
+        evictions: &Evictions<'c>,
     ) -> Result<Piece<'c>, AnalyticError> {
         // S41–S44. Above the combinations' ways the tag maps J_{n,m} (S42's ordered
         // subtraction) are not needed: the conflicts come from Ψ≥ways of the union of the H′,
@@ -429,7 +457,7 @@ impl<'c> Builder<'_, 'c> {
         let latest = self.latest_sources(&set, &members, candidates)?;
         for m in 0..self.positions.len() {
             self.check_time()?;
-            let h = self.evicting_tags(&set, &latest, instances, m)?;
+            let h = self.evicting_tags(&set, &latest, candidates, evictions, m)?;
             // A reference-counted handle: keeping it costs no set operation.
             competing.push(h.copy()?);
             // Above the combinations' ways only the union of the tag maps is needed now; the
