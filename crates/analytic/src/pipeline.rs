@@ -225,7 +225,7 @@ impl<'c> Builder<'_, 'c> {
         let regions = self.venn(&candidates)?;
         let mut pieces = Vec::with_capacity(regions.len());
         if self.conflicts_possible {
-            let evictions = self.evictions(candidates.len())?;
+            let evictions = self.evictions(&candidates)?;
             for (set, members) in regions {
                 pieces.push(self.conflict_sets(set, members, &candidates, &evictions)?);
             }
@@ -299,7 +299,7 @@ impl<'c> Builder<'_, 'c> {
     /// bring another block of the target's set in. The target's own constraints are left out of
     /// the text: every candidate's domain has them, and parsing them with the order's
     /// disjunctions is most of the parse's cost.
-    fn evictions(&self, candidates: usize) -> Result<Evictions<'c>, AnalyticError> {
+    fn evictions(&self, candidates: &[Candidate<'c>]) -> Result<Evictions<'c>, AnalyticError> {
         let mut bases = Vec::with_capacity(self.positions.len());
         for m in self.positions {
             bases.push(self.ctx.map(&format!(
@@ -315,7 +315,7 @@ impl<'c> Builder<'_, 'c> {
         Ok(Evictions {
             bases,
             after: (0..self.positions.len()).map(|_| OnceCell::new()).collect(),
-            per_candidate: (0..candidates).map(|_| OnceCell::new()).collect(),
+            per_candidate: candidates.iter().map(|_| OnceCell::new()).collect(),
         })
     }
 

@@ -318,9 +318,9 @@ pub(crate) struct Prepared {
 }
 
 /// isl's operations (tableau pivots) a preparation may spend before the set is counted at each
-/// value instead. The sets of the tests and of spec 000's formulas need under 3 000 each; the
-/// runaway projection above takes 0.1 s for 10⁵ and 6 s for 10⁶ (the deeper its recursion,
-/// the larger the tableaux each step copies).
+/// value instead. Every set the tests and spec 000's formulas prepare fits (with 3 000 many do
+/// not); the runaway projection described in [`prepare`] spends 0.1 s on 10⁵ and 6 s on 10⁶
+/// (the deeper its recursion, the larger the tableaux each step copies).
 const PREPARE_MAX_OPERATIONS: u64 = 100_000;
 
 /// The set prepared for counting at many parameter values; `None` when it cannot be (no

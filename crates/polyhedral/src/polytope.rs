@@ -9,9 +9,8 @@
 //! Then a coordinate `w` that the others determine is dropped: after a unimodular shift of the
 //! others by multiples of it, it appears only in two opposite rows that hold `a·w` in a window
 //! of `a` consecutive integers, which contains one multiple of `a`: each point of the rest has
-//! exactly one `w`. A cache model's tag and set
-//! index are the case that matters: read together as a line, the tag is the line's quotient.
-//! This is searched once per count, not per slice.
+//! exactly one `w`. A cache model's tag and set index are the case that matters: read together
+//! as a line, the tag is the line's quotient. This is searched once per count, not per slice.
 //!
 //! The rest is a sweep over one coordinate `tₖ`. Between two consecutive projections of the
 //! polytope's vertices on `tₖ` (a *stretch*), the slice keeps its combinatorial type, and its
