@@ -88,10 +88,11 @@ impl<'c> Map<'c> {
 /// simplified against their domains, so the sets are easy to count: triangular at N = 2300 in
 /// L1 counts in a second this way, while its regions ([`at_least_per_region`]) needed more than
 /// the counter's 2·10⁸ ray comparisons.
-fn at_least_from_sum<'c>(
-    mut sizes: Vec<isl::PwAff>,
-    counts: &[u32],
-) -> Result<Vec<Set<'c>>, PolyError> {
+fn at_least_from_sum<'c>(sizes: Vec<Count>, counts: &[u32]) -> Result<Vec<Set<'c>>, PolyError> {
+    let mut sizes = sizes
+        .iter()
+        .map(Count::function)
+        .collect::<Result<Vec<_>, _>>()?;
     while sizes.len() > 1 {
         let mut next = Vec::with_capacity(sizes.len().div_ceil(2));
         let mut it = sizes.into_iter();
@@ -211,13 +212,13 @@ struct SizePiece {
 /// sizes with a dozen divisions each took a minute (matrix multiply at N = 150 in L1: five
 /// parts, 62 s added by `union_add`, 0.1 s split here).
 fn at_least_per_region<'c>(
-    sizes: &[isl::PwAff],
+    sizes: &[Count],
     counts: &[u32],
 ) -> Result<Option<Vec<Set<'c>>>, PolyError> {
     let Some(first) = sizes.first() else {
         return Ok(None);
     };
-    let space = first.get_domain_space().map_err(isl_err("domain_space"))?;
+    let space = first.domain_space()?;
     let mut regions = vec![Region {
         inputs: isl::Set::universe(space.copy().map_err(isl_err("copy"))?)
             .map_err(isl_err("universe"))?,
@@ -226,7 +227,7 @@ fn at_least_per_region<'c>(
     }];
     let mut all_pieces = Vec::with_capacity(sizes.len());
     for size in sizes {
-        let Some(pieces) = pieces_of(size.copy().map_err(isl_err("copy"))?)? else {
+        let Some(pieces) = size.pieces()? else {
             return Ok(None);
         };
         all_pieces.push(pieces);
@@ -249,10 +250,7 @@ fn at_least_per_region<'c>(
         let (size, pieces) = (&sizes[i], &all_pieces[i]);
         to_come -= largest[i];
         let needed = smallest_d - to_come;
-        let domain = size
-            .copy()
-            .and_then(|s| s.domain())
-            .map_err(isl_err("domain"))?;
+        let domain = size.domain()?;
         let mut next = Vec::with_capacity(regions.len() * (pieces.len() + 1));
         for region in regions {
             region.split(pieces, &domain, needed, &mut next)?;
@@ -470,32 +468,171 @@ fn part_shape(part: isl::BasicMap, depth: u32) -> Result<Option<Shape>, PolyErro
     if n > MOST_BASIC_MAPS {
         return Ok(None);
     }
-    let mut size = Size {
-        count: span
-            .add_constant_val(int(1)?)
+    let mut count = Count::Function(
+        span.add_constant_val(int(1)?)
             .map_err(isl_err("add_constant_val"))?,
-        windowed: false,
-    };
+    );
+    let mut windowed = false;
     for i in 0..n {
         let hole = holes.get_at(i).map_err(isl_err("get_at"))?;
         let Some(hole_size) = part_size(hole, depth - 1)? else {
             return Ok(None);
         };
-        size.count = size
-            .count
-            .union_add(hole_size.count.neg().map_err(isl_err("neg"))?)
-            .map_err(isl_err("union_add"))?;
-        size.windowed |= hole_size.windowed;
+        count = count.less(&hole_size.count)?;
+        windowed |= hole_size.windowed;
     }
-    Ok(Some(Shape::Sized(size)))
+    Ok(Some(Shape::Sized(Size { count, windowed })))
 }
 
 /// A part's number of outputs per input.
 struct Size {
-    count: isl::PwAff,
+    count: Count,
     /// Whether a residue window's closed form is in it: its divisions make isl's `union_add`
     /// slow, so such sizes are compared per region ([`at_least_per_region`]).
     windowed: bool,
+}
+
+/// A part's number of outputs per input (0 outside its domain).
+enum Count {
+    /// One piecewise quasi-affine function.
+    Function(isl::PwAff),
+    /// A window's size as written: functions on disjoint pieces of the inputs
+    /// ([`WindowPart::size`]), and the space of the function they make.
+    Pieces {
+        pieces: Vec<(isl::Set, isl::Aff)>,
+        space: isl::Space,
+    },
+}
+
+impl Count {
+    /// The size as one piecewise function (a window's pieces joined by isl's `union_add`).
+    fn function(&self) -> Result<isl::PwAff, PolyError> {
+        match self {
+            Count::Function(f) => f.copy().map_err(isl_err("copy")),
+            Count::Pieces { pieces, space } => {
+                let empty = space.copy().and_then(isl::PwAff::empty);
+                pieces
+                    .iter()
+                    .try_fold(empty.map_err(isl_err("empty"))?, |f, (inputs, size)| {
+                        let piece = isl::PwAff::alloc(inputs.copy()?, size.copy()?)?;
+                        f.union_add(piece)
+                    })
+                    .map_err(isl_err("union_add"))
+            }
+        }
+    }
+
+    /// The size less a hole's (0 outside the hole's domain). Two functions are subtracted by
+    /// isl; where either is a window's pieces, the result is pieces too, written per pair of
+    /// pieces: joining a window's pieces first (`union_add`) took 8 s for one hole of a random
+    /// test.
+    fn less(self, hole: &Count) -> Result<Count, PolyError> {
+        if let (Count::Function(f), Count::Function(h)) = (&self, hole) {
+            let negated = h.copy().and_then(|h| h.neg());
+            return f
+                .copy()
+                .and_then(|f| f.union_add(negated?))
+                .map(Count::Function)
+                .map_err(isl_err("union_add"));
+        }
+        let (Some(outer), Some(inner)) = (self.written()?, hole.written()?) else {
+            // A function without quasi-affine pieces: isl subtracts it as a whole.
+            let negated = hole.function()?.neg().map_err(isl_err("neg"))?;
+            let f = self.function()?.union_add(negated);
+            return f.map(Count::Function).map_err(isl_err("union_add"));
+        };
+        let mut pieces = Vec::with_capacity(outer.len() * (inner.len() + 1));
+        for (domain, size) in outer {
+            let mut rest = domain.copy().map_err(isl_err("copy"))?;
+            for (hole_domain, hole_size) in &inner {
+                let both = domain
+                    .copy()
+                    .and_then(|d| d.intersect(hole_domain.copy()?))
+                    .map_err(isl_err("intersect"))?;
+                if both.is_empty().map_err(isl_err("is_empty"))? {
+                    continue;
+                }
+                rest = rest
+                    .subtract(hole_domain.copy().map_err(isl_err("copy"))?)
+                    .map_err(isl_err("subtract"))?;
+                let less = size.copy().and_then(|s| s.sub(hole_size.copy()?));
+                pieces.push((both, less.map_err(isl_err("sub"))?));
+            }
+            if !rest.is_empty().map_err(isl_err("is_empty"))? {
+                pieces.push((rest, size));
+            }
+        }
+        Ok(Count::Pieces {
+            pieces,
+            space: self.space()?,
+        })
+    }
+
+    /// The size as functions on disjoint pieces; `None` where a piece has no quasi-affine form.
+    fn written(&self) -> Result<Option<Vec<(isl::Set, isl::Aff)>>, PolyError> {
+        match self {
+            Count::Function(f) => crate::window::pieces(f),
+            Count::Pieces { pieces, .. } => pieces
+                .iter()
+                .map(|(inputs, size)| Ok((inputs.copy()?, size.copy()?)))
+                .collect::<Result<Vec<_>, _>>()
+                .map(Some)
+                .map_err(isl_err("copy")),
+        }
+    }
+
+    fn space(&self) -> Result<isl::Space, PolyError> {
+        match self {
+            Count::Function(f) => f.get_space().map_err(isl_err("space")),
+            Count::Pieces { space, .. } => space.copy().map_err(isl_err("copy")),
+        }
+    }
+
+    /// The pieces with their largest values ([`pieces_of`] for a function).
+    fn pieces(&self) -> Result<Option<Vec<SizePiece>>, PolyError> {
+        match self {
+            Count::Function(f) => pieces_of(f.copy().map_err(isl_err("copy"))?),
+            Count::Pieces { pieces, .. } => pieces
+                .iter()
+                .map(|(inputs, size)| {
+                    let most = int_or_max(inputs.max_val(size).map_err(isl_err("max_val"))?)?;
+                    Ok(SizePiece {
+                        inputs: inputs.copy().map_err(isl_err("copy"))?,
+                        size: size.copy().map_err(isl_err("copy"))?,
+                        most,
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(Some),
+        }
+    }
+
+    /// The inputs where the size is defined.
+    fn domain(&self) -> Result<isl::Set, PolyError> {
+        match self {
+            Count::Function(f) => f.copy().and_then(|f| f.domain()),
+            Count::Pieces { pieces, space } => {
+                let none = space
+                    .copy()
+                    .and_then(|s| s.domain())
+                    .and_then(isl::Set::empty);
+                pieces
+                    .iter()
+                    .try_fold(none.map_err(isl_err("empty"))?, |domain, (inputs, _)| {
+                        domain.union(inputs.copy()?)
+                    })
+            }
+        }
+        .map_err(isl_err("domain"))
+    }
+
+    fn domain_space(&self) -> Result<isl::Space, PolyError> {
+        match self {
+            Count::Function(f) => f.get_domain_space(),
+            Count::Pieces { space, .. } => space.copy().and_then(|s| s.domain()),
+        }
+        .map_err(isl_err("domain_space"))
+    }
 }
 
 /// A part's number of outputs per input, or the window it is read from.
@@ -507,7 +644,7 @@ enum Shape {
 impl Shape {
     fn plain(count: isl::PwAff) -> Option<Shape> {
         Some(Shape::Sized(Size {
-            count,
+            count: Count::Function(count),
             windowed: false,
         }))
     }
@@ -515,10 +652,13 @@ impl Shape {
     /// The size; `None` where a window's has no quasi-affine form.
     fn size(self) -> Result<Option<Size>, PolyError> {
         match self {
-            Shape::Window(window) => Ok(window.size()?.map(|count| Size {
-                count,
-                windowed: true,
-            })),
+            Shape::Window(window) => {
+                let space = window.size_space()?;
+                Ok(window.size()?.map(|pieces| Size {
+                    count: Count::Pieces { pieces, space },
+                    windowed: true,
+                }))
+            }
             Shape::Sized(size) => Ok(Some(size)),
         }
     }
@@ -530,8 +670,8 @@ impl Shape {
             Shape::Window(window) => window.most(),
             Shape::Sized(size) => int_or_max(
                 size.count
-                    .copy()
-                    .and_then(|count| count.floor())
+                    .function()?
+                    .floor()
                     .and_then(|count| count.max_val())
                     .map_err(isl_err("max_val"))?,
             ),

@@ -92,19 +92,22 @@ pub(crate) fn window_part(part: &isl::BasicMap) -> Result<Option<WindowPart>, Po
 }
 
 impl WindowPart {
-    /// The part's number of outputs per input, as a quasi-affine function of the input; `None`
-    /// where an end of the interval has a piece with no single quasi-affine form. Written per
-    /// pair of the ends' pieces with functions alone: isl's sums of piecewise functions
-    /// intersect their pieces' domains at every step (1.4 s of the 2 s of writing two column
-    /// walks' windows at matrix multiply N = 150 in L1).
-    pub(crate) fn size(&self) -> Result<Option<isl::PwAff>, PolyError> {
+    /// The part's number of outputs per input, as quasi-affine functions on disjoint pieces of
+    /// the inputs (none: no input has an output); `None` where an end of the interval has a
+    /// piece with no single quasi-affine form. Written per pair of the ends' pieces with
+    /// functions alone: isl's sums of piecewise functions intersect their pieces' domains at
+    /// every step (1.4 s of the 2 s of writing two column walks' windows at matrix multiply
+    /// N = 150 in L1). Left as pieces: joining them into one piecewise function (isl's
+    /// `union_add`) simplifies each against its domain's affine hull, which took 8 s for one
+    /// window of a random test, and the regions take the pieces apart again anyway.
+    pub(crate) fn size(&self) -> Result<Option<Vec<(isl::Set, isl::Aff)>>, PolyError> {
         let (Some(lo_pieces), Some(hi_pieces)) = (pieces(&self.lo)?, pieces(&self.hi)?) else {
             return Ok(None);
         };
         let residues = self
             .classes
             .residues(&self.hi.get_ctx(), &self.names, &self.c)?;
-        let mut size: Option<isl::PwAff> = None;
+        let mut size = Vec::new();
         for (lo_inputs, lo) in &lo_pieces {
             for (hi_inputs, hi) in &hi_pieces {
                 let inputs = lo_inputs
@@ -114,17 +117,15 @@ impl WindowPart {
                 if inputs.is_empty().map_err(isl_err("is_empty"))? {
                     continue;
                 }
-                let piece = isl::PwAff::alloc(inputs, self.classes.count(lo, hi, &residues)?)
-                    .map_err(isl_err("alloc"))?;
-                size = Some(match size {
-                    None => piece,
-                    Some(size) => size.union_add(piece).map_err(isl_err("union_add"))?,
-                });
+                size.push((inputs, self.classes.count(lo, hi, &residues)?));
             }
         }
-        // With no piece the size is the empty function.
-        size.map_or_else(|| self.hi.copy().map_err(isl_err("copy")), Ok)
-            .map(Some)
+        Ok(Some(size))
+    }
+
+    /// The space of the part's size (inputs to one count).
+    pub(crate) fn size_space(&self) -> Result<isl::Space, PolyError> {
+        self.hi.get_space().map_err(isl_err("space"))
     }
 
     /// A bound on the part's number of outputs at any input (`i64::MAX`: unbounded), from the
@@ -155,7 +156,7 @@ impl WindowPart {
 
 /// The pieces of a quasi-affine function as (domain, function) pairs; `None` where a piece has
 /// no single quasi-affine form.
-fn pieces(f: &isl::PwAff) -> Result<Option<Vec<(isl::Set, isl::Aff)>>, PolyError> {
+pub(crate) fn pieces(f: &isl::PwAff) -> Result<Option<Vec<(isl::Set, isl::Aff)>>, PolyError> {
     let parts = graph_parts(f)?;
     let mut pieces = Vec::with_capacity(parts.len());
     for (part, inputs) in parts {

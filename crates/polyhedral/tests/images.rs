@@ -160,6 +160,15 @@ fn a_window_whose_classes_depend_on_the_input_is_left_or_counted_exactly() {
     }
 }
 
+#[test]
+fn a_window_whose_pieces_isl_joins_slowly() {
+    // Found by `windows_match_enumeration`: joining this window's size pieces into one
+    // piecewise function (isl's `union_add`) took 8 s; the regions take the pieces as written.
+    let constraints = "4 <= (13q + t + 1) mod 58 <= 41 and t - 5 <= q <= t + 24";
+    check(constraints);
+    check_counts(constraints, &[4, 8, 16]);
+}
+
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
     #[test]
