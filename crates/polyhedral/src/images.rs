@@ -527,20 +527,17 @@ impl Count {
     /// pieces: joining a window's pieces first (`union_add`) took 8 s for one hole of a random
     /// test.
     fn less(self, hole: &Count) -> Result<Count, PolyError> {
-        if let (Count::Function(f), Count::Function(h)) = (&self, hole) {
-            let negated = h.copy().and_then(|h| h.neg());
-            return f
-                .copy()
-                .and_then(|f| f.union_add(negated?))
-                .map(Count::Function)
-                .map_err(isl_err("union_add"));
-        }
-        let (Some(outer), Some(inner)) = (self.written()?, hole.written()?) else {
-            // A function without quasi-affine pieces: isl subtracts it as a whole.
+        let written = match (&self, hole) {
+            (Count::Function(_), Count::Function(_)) => None,
+            // A function without quasi-affine pieces is subtracted by isl as a whole.
+            _ => self.written()?.zip(hole.written()?),
+        };
+        let Some((outer, inner)) = written else {
             let negated = hole.function()?.neg().map_err(isl_err("neg"))?;
             let f = self.function()?.union_add(negated);
             return f.map(Count::Function).map_err(isl_err("union_add"));
         };
+        // A hole lies inside the interval it is cut from, so the interval's pieces cover it.
         let mut pieces = Vec::with_capacity(outer.len() * (inner.len() + 1));
         for (domain, size) in outer {
             let mut rest = domain.copy().map_err(isl_err("copy"))?;
