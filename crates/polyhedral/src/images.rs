@@ -17,7 +17,7 @@ use isl_rs as isl;
 
 use crate::PolyError;
 use crate::sets::{Map, Set, isl_err};
-use crate::window::{WindowPart, window_part};
+use crate::window::{WindowPart, overlap, window_part};
 
 /// Past this many disjoint basic maps the split is not tried (the caller's own method is then
 /// cheaper than the sum's pieces: at 32, the 3D stencil 20 × 40 at L1, whose three largest tag
@@ -159,14 +159,9 @@ impl Region {
             if i128::from(self.most) + i128::from(piece.most) < needed {
                 continue;
             }
-            let inputs = self
-                .inputs
-                .copy()
-                .and_then(|r| r.intersect(piece.inputs.copy()?))
-                .map_err(isl_err("intersect"))?;
-            if inputs.is_empty().map_err(isl_err("is_empty"))? {
+            let Some(inputs) = overlap(&self.inputs, &piece.inputs)? else {
                 continue;
-            }
+            };
             let aff = piece.size.copy().map_err(isl_err("copy"))?;
             let sum = match &self.sum {
                 Some(sum) => sum.copy().and_then(|s| s.add(aff)),
@@ -542,13 +537,9 @@ impl Count {
         for (domain, size) in outer {
             let mut rest = domain.copy().map_err(isl_err("copy"))?;
             for (hole_domain, hole_size) in &inner {
-                let both = domain
-                    .copy()
-                    .and_then(|d| d.intersect(hole_domain.copy()?))
-                    .map_err(isl_err("intersect"))?;
-                if both.is_empty().map_err(isl_err("is_empty"))? {
+                let Some(both) = overlap(&domain, hole_domain)? else {
                     continue;
-                }
+                };
                 rest = rest
                     .subtract(hole_domain.copy().map_err(isl_err("copy"))?)
                     .map_err(isl_err("subtract"))?;

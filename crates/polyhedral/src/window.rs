@@ -110,14 +110,9 @@ impl WindowPart {
         let mut size = Vec::new();
         for (lo_inputs, lo) in &lo_pieces {
             for (hi_inputs, hi) in &hi_pieces {
-                let inputs = lo_inputs
-                    .copy()
-                    .and_then(|l| l.intersect(hi_inputs.copy()?))
-                    .map_err(isl_err("intersect"))?;
-                if inputs.is_empty().map_err(isl_err("is_empty"))? {
-                    continue;
+                if let Some(inputs) = overlap(lo_inputs, hi_inputs)? {
+                    size.push((inputs, self.classes.count(lo, hi, &residues)?));
                 }
-                size.push((inputs, self.classes.count(lo, hi, &residues)?));
             }
         }
         Ok(Some(size))
@@ -152,6 +147,15 @@ impl WindowPart {
         };
         Ok(i64::try_from(most.max(0)).unwrap_or(i64::MAX))
     }
+}
+
+/// The points two sets share; `None` when they share none.
+pub(crate) fn overlap(a: &isl::Set, b: &isl::Set) -> Result<Option<isl::Set>, PolyError> {
+    let both = a
+        .copy()
+        .and_then(|a| a.intersect(b.copy()?))
+        .map_err(isl_err("intersect"))?;
+    Ok((!both.is_empty().map_err(isl_err("is_empty"))?).then_some(both))
 }
 
 /// The pieces of a quasi-affine function as (domain, function) pairs; `None` where a piece has
