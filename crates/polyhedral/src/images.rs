@@ -192,11 +192,28 @@ impl Region {
     }
 }
 
-/// One piece of a part's size: where it holds, the function, and its largest value there.
+/// One piece of a part's size: where it holds, the function, and its largest value there (or a
+/// bound on it from above: the regions use it only to leave out sums that cannot reach `d`).
 struct SizePiece {
     inputs: isl::Set,
     size: isl::Aff,
     most: i64,
+}
+
+impl SizePiece {
+    /// The piece, with its largest value found by isl.
+    fn new(inputs: isl::Set, size: isl::Aff) -> Result<SizePiece, PolyError> {
+        let most = int_or_max(inputs.max_val(&size).map_err(isl_err("max_val"))?)?;
+        Ok(SizePiece { inputs, size, most })
+    }
+
+    fn copy(&self) -> Result<SizePiece, PolyError> {
+        Ok(SizePiece {
+            inputs: self.inputs.copy().map_err(isl_err("copy"))?,
+            size: self.size.copy().map_err(isl_err("copy"))?,
+            most: self.most,
+        })
+    }
 }
 
 /// For each `d` of `counts`, the inputs where the parts' sizes (each 0 outside its domain) add
@@ -290,21 +307,6 @@ fn at_least_in_regions<'c>(
         out = out.union(reached).map_err(isl_err("union"))?;
     }
     Ok(Set::wrap(out))
-}
-
-/// The pieces of a quasi-affine function, with their largest values; `None` where a piece has
-/// no single quasi-affine form.
-fn pieces_of(size: isl::PwAff) -> Result<Option<Vec<SizePiece>>, PolyError> {
-    let parts = graph_parts(&size)?;
-    let mut pieces = Vec::with_capacity(parts.len());
-    for (part, inputs) in parts {
-        let Some(size) = function_of(part, &inputs)? else {
-            return Ok(None);
-        };
-        let most = int_or_max(inputs.max_val(&size).map_err(isl_err("max_val"))?)?;
-        pieces.push(SizePiece { inputs, size, most });
-    }
-    Ok(Some(pieces))
 }
 
 /// The basic maps of a quasi-affine function's graph, each with its domain.
@@ -494,7 +496,7 @@ enum Count {
     /// A window's size as written: functions on disjoint pieces of the inputs
     /// ([`WindowPart::size`]), and the space of the function they make.
     Pieces {
-        pieces: Vec<(isl::Set, isl::Aff)>,
+        pieces: Vec<SizePiece>,
         space: isl::Space,
     },
 }
@@ -508,9 +510,8 @@ impl Count {
                 let empty = space.copy().and_then(isl::PwAff::empty);
                 pieces
                     .iter()
-                    .try_fold(empty.map_err(isl_err("empty"))?, |f, (inputs, size)| {
-                        let piece = isl::PwAff::alloc(inputs.copy()?, size.copy()?)?;
-                        f.union_add(piece)
+                    .try_fold(empty.map_err(isl_err("empty"))?, |f, p| {
+                        f.union_add(isl::PwAff::alloc(p.inputs.copy()?, p.size.copy()?)?)
                     })
                     .map_err(isl_err("union_add"))
             }
@@ -525,7 +526,7 @@ impl Count {
         let written = match (&self, hole) {
             (Count::Function(_), Count::Function(_)) => None,
             // A function without quasi-affine pieces is subtracted by isl as a whole.
-            _ => self.written()?.zip(hole.written()?),
+            _ => self.pieces()?.zip(hole.pieces()?),
         };
         let Some((outer, inner)) = written else {
             let negated = hole.function()?.neg().map_err(isl_err("neg"))?;
@@ -534,39 +535,36 @@ impl Count {
         };
         // A hole lies inside the interval it is cut from, so the interval's pieces cover it.
         let mut pieces = Vec::with_capacity(outer.len() * (inner.len() + 1));
-        for (domain, size) in outer {
-            let mut rest = domain.copy().map_err(isl_err("copy"))?;
-            for (hole_domain, hole_size) in &inner {
-                let Some(both) = overlap(&domain, hole_domain)? else {
+        for piece in outer {
+            let mut rest = piece.inputs.copy().map_err(isl_err("copy"))?;
+            for hole in &inner {
+                let Some(both) = overlap(&piece.inputs, &hole.inputs)? else {
                     continue;
                 };
                 rest = rest
-                    .subtract(hole_domain.copy().map_err(isl_err("copy"))?)
+                    .subtract(hole.inputs.copy().map_err(isl_err("copy"))?)
                     .map_err(isl_err("subtract"))?;
-                let less = size.copy().and_then(|s| s.sub(hole_size.copy()?));
-                pieces.push((both, less.map_err(isl_err("sub"))?));
+                let less = piece.size.copy().and_then(|s| s.sub(hole.size.copy()?));
+                // A hole's size is not negative, so the piece's largest value bounds the
+                // difference from above, which is all the regions ask of it (isl's maximum of
+                // each difference was half of a random test's 6 s).
+                pieces.push(SizePiece {
+                    inputs: both,
+                    size: less.map_err(isl_err("sub"))?,
+                    most: piece.most,
+                });
             }
             if !rest.is_empty().map_err(isl_err("is_empty"))? {
-                pieces.push((rest, size));
+                pieces.push(SizePiece {
+                    inputs: rest,
+                    ..piece
+                });
             }
         }
         Ok(Count::Pieces {
             pieces,
             space: self.space()?,
         })
-    }
-
-    /// The size as functions on disjoint pieces; `None` where a piece has no quasi-affine form.
-    fn written(&self) -> Result<Option<Vec<(isl::Set, isl::Aff)>>, PolyError> {
-        match self {
-            Count::Function(f) => crate::window::pieces(f),
-            Count::Pieces { pieces, .. } => pieces
-                .iter()
-                .map(|(inputs, size)| Ok((inputs.copy()?, size.copy()?)))
-                .collect::<Result<Vec<_>, _>>()
-                .map(Some)
-                .map_err(isl_err("copy")),
-        }
     }
 
     fn space(&self) -> Result<isl::Space, PolyError> {
@@ -576,22 +574,36 @@ impl Count {
         }
     }
 
-    /// The pieces with their largest values ([`pieces_of`] for a function).
+    /// The pieces with their largest values; `None` where a piece of a function has no single
+    /// quasi-affine form.
     fn pieces(&self) -> Result<Option<Vec<SizePiece>>, PolyError> {
         match self {
-            Count::Function(f) => pieces_of(f.copy().map_err(isl_err("copy"))?),
+            Count::Function(f) => match crate::window::pieces(f)? {
+                Some(pieces) => pieces
+                    .into_iter()
+                    .map(|(inputs, size)| SizePiece::new(inputs, size))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map(Some),
+                None => Ok(None),
+            },
             Count::Pieces { pieces, .. } => pieces
                 .iter()
-                .map(|(inputs, size)| {
-                    let most = int_or_max(inputs.max_val(size).map_err(isl_err("max_val"))?)?;
-                    Ok(SizePiece {
-                        inputs: inputs.copy().map_err(isl_err("copy"))?,
-                        size: size.copy().map_err(isl_err("copy"))?,
-                        most,
-                    })
-                })
+                .map(SizePiece::copy)
                 .collect::<Result<Vec<_>, _>>()
                 .map(Some),
+        }
+    }
+
+    /// The largest value (`i64::MAX`: unbounded), or for pieces a bound on it from above.
+    fn most(&self) -> Result<i64, PolyError> {
+        match self {
+            Count::Function(f) => int_or_max(
+                f.copy()
+                    .and_then(|f| f.floor())
+                    .and_then(|f| f.max_val())
+                    .map_err(isl_err("max_val"))?,
+            ),
+            Count::Pieces { pieces, .. } => Ok(pieces.iter().map(|p| p.most).max().unwrap_or(0)),
         }
     }
 
@@ -606,8 +618,8 @@ impl Count {
                     .and_then(isl::Set::empty);
                 pieces
                     .iter()
-                    .try_fold(none.map_err(isl_err("empty"))?, |domain, (inputs, _)| {
-                        domain.union(inputs.copy()?)
+                    .try_fold(none.map_err(isl_err("empty"))?, |domain, p| {
+                        domain.union(p.inputs.copy()?)
                     })
             }
         }
@@ -641,8 +653,15 @@ impl Shape {
     fn size(self) -> Result<Option<Size>, PolyError> {
         match self {
             Shape::Window(window) => {
+                let Some(written) = window.size()? else {
+                    return Ok(None);
+                };
+                let pieces = written
+                    .into_iter()
+                    .map(|(inputs, size)| SizePiece::new(inputs, size))
+                    .collect::<Result<Vec<_>, _>>()?;
                 let space = window.size_space()?;
-                Ok(window.size()?.map(|pieces| Size {
+                Ok(Some(Size {
                     count: Count::Pieces { pieces, space },
                     windowed: true,
                 }))
@@ -656,13 +675,7 @@ impl Shape {
     fn most(&self) -> Result<i64, PolyError> {
         match self {
             Shape::Window(window) => window.most(),
-            Shape::Sized(size) => int_or_max(
-                size.count
-                    .function()?
-                    .floor()
-                    .and_then(|count| count.max_val())
-                    .map_err(isl_err("max_val"))?,
-            ),
+            Shape::Sized(size) => size.count.most(),
         }
     }
 }
