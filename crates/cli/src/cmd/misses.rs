@@ -228,14 +228,13 @@ pub fn run(args: &MissesArgs, ui: &Ui) -> anyhow::Result<()> {
         return crate::cmd::misses_scan::run(args, &range, &levels, ui);
     }
     if let Some(list) = &args.symbolic {
-        crate::cmd::model_level::symbolic_parameters(list)
+        let parameters = crate::cmd::model_level::symbolic_parameters(list)
             .map_err(|e| bad_input(format!("--symbolic {e}")))?;
-        let names = crate::cmd::model_level::symbolic_names(Some(list));
-        if names.len() > 1 {
-            return crate::cmd::misses_nested::run(args, &names, &levels, ui);
-        }
-        let name = names.first().copied().unwrap_or("");
-        return crate::cmd::misses_symbolic::run(args, name, &levels, ui);
+        return match parameters.as_slice() {
+            [] => Err(bad_input("--symbolic: name a parameter, e.g. --symbolic N")),
+            [one] => crate::cmd::misses_symbolic::run(args, *one, &levels, ui),
+            _ => crate::cmd::misses_nested::run(args, &parameters, &levels, ui),
+        };
     }
     let loaded = LoadedKernel::load(&args.kernel, &args.define, args.base.as_deref(), ui)?;
     // Checked here so a kernel the model cannot take is bad input (exit 2), not a level error.

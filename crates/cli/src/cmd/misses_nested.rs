@@ -13,7 +13,7 @@ use crate::cmd::misses::{MissesArgs, model_request};
 use crate::cmd::misses_symbolic::{
     AtCounts, Geometry, at_points, given, header, load, reference_heading, warn_unmodelled,
 };
-use crate::cmd::model_level::{LevelOutcome, ModelRequest, model_levels};
+use crate::cmd::model_level::{LevelOutcome, ModelRequest, SymbolicParameter, model_levels};
 use crate::cmd::simulate::{RefLabel, kernel_labels};
 use crate::ui::Ui;
 
@@ -79,16 +79,18 @@ struct AtPoint {
 /// Runs `misses --symbolic X,Z,...`.
 pub fn run(
     args: &MissesArgs,
-    names: &[&str],
+    parameters: &[SymbolicParameter<'_>],
     levels: &[LevelConfig],
     ui: &Ui,
 ) -> anyhow::Result<()> {
     let start = Instant::now();
+    let names: Vec<&str> = parameters.iter().map(|(name, _)| *name).collect();
+    let names = names.as_slice();
     let (loaded, define) = load(args, names, ui)?;
-    let at = at_points(args, names)?;
-    let list = args.symbolic.clone().unwrap_or_else(|| names.join(","));
+    let at = at_points(args, parameters)?;
     let request = ModelRequest {
-        symbolic: Some(&list),
+        // The whole list, ranges included: the level processes fit within them.
+        symbolic: args.symbolic.as_deref(),
         ..model_request(args, &define)
     };
     let outcomes = model_levels(&request, levels);
@@ -110,10 +112,7 @@ pub fn run(
         kernel: loaded.origin.clone(),
         params,
         parameters: names.iter().map(|n| (*n).to_owned()).collect(),
-        bounded: crate::cmd::model_level::symbolic_parameters(
-            args.symbolic.as_deref().unwrap_or(""),
-        )
-        .is_ok_and(|p| p.iter().all(|(_, range)| range.is_some())),
+        bounded: parameters.iter().all(|(_, range)| range.is_some()),
         model: "spec 000 (LRU, write-allocate), counts fitted to piecewise quasi-polynomials",
         levels: report_levels,
         duration_s: start.elapsed().as_secs_f64(),

@@ -11,7 +11,9 @@ use loopscope_cache::LevelConfig;
 use serde::Serialize;
 
 use crate::cmd::misses::{MissesArgs, model_request};
-use crate::cmd::model_level::{LevelOutcome, ModelRequest, model_levels, symbolic_indices};
+use crate::cmd::model_level::{
+    LevelOutcome, ModelRequest, SymbolicParameter, model_levels, symbolic_indices,
+};
 use crate::cmd::simulate::{LoadedKernel, RefLabel, kernel_labels};
 use crate::failure::bad_input;
 use crate::ui::Ui;
@@ -194,13 +196,19 @@ impl AtCounts {
 }
 
 /// Runs `misses --symbolic`.
-pub fn run(args: &MissesArgs, name: &str, levels: &[LevelConfig], ui: &Ui) -> anyhow::Result<()> {
+pub fn run(
+    args: &MissesArgs,
+    parameter: SymbolicParameter<'_>,
+    levels: &[LevelConfig],
+    ui: &Ui,
+) -> anyhow::Result<()> {
     let start = Instant::now();
+    let (name, range) = parameter;
     let (loaded, define) = load(args, &[name], ui)?;
-    let at = at_points(args, &[name])?;
+    let at = at_points(args, &[parameter])?;
     let request = ModelRequest {
-        // The whole list, ranges included: the level process fits within them.
-        symbolic: args.symbolic.as_deref().or(Some(name)),
+        // The whole list, range included: the level process fits within it.
+        symbolic: args.symbolic.as_deref(),
         ..model_request(args, &define)
     };
     let outcomes = model_levels(&request, levels);
@@ -220,9 +228,7 @@ pub fn run(args: &MissesArgs, name: &str, levels: &[LevelConfig], ui: &Ui) -> an
         kernel: loaded.origin.clone(),
         params,
         parameter: name.to_owned(),
-        range: crate::cmd::model_level::symbolic_parameters(args.symbolic.as_deref().unwrap_or(""))
-            .ok()
-            .and_then(|p| p.first().and_then(|(_, range)| *range)),
+        range,
         model: "spec 000 (LRU, write-allocate), counts fitted to quasi-polynomials",
         levels: report_levels,
         duration_s: start.elapsed().as_secs_f64(),
@@ -278,9 +284,13 @@ pub fn load(
     Ok((loaded, define))
 }
 
-/// The points of `--at NAME=VALUE[,NAME=VALUE...]`, each giving every name of `names` once, in
-/// the order of `names`.
-pub fn at_points(args: &MissesArgs, names: &[&str]) -> anyhow::Result<Vec<Vec<i64>>> {
+/// The points of `--at NAME=VALUE[,NAME=VALUE...]`, each giving every parameter once, in the
+/// order of `parameters`, and inside its range of interest if it has one.
+pub fn at_points(
+    args: &MissesArgs,
+    parameters: &[SymbolicParameter<'_>],
+) -> anyhow::Result<Vec<Vec<i64>>> {
+    let names: Vec<&str> = parameters.iter().map(|(name, _)| *name).collect();
     let wanted = names.join("=…,") + "=…";
     args.at
         .iter()
@@ -306,11 +316,7 @@ pub fn at_points(args: &MissesArgs, names: &[&str]) -> anyhow::Result<Vec<Vec<i6
                     bad_input(format!("--at {text}: give every parameter, --at {wanted}"))
                 })?;
             // A range of interest is all the formulas were fitted to.
-            let ranges = crate::cmd::model_level::symbolic_parameters(
-                args.symbolic.as_deref().unwrap_or(""),
-            )
-            .unwrap_or_default();
-            for ((name, range), v) in ranges.iter().zip(&point) {
+            for ((name, range), v) in parameters.iter().zip(&point) {
                 if let Some((lo, hi)) = range.filter(|(lo, hi)| !(lo..=hi).contains(&v)) {
                     return Err(bad_input(format!(
                         "--at {text}: {name} = {v} is outside the range {lo}..{hi} the formulas \

@@ -91,7 +91,9 @@ pub type LevelChambers = (Vec<ReferenceChambers>, NestedFormulas);
 pub fn run(args: &ModelLevelArgs, ui: &Ui) -> anyhow::Result<()> {
     let start = Instant::now();
     let loaded = LoadedKernel::load(&args.kernel, &args.define, args.base.as_deref(), ui)?;
-    let names = symbolic_names(args.symbolic.as_deref());
+    let ranges = symbolic_parameters(args.symbolic.as_deref().unwrap_or(""))
+        .map_err(|e| bad_input(format!("--symbolic {e}")))?;
+    let names: Vec<&str> = ranges.iter().map(|(name, _)| *name).collect();
     let symbolic = symbolic_indices(&loaded, &names)?;
     let program = program_with_symbols(&loaded.kernel, &loaded.params, &symbolic, &loaded.layout)
         .map_err(|e| bad_input(format!("{}: {e}", loaded.origin)))?;
@@ -105,8 +107,6 @@ pub fn run(args: &ModelLevelArgs, ui: &Ui) -> anyhow::Result<()> {
         time_limit: Duration::from_secs_f64(args.time_limit.clamp(0.0, 1e9)),
         threads: args.threads.max(1),
     };
-    let ranges = symbolic_parameters(args.symbolic.as_deref().unwrap_or(""))
-        .map_err(|e| bad_input(format!("--symbolic {e}")))?;
     if names.len() > 1 {
         let (refs, chambers) = with_chambers(&program, cache, budget, &ranges, &loaded, args);
         return crate::cmd::print_json(&LevelOutcome {
@@ -135,15 +135,6 @@ pub fn run(args: &ModelLevelArgs, ui: &Ui) -> anyhow::Result<()> {
         formulas,
         chambers: None,
     })
-}
-
-/// The parameters of `--symbolic NAME[=LO..HI][,...]`: each name and, when given, the range
-/// of interest (its values are the ones checked). The parent checks the text
-/// ([`symbolic_parameters`]); the level processes read what it passed on.
-pub fn symbolic_names(list: Option<&str>) -> Vec<&str> {
-    symbolic_parameters(list.unwrap_or(""))
-        .map(|p| p.into_iter().map(|(name, _)| name).collect())
-        .unwrap_or_default()
 }
 
 /// A parameter of `--symbolic` and its range of interest, if given.
