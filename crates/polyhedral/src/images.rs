@@ -279,7 +279,11 @@ fn at_least_per_region<'c>(
         .map(Some)
 }
 
-/// The inputs (of `space`) of `regions` whose sum is at least `d`.
+/// The inputs (of `space`) of `regions` whose sum is at least `d`. Each part is a basic set of
+/// a region cut by one half-space, kept without isl's integer emptiness test (which `intersect`
+/// does for every pair): a cut that leaves nothing is a basic set the counter finds empty. The
+/// test cost more than the count on the divisions of a column walk's window sizes (matrix
+/// multiply at N = 150 in L1: two regions, 0.54 s to intersect, 0.16 s to count what came out).
 fn at_least_in_regions<'c>(
     regions: &[Region],
     space: &isl::Space,
@@ -299,12 +303,22 @@ fn at_least_in_regions<'c>(
             isl::Val::int_from_si(&sum.get_ctx(), i64::from(d)).map_err(isl_err("val"))?,
         )
         .map_err(isl_err("val_on_domain"))?;
-        let reached = sum
+        let half = sum
             .copy()
-            .and_then(|s| s.ge_set(bound))
-            .and_then(|s| s.intersect(region.inputs.copy()?))
+            .and_then(|s| s.ge_basic_set(bound))
             .map_err(isl_err("ge_set"))?;
-        out = out.union(reached).map_err(isl_err("union"))?;
+        let list = region
+            .inputs
+            .get_basic_set_list()
+            .map_err(isl_err("basic_set_list"))?;
+        for i in 0..list.size().map_err(isl_err("basic_set_list"))? {
+            let part = list
+                .get_at(i)
+                .and_then(|b| b.intersect(half.copy()?))
+                .and_then(isl::Set::from_basic_set)
+                .map_err(isl_err("intersect"))?;
+            out = out.union(part).map_err(isl_err("union"))?;
+        }
     }
     Ok(Set::wrap(out))
 }
