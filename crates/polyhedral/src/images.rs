@@ -29,9 +29,14 @@ impl<'c> Map<'c> {
     /// `d` outputs; `None` when some disjoint part is none of the shapes whose size is known (or
     /// the map has too many parts).
     pub fn inputs_with_at_least(&self, counts: &[u32]) -> Result<Option<Vec<Set<'c>>>, PolyError> {
+        // Coalesced first: overlapping parts of one array's sweep merge before they are cut
+        // apart, so there are fewer disjoint parts to size and add (matrix multiply at N = 1300
+        // in L1: 4.4 → 1.1 s; the 3D stencil at 80 × 300 in L2: 24 parts, over the bound and
+        // peeled, became 12, sized: 3.4 → 2.3 s).
         let disjoint = self
             .raw_copy()?
-            .make_disjoint()
+            .coalesce()
+            .and_then(|m| m.make_disjoint())
             .map_err(isl_err("make_disjoint"))?;
         let list = disjoint
             .get_basic_map_list()
