@@ -71,17 +71,13 @@ impl<'c> Map<'c> {
                 .map(Some);
         }
         let mut sizes = Vec::with_capacity(shapes.len());
-        let mut windowed = false;
         for shape in shapes {
             let Some(size) = shape.size()? else {
                 return Ok(None);
             };
-            windowed |= size.windowed;
-            sizes.push(size.count);
+            sizes.push(size);
         }
-        if (windowed || parts <= FEW_PARTS)
-            && let Some(sets) = at_least_per_region(&sizes, counts)?
-        {
+        if let Some(sets) = at_least_per_region(&sizes, counts)? {
             return Ok(Some(sets));
         }
         at_least_from_sum(sizes, counts).map(Some)
@@ -89,10 +85,8 @@ impl<'c> Map<'c> {
 }
 
 /// For each `d` of `counts`, the inputs where the parts' sizes add up to at least `d`, from
-/// their sum as one piecewise function (isl's `union_add`, in pairs). Its pieces' functions are
-/// simplified against their domains, so the sets are easy to count: triangular at N = 2300 in
-/// L1 counts in a second this way, while its regions ([`at_least_per_region`]) needed more than
-/// the counter's 2·10⁸ ray comparisons.
+/// their sum as one piecewise function (isl's `union_add`, in pairs): where the regions of
+/// [`at_least_per_region`] are too many, or a size has no quasi-affine pieces.
 fn at_least_from_sum<'c>(sizes: Vec<Count>, counts: &[u32]) -> Result<Vec<Set<'c>>, PolyError> {
     let mut sizes = sizes
         .iter()
@@ -126,13 +120,6 @@ fn at_least_from_sum<'c>(sizes: Vec<Count>, counts: &[u32]) -> Result<Vec<Set<'c
         })
         .collect()
 }
-
-/// Up to this many parts the sizes are compared per region even without a window: a few
-/// regions of simple sums (transpose at N = 1600 in L2, four parts, ten regions: 3.3 s → 0.8 s
-/// for the level). With more, `union_add`'s simplified pieces are cheaper to count (triangular
-/// at N = 2300 in L1, ten parts: 55 regions whose sums carry up to 7 divisions went over the
-/// counter's bound, while the sum counts in a second).
-const FEW_PARTS: i32 = 4;
 
 /// Past this many regions the sizes are added as one piecewise function instead.
 const MOST_REGIONS: usize = 256;
@@ -227,7 +214,10 @@ impl SizePiece {
 /// the non-empty ones, and the sums are added per region. isl's `union_add` does the same split
 /// but simplifies every piece's function against its domain's affine hull, which for windows'
 /// sizes with a dozen divisions each took a minute (matrix multiply at N = 150 in L1: five
-/// parts, 62 s added by `union_add`, 0.1 s split here).
+/// parts, 62 s added by `union_add`, 0.1 s split here). Since tag maps are coalesced before
+/// they are cut into parts, the regions are few enough for every size: triangular at N = 2300
+/// in L1 (five parts) 1.16 → 0.88 s, the 3D stencil at 80 × 300 in L2 2.2 → 1.8 s, against
+/// `union_add` beyond four parts.
 fn at_least_per_region<'c>(
     sizes: &[Count],
     counts: &[u32],
@@ -414,7 +404,7 @@ const HOLE_DEPTH: u32 = 1;
 /// window's minimum is what isl is slow at), an interval `[min, max]` (`max − min + 1`), every
 /// `m`-th point of one (`(max − min) / m + 1`, `m` isl's stride of the output), or an interval
 /// less holes of those shapes. `None` otherwise.
-fn part_size(part: isl::BasicMap, depth: u32) -> Result<Option<Size>, PolyError> {
+fn part_size(part: isl::BasicMap, depth: u32) -> Result<Option<Count>, PolyError> {
     match part_shape(part, depth)? {
         Some(shape) => shape.size(),
         None => Ok(None),
@@ -488,24 +478,14 @@ fn part_shape(part: isl::BasicMap, depth: u32) -> Result<Option<Shape>, PolyErro
         span.add_constant_val(int(1)?)
             .map_err(isl_err("add_constant_val"))?,
     );
-    let mut windowed = false;
     for i in 0..n {
         let hole = holes.get_at(i).map_err(isl_err("get_at"))?;
         let Some(hole_size) = part_size(hole, depth - 1)? else {
             return Ok(None);
         };
-        count = count.less(&hole_size.count)?;
-        windowed |= hole_size.windowed;
+        count = count.less(&hole_size)?;
     }
-    Ok(Some(Shape::Sized(Size { count, windowed })))
-}
-
-/// A part's number of outputs per input.
-struct Size {
-    count: Count,
-    /// Whether a residue window's closed form is in it: its divisions make isl's `union_add`
-    /// slow, so such sizes are compared per region ([`at_least_per_region`]).
-    windowed: bool,
+    Ok(Some(Shape::Sized(count)))
 }
 
 /// A part's number of outputs per input (0 outside its domain).
@@ -657,19 +637,16 @@ impl Count {
 /// A part's number of outputs per input, or the window it is read from.
 enum Shape {
     Window(Box<WindowPart>),
-    Sized(Size),
+    Sized(Count),
 }
 
 impl Shape {
     fn plain(count: isl::PwAff) -> Option<Shape> {
-        Some(Shape::Sized(Size {
-            count: Count::Function(count),
-            windowed: false,
-        }))
+        Some(Shape::Sized(Count::Function(count)))
     }
 
     /// The size; `None` where a window's has no quasi-affine form.
-    fn size(self) -> Result<Option<Size>, PolyError> {
+    fn size(self) -> Result<Option<Count>, PolyError> {
         match self {
             Shape::Window(window) => {
                 let Some(written) = window.size()? else {
@@ -680,10 +657,7 @@ impl Shape {
                     .map(|(inputs, size)| SizePiece::new(inputs, size))
                     .collect::<Result<Vec<_>, _>>()?;
                 let space = window.size_space()?;
-                Ok(Some(Size {
-                    count: Count::Pieces { pieces, space },
-                    windowed: true,
-                }))
+                Ok(Some(Count::Pieces { pieces, space }))
             }
             Shape::Sized(size) => Ok(Some(size)),
         }
@@ -694,7 +668,7 @@ impl Shape {
     fn most(&self) -> Result<i64, PolyError> {
         match self {
             Shape::Window(window) => window.most(),
-            Shape::Sized(size) => size.count.most(),
+            Shape::Sized(size) => size.most(),
         }
     }
 }
