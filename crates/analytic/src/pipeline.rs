@@ -667,6 +667,17 @@ impl<'c> Builder<'_, 'c> {
         if self.one_instance_sees_ways(&per_array)? {
             return Ok(false);
         }
+        // Linear programs first: where their bounds stay under the ways, so do the spreads.
+        let mut most = 0i128;
+        for tags in &per_array {
+            match tags.output_spread_bound()? {
+                Some(spread) => most += i128::from(spread) + 1,
+                None => return Ok(false),
+            }
+        }
+        if most < i128::from(self.cache.ways) {
+            return Ok(true);
+        }
         let mut most = 0i128;
         for tags in &per_array {
             self.check_time()?;
@@ -726,7 +737,7 @@ impl<'c> Builder<'_, 'c> {
             return Ok(i128::MAX);
         }
         let range = j.range()?;
-        Ok(match range.dim_range(0)? {
+        Ok(match range.dim_range_bound(0)? {
             Some((lo, hi)) => i128::from(hi) - i128::from(lo) + 1,
             None if range.is_empty()? => 0,
             None => i128::MAX,

@@ -243,6 +243,13 @@ impl<'c> Set<'c> {
         Ok(Some((lo, hi)))
     }
 
+    /// Bounds on the values of set dimension `pos` from the set's rational relaxation
+    /// ([`relaxed_range`]): an interval that holds [`Set::dim_range`]'s, from linear programs
+    /// instead of integer programs. `None` when the set is empty or unbounded in it.
+    pub fn dim_range_bound(&self, pos: u32) -> Result<Option<(i64, i64)>, PolyError> {
+        relaxed_range(&self.raw, pos)
+    }
+
     /// The number of set dimensions.
     pub fn dims(&self) -> Result<usize, PolyError> {
         Ok(self.raw.dim(isl::DimType::Set).map_err(isl_err("dim"))? as usize)
@@ -390,21 +397,35 @@ impl<'c> Map<'c> {
     /// or `None` when the map is empty or the difference unbounded. One integer program over
     /// the pairs of outputs, whatever the map's shape: no input's outputs are enumerated.
     pub fn output_spread(&self) -> Result<Option<i64>, PolyError> {
-        let again = copy_of!(self, "copy");
-        let pairs = copy_of!(self, "copy")
-            .reverse()
-            .and_then(|r| r.apply_range(again))
-            .and_then(|p| p.deltas())
-            .map_err(isl_err("deltas"))?;
         // The differences come in opposite pairs, so their minimum is the maximum negated: one
         // integer program, not two (the two were 43 % of the 3D stencil's L1 at 80 × 300).
         // Maximising `o₂ − o₁` over the flat `x → (o₁, o₂)` instead, without the projection,
         // measured slower (8.7-9.7 s against 7.0 s for that level).
-        let hi = pairs.dim_max_val(0).map_err(isl_err("dim_max_val"))?;
+        let hi = self
+            .output_differences()?
+            .dim_max_val(0)
+            .map_err(isl_err("dim_max_val"))?;
         if !hi.is_int().map_err(isl_err("is_int"))? {
             return Ok(None);
         }
         Ok(Some(hi.get_num_si().map_err(isl_err("get_num_si"))?))
+    }
+
+    /// A bound from above on [`Map::output_spread`], from the rational relaxation of the pairs
+    /// ([`relaxed_range`]): ten to a hundred times faster than the integer program, and mostly
+    /// as tight (`None`: unbounded or empty).
+    pub fn output_spread_bound(&self) -> Result<Option<i64>, PolyError> {
+        Ok(relaxed_range(&self.output_differences()?, 0)?.map(|(_, hi)| hi))
+    }
+
+    /// The differences `o₂ − o₁` of two outputs of one input.
+    fn output_differences(&self) -> Result<isl::Set, PolyError> {
+        let again = copy_of!(self, "copy");
+        copy_of!(self, "copy")
+            .reverse()
+            .and_then(|r| r.apply_range(again))
+            .and_then(|p| p.deltas())
+            .map_err(isl_err("deltas"))
     }
 
     /// One input of the map (a single point), or `None` when the map is empty: isl's sample of
@@ -454,4 +475,44 @@ impl fmt::Display for Map<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.raw.to_str().unwrap_or("<unprintable map>"))
     }
+}
+
+/// The smallest and largest values of dimension `pos` of `set`'s rational relaxation (its
+/// existential variables and divisions relaxed too), rounded inwards: an interval holding every
+/// integer point's value. One linear program per basic set and side, where an integer program
+/// on a projection with large moduli takes milliseconds to tens of them. `None` when the set is
+/// empty or unbounded in `pos`.
+fn relaxed_range(set: &isl::Set, pos: u32) -> Result<Option<(i64, i64)>, PolyError> {
+    let list = set
+        .get_basic_set_list()
+        .map_err(isl_err("basic_set_list"))?;
+    let mut range: Option<(i64, i64)> = None;
+    for i in 0..list.size().map_err(isl_err("basic_set_list"))? {
+        let part = list.get_at(i).map_err(isl_err("basic_set_list"))?;
+        let coordinate = part
+            .get_space()
+            .and_then(isl::LocalSpace::from_space)
+            .and_then(|space| isl::Aff::var_on_domain(space, isl::DimType::Set, pos))
+            .map_err(isl_err("var_on_domain"))?;
+        let lo = part
+            .min_lp_val(&coordinate)
+            .map_err(isl_err("min_lp_val"))?;
+        // NaN: an empty part.
+        if lo.is_nan().map_err(isl_err("is_nan"))? {
+            continue;
+        }
+        let hi = part
+            .max_lp_val(&coordinate)
+            .map_err(isl_err("max_lp_val"))?;
+        let lo = lo.ceil().map_err(isl_err("ceil"))?;
+        let hi = hi.floor().map_err(isl_err("floor"))?;
+        let finite = |v: &isl::Val| v.is_int().map_err(isl_err("is_int"));
+        if !finite(&lo)? || !finite(&hi)? {
+            return Ok(None);
+        }
+        let lo = lo.get_num_si().map_err(isl_err("get_num_si"))?;
+        let hi = hi.get_num_si().map_err(isl_err("get_num_si"))?;
+        range = Some(range.map_or((lo, hi), |(l, h)| (l.min(lo), h.max(hi))));
+    }
+    Ok(range)
 }

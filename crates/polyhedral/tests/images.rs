@@ -1,7 +1,7 @@
 //! `Map::inputs_with_at_least`: the inputs with at least `d` outputs, from the sizes of
 //! intervals, lattices and intervals with holes, against a count of each input's outputs by
-//! enumeration; and the two bounds the analysis takes from a tag map, `Map::output_spread` and
-//! `Map::output_strides`.
+//! enumeration; and the bounds the analysis takes from a tag map, `Map::output_spread` (with
+//! its relaxed bound), `Set::dim_range_bound` and `Map::output_strides`.
 
 use loopscope_polyhedral::{Ctx, Set};
 
@@ -197,8 +197,8 @@ proptest::proptest! {
 }
 
 #[test]
-fn many_parts_are_summed_as_one_piecewise_function() {
-    // More than four disjoint parts without a window: added by isl's union_add, not per region.
+fn many_parts_are_summed_per_region() {
+    // Six disjoint parts without a window, none merged by coalescing.
     check("q = t or q = t + 2 or q = t + 4 or q = t + 6 or q = t + 8 or 2t - 1 <= q <= 2t + 1");
 }
 
@@ -228,16 +228,40 @@ fn output_spread_is_the_widest_image() {
                 "{{ [t] -> [q] : 0 <= t <= 40 and ({constraints}) }}"
             ))
             .unwrap();
-        assert_eq!(
-            map.output_spread().unwrap(),
-            spread_by_walking(&ctx, constraints),
-            "{constraints}"
-        );
+        let spread = spread_by_walking(&ctx, constraints);
+        assert_eq!(map.output_spread().unwrap(), spread, "{constraints}");
+        // The linear programs' bound holds the spread; on these maps, whose divisions are
+        // exact at the extremes, it is the spread.
+        assert_eq!(map.output_spread_bound().unwrap(), spread, "{constraints}");
     }
     let empty = ctx
         .map("{ [t] -> [q] : 0 <= t <= 4 and q > t and q < t }")
         .unwrap();
     assert_eq!(empty.output_spread().unwrap(), None);
+    assert_eq!(empty.output_spread_bound().unwrap(), None);
+}
+
+#[test]
+fn the_relaxed_bounds_hold_the_integer_ones() {
+    let ctx = Ctx::new();
+    // A residue window's divisions: the relaxation is looser than the integer points.
+    let map = ctx
+        .map("{ [t] -> [q] : 0 <= t <= 40 and 3 <= (5q + t) mod 64 <= 9 and t <= q <= t + 70 }")
+        .unwrap();
+    let spread = map.output_spread().unwrap().unwrap();
+    let bound = map.output_spread_bound().unwrap().unwrap();
+    assert!(bound >= spread, "bound {bound} below the spread {spread}");
+    let range = map.range().unwrap();
+    let (lo, hi) = range.dim_range(0).unwrap().unwrap();
+    let (lo_bound, hi_bound) = range.dim_range_bound(0).unwrap().unwrap();
+    assert!(
+        lo_bound <= lo && hi <= hi_bound,
+        "{lo_bound}..{hi_bound} misses {lo}..{hi}"
+    );
+    let empty = ctx.set("{ [q] : q > 3 and q < 2 }").unwrap();
+    assert_eq!(empty.dim_range_bound(0).unwrap(), None);
+    let unbounded = ctx.set("{ [q] : q > 3 }").unwrap();
+    assert_eq!(unbounded.dim_range_bound(0).unwrap(), None);
 }
 
 #[test]
