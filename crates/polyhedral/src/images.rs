@@ -27,7 +27,7 @@ const MOST_BASIC_MAPS: i32 = 16;
 impl<'c> Map<'c> {
     /// For a map with one output dimension: for each `d` of `counts`, the inputs with at least
     /// `d` outputs; `None` when some disjoint part is none of the shapes whose size is known (or
-    /// the map has too many parts).
+    /// the map has too many parts, or its parts' sizes cut the inputs into too many regions).
     pub fn inputs_with_at_least(&self, counts: &[u32]) -> Result<Option<Vec<Set<'c>>>, PolyError> {
         // Coalesced first: overlapping parts of one array's sweep merge before they are cut
         // apart, so there are fewer disjoint parts to size and add (matrix multiply at N = 1300
@@ -77,51 +77,11 @@ impl<'c> Map<'c> {
             };
             sizes.push(size);
         }
-        if let Some(sets) = at_least_per_region(&sizes, counts)? {
-            return Ok(Some(sets));
-        }
-        at_least_from_sum(sizes, counts).map(Some)
+        at_least_per_region(&sizes, counts)
     }
 }
 
-/// For each `d` of `counts`, the inputs where the parts' sizes add up to at least `d`, from
-/// their sum as one piecewise function (isl's `union_add`, in pairs): where the regions of
-/// [`at_least_per_region`] are too many, or a size has no quasi-affine pieces.
-fn at_least_from_sum<'c>(sizes: Vec<Count>, counts: &[u32]) -> Result<Vec<Set<'c>>, PolyError> {
-    let mut sizes = sizes
-        .iter()
-        .map(Count::function)
-        .collect::<Result<Vec<_>, _>>()?;
-    while sizes.len() > 1 {
-        let mut next = Vec::with_capacity(sizes.len().div_ceil(2));
-        let mut it = sizes.into_iter();
-        while let Some(a) = it.next() {
-            next.push(match it.next() {
-                Some(b) => a.union_add(b).map_err(isl_err("union_add"))?,
-                None => a,
-            });
-        }
-        sizes = next;
-    }
-    let total = sizes.pop().ok_or_else(|| PolyError::Isl {
-        op: "union_add",
-        message: "no size to add".into(),
-    })?;
-    let ctx = total.get_ctx();
-    counts
-        .iter()
-        .map(|&d| {
-            total
-                .copy()
-                .and_then(|t| t.add_constant_val(isl::Val::int_from_si(&ctx, -i64::from(d))?))
-                .and_then(|t| t.nonneg_set())
-                .map(Set::wrap)
-                .map_err(isl_err("nonneg_set"))
-        })
-        .collect()
-}
-
-/// Past this many regions the sizes are added as one piecewise function instead.
+/// Past this many regions the sizes are not compared (the caller peels the tags instead).
 const MOST_REGIONS: usize = 256;
 
 /// A region of the inputs where every part's size is one quasi-affine function, and their sum
@@ -215,9 +175,10 @@ impl SizePiece {
 /// but simplifies every piece's function against its domain's affine hull, which for windows'
 /// sizes with a dozen divisions each took a minute (matrix multiply at N = 150 in L1: five
 /// parts, 62 s added by `union_add`, 0.1 s split here). Since tag maps are coalesced before
-/// they are cut into parts, the regions are few enough for every size: triangular at N = 2300
-/// in L1 (five parts) 1.16 → 0.88 s, the 3D stencil at 80 × 300 in L2 2.2 → 1.8 s, against
-/// `union_add` beyond four parts.
+/// they are cut into parts, the regions are few for every kernel measured: against sizes
+/// added by `union_add` where there were more than four parts, triangular at N = 2300 in L1
+/// (five parts) went 1.16 → 0.88 s and the 3D stencil at 80 × 300 in L2 2.2 → 1.8 s, and
+/// `union_add` is no longer used here.
 fn at_least_per_region<'c>(
     sizes: &[Count],
     counts: &[u32],
