@@ -130,6 +130,9 @@ struct Builder<'a, 'c> {
     conflicts_possible: bool,
     /// When to give up (checked between set operations; one operation can still run past it).
     deadline: Option<(Instant, Duration)>,
+    /// The execution order from each position's instances to each other's, `[from][to]`, read
+    /// once: [`Builder::comes_after`] asks for a few of them thousands of times.
+    orders: Vec<Vec<OnceCell<Map<'c>>>>,
 }
 
 pub(crate) fn build<'c>(
@@ -151,6 +154,10 @@ pub(crate) fn build<'c>(
         depth: Program::depth(positions),
         params: params(program),
         target,
+        orders: positions
+            .iter()
+            .map(|_| positions.iter().map(|_| OnceCell::new()).collect())
+            .collect(),
     };
     b.build()
 }
@@ -427,16 +434,32 @@ impl<'c> Builder<'_, 'c> {
         a: &Candidate<'c>,
         b: &Candidate<'c>,
     ) -> Result<bool, AnalyticError> {
-        let (pa, pb) = (&self.positions[a.position], &self.positions[b.position]);
+        // `b`'s map on the piece alone before the order's disjunctions multiply its parts: the
+        // 3D stencil at 80 × 300 in L3, 1.04 → 0.93 s (0.84 s with the orders read once).
+        let later = b
+            .map
+            .intersect_domain(piece)?
+            .apply_range(self.order(b.position, a.position)?)?
+            .intersect(&a.map)?
+            .domain()?;
+        Ok(piece.subtract(&later)?.is_empty()?)
+    }
+
+    /// The instances of position `to` after each instance of position `from`.
+    fn order(&self, from: usize, to: usize) -> Result<&Map<'c>, AnalyticError> {
+        let cell = &self.orders[from][to];
+        if let Some(order) = cell.get() {
+            return Ok(order);
+        }
+        let (pf, pt) = (&self.positions[from], &self.positions[to]);
         let order = self.ctx.map(&format!(
             "{} -> {{ [{}] -> [{}] : {} }}",
             self.params,
-            tuple("u", pb).join(", "),
-            tuple("x", pa).join(", "),
-            before((pb, "u"), (pa, "x"), self.depth)
+            tuple("u", pf).join(", "),
+            tuple("x", pt).join(", "),
+            before((pf, "u"), (pt, "x"), self.depth)
         ))?;
-        let later = b.map.apply_range(&order)?.intersect(&a.map)?.domain()?;
-        Ok(piece.subtract(&later)?.is_empty()?)
+        Ok(cell.get_or_init(|| order))
     }
 
     fn conflict_sets(
