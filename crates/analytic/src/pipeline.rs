@@ -6,7 +6,7 @@ use std::cell::{OnceCell, RefCell};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use loopscope_polyhedral::{Ctx, Map, Set};
+use loopscope_polyhedral::{Ctx, Map, PolyError, Set};
 
 use crate::AnalyticError;
 use crate::program::{Cache, Position, Program};
@@ -718,25 +718,26 @@ impl<'c> Builder<'_, 'c> {
             return Ok(false);
         }
         // Linear programs first: where their bounds stay under the ways, so do the spreads.
+        Ok(
+            self.spreads_under_ways(&per_array, Map::output_spread_bound)?
+                || self.spreads_under_ways(&per_array, Map::output_spread)?,
+        )
+    }
+
+    /// Whether the arrays' `spread`s plus one each add up to less than the ways (false as soon
+    /// as they reach them, or where a spread is unbounded).
+    fn spreads_under_ways(
+        &self,
+        per_array: &[Map<'c>],
+        spread: impl Fn(&Map<'c>) -> Result<Option<i64>, PolyError>,
+    ) -> Result<bool, AnalyticError> {
+        let ways = i128::from(self.cache.ways);
         let mut most = 0i128;
-        for tags in &per_array {
-            match tags.output_spread_bound()? {
-                Some(spread) => most += i128::from(spread) + 1,
-                None => return Ok(false),
-            }
-        }
-        if most < i128::from(self.cache.ways) {
-            return Ok(true);
-        }
-        let mut most = 0i128;
-        for tags in &per_array {
+        for tags in per_array {
             self.check_time()?;
-            match tags.output_spread()? {
-                Some(spread) => most += i128::from(spread) + 1,
-                None => return Ok(false),
-            }
-            if most >= i128::from(self.cache.ways) {
-                return Ok(false);
+            match spread(tags)? {
+                Some(s) if most + i128::from(s) + 1 < ways => most += i128::from(s) + 1,
+                _ => return Ok(false),
             }
         }
         Ok(true)
@@ -779,11 +780,11 @@ impl<'c> Builder<'_, 'c> {
     /// fraction of the integer programs (matrix multiply at N = 1300 in L1, 1.13 → 1.03 s).
     fn tag_span(&self, j: &Map<'c>) -> Result<i128, AnalyticError> {
         // The common case at a level that holds the kernel's data, where the peel would
-        // otherwise run on many pieces only to find nothing. The span, not the number: counting the range first rewrites its projected instances as explicit
-        // divisions, which took 22 s and 68 s for two pieces of transpose at N = 180 in L1 (4 and
-        // 6 existential variables) and never finished on the 3D stencil at 80 × 300, more than
-        // the peel it guards. A kernel's arrays are contiguous, so the span is the number of tags
-        // where it matters.
+        // otherwise run on many pieces only to find nothing. The span, not the number: counting
+        // the range first rewrites its projected instances as explicit divisions, which took 22 s
+        // and 68 s for two pieces of transpose at N = 180 in L1 (4 and 6 existential variables)
+        // and never finished on the 3D stencil at 80 × 300, more than the peel it guards. A
+        // kernel's arrays are contiguous, so the span is the number of tags where it matters.
         if !self.program.params.is_empty() {
             return Ok(i128::MAX);
         }
