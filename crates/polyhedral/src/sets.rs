@@ -298,6 +298,42 @@ impl<'c> Map<'c> {
         r.map(Map::wrap).map_err(isl_err("intersect"))
     }
 
+    /// Pairs in both maps, like [`Map::intersect`], with each pair of basic maps kept unless
+    /// its rational relaxation is empty. isl's `intersect` tests every pair for integer points
+    /// (a search over the pair's lattice); where both maps are disjunctions of the execution
+    /// order, most pairs are contradictory already as rational polyhedra (`x₀ < t₀` against
+    /// `x₀ = t₀`), and a linear program says so in a fraction of the time: the 3D stencil at
+    /// 80 × 300 in L1 spent 0.48 s of its 1.4 s in the integer tests of the eviction maps'
+    /// intersections, 0.05 s with these. A pair with rational but no integer points is kept as
+    /// a basic map without points, which every later operation and count treats as empty.
+    pub fn intersect_relaxed(&self, other: &Map<'c>) -> Result<Map<'c>, PolyError> {
+        let space = copy_of!(self, "copy")
+            .get_space()
+            .map_err(isl_err("get_space"))?;
+        let mut out = isl::Map::empty(space).map_err(isl_err("empty"))?;
+        let left = basic_maps(&self.raw)?;
+        let right = basic_maps(&other.raw)?;
+        for a in &left {
+            for b in &right {
+                let both = a
+                    .copy()
+                    .and_then(|a| b.copy().and_then(|b| a.intersect(b)))
+                    .map_err(isl_err("intersect"))?;
+                let wrapped = both
+                    .copy()
+                    .and_then(|b| b.wrap())
+                    .map_err(isl_err("wrap"))?;
+                if rationally_empty(&wrapped)? {
+                    continue;
+                }
+                out = isl::Map::from_basic_map(both)
+                    .and_then(|part| out.union(part))
+                    .map_err(isl_err("union"))?;
+            }
+        }
+        Ok(Map::wrap(out))
+    }
+
     /// Pairs in either map.
     pub fn union(&self, other: &Map<'c>) -> Result<Map<'c>, PolyError> {
         let r = copy_of!(self, "copy").union(copy_of!(other, "copy"));
@@ -489,18 +525,10 @@ fn relaxed_range(set: &isl::Set, pos: u32) -> Result<Option<(i64, i64)>, PolyErr
     let mut range: Option<(i64, i64)> = None;
     for i in 0..list.size().map_err(isl_err("basic_set_list"))? {
         let part = list.get_at(i).map_err(isl_err("basic_set_list"))?;
-        let coordinate = part
-            .get_space()
-            .and_then(isl::LocalSpace::from_space)
-            .and_then(|space| isl::Aff::var_on_domain(space, isl::DimType::Set, pos))
-            .map_err(isl_err("var_on_domain"))?;
-        let lo = part
-            .min_lp_val(&coordinate)
-            .map_err(isl_err("min_lp_val"))?;
-        // NaN: an empty part.
-        if lo.is_nan().map_err(isl_err("is_nan"))? {
+        let coordinate = coordinate_of(&part, pos)?;
+        let Some(lo) = lp_minimum(&part, &coordinate)? else {
             continue;
-        }
+        };
         let hi = part
             .max_lp_val(&coordinate)
             .map_err(isl_err("max_lp_val"))?;
@@ -515,4 +543,43 @@ fn relaxed_range(set: &isl::Set, pos: u32) -> Result<Option<(i64, i64)>, PolyErr
         range = Some(range.map_or((lo, hi), |(l, h)| (l.min(lo), h.max(hi))));
     }
     Ok(range)
+}
+
+/// Dimension `pos` of `part`'s space, as a function on it.
+fn coordinate_of(part: &isl::BasicSet, pos: u32) -> Result<isl::Aff, PolyError> {
+    part.get_space()
+        .and_then(isl::LocalSpace::from_space)
+        .and_then(|space| isl::Aff::var_on_domain(space, isl::DimType::Set, pos))
+        .map_err(isl_err("var_on_domain"))
+}
+
+/// The smallest value of `f` over `part`'s rational relaxation (possibly infinite), `None`
+/// where the relaxation is empty.
+fn lp_minimum(part: &isl::BasicSet, f: &isl::Aff) -> Result<Option<isl::Val>, PolyError> {
+    let lo = part.min_lp_val(f).map_err(isl_err("min_lp_val"))?;
+    // NaN: an empty part.
+    Ok((!lo.is_nan().map_err(isl_err("is_nan"))?).then_some(lo))
+}
+
+/// Whether `part` has no rational point: one linear program (isl's own test where the space
+/// has no dimension to minimise).
+fn rationally_empty(part: &isl::BasicSet) -> Result<bool, PolyError> {
+    if part.plain_is_empty().map_err(isl_err("plain_is_empty"))? {
+        return Ok(true);
+    }
+    if part.dim(isl::DimType::Set).map_err(isl_err("dim"))? == 0 {
+        return part.is_empty().map_err(isl_err("is_empty"));
+    }
+    Ok(lp_minimum(part, &coordinate_of(part, 0)?)?.is_none())
+}
+
+/// The basic maps of `map`.
+fn basic_maps(map: &isl::Map) -> Result<Vec<isl::BasicMap>, PolyError> {
+    let list = map
+        .copy()
+        .and_then(|m| m.get_basic_map_list())
+        .map_err(isl_err("basic_map_list"))?;
+    (0..list.size().map_err(isl_err("basic_map_list"))?)
+        .map(|i| list.get_at(i).map_err(isl_err("get_at")))
+        .collect()
 }
