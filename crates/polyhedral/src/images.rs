@@ -16,7 +16,7 @@
 use isl_rs as isl;
 
 use crate::PolyError;
-use crate::sets::{Map, Set, isl_err};
+use crate::sets::{Map, Set, coalesced, isl_err};
 use crate::window::{WindowPart, overlap, window_part};
 
 /// Past this many disjoint basic maps the split is not tried (the caller's own method is then
@@ -33,10 +33,8 @@ impl<'c> Map<'c> {
         // apart, so there are fewer disjoint parts to size and add (matrix multiply at N = 1300
         // in L1: 4.4 → 1.1 s; the 3D stencil at 80 × 300 in L2: 24 parts, over the bound and
         // peeled, became 12, sized: 3.4 → 2.3 s).
-        let disjoint = self
-            .raw_copy()?
-            .coalesce()
-            .and_then(|m| m.make_disjoint())
+        let disjoint = coalesced(&self.raw_copy()?)?
+            .make_disjoint()
             .map_err(isl_err("make_disjoint"))?;
         let list = disjoint
             .get_basic_map_list()

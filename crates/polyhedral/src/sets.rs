@@ -411,10 +411,9 @@ impl<'c> Map<'c> {
             .collect()
     }
 
-    /// The same pairs in fewer, merged basic maps where isl can (isl's coalesce).
+    /// The same pairs in fewer, merged basic maps where isl can ([`coalesced`]).
     pub fn coalesce(&self) -> Result<Map<'c>, PolyError> {
-        let r = copy_of!(self, "copy").coalesce();
-        r.map(Map::wrap).map_err(isl_err("coalesce"))
+        coalesced(&self.raw).map(Map::wrap)
     }
 
     /// The parametric lexicographic minimum of the outputs for each input, as a map.
@@ -582,4 +581,40 @@ fn basic_maps(map: &isl::Map) -> Result<Vec<isl::BasicMap>, PolyError> {
     (0..list.size().map_err(isl_err("basic_map_list"))?)
         .map(|i| list.get_at(i).map_err(isl_err("get_at")))
         .collect()
+}
+
+/// isl's coalesce of `map`: the same pairs in fewer, merged basic maps. isl can stop it with an
+/// internal error ("total dimensionality changed unexpectedly", in its `reduce_coefficients`)
+/// on a basic map with rational but no integer points, when tightening the constraints shows
+/// the emptiness and takes the divisions away mid-way. [`Map::intersect_relaxed`] keeps such
+/// parts, and so do isl's own operations that test no integer emptiness. Then the parts without
+/// integer points are dropped (an integer emptiness test each) and isl tries again; where it
+/// still fails the map is kept as it is, since coalescing only merges.
+pub(crate) fn coalesced(map: &isl::Map) -> Result<isl::Map, PolyError> {
+    let first = map
+        .copy()
+        .and_then(|m| m.coalesce())
+        .map_err(isl_err("coalesce"));
+    if !matches!(first, Err(PolyError::Isl { .. })) {
+        return first;
+    }
+    let mut kept = map
+        .get_space()
+        .and_then(isl::Map::empty)
+        .map_err(isl_err("empty"))?;
+    for part in basic_maps(map)? {
+        if !part.is_empty().map_err(isl_err("is_empty"))? {
+            kept = isl::Map::from_basic_map(part)
+                .and_then(|part| kept.union(part))
+                .map_err(isl_err("union"))?;
+        }
+    }
+    match kept
+        .copy()
+        .and_then(|m| m.coalesce())
+        .map_err(isl_err("coalesce"))
+    {
+        Err(PolyError::Isl { .. }) => Ok(kept),
+        again => again,
+    }
 }
