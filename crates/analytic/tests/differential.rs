@@ -305,7 +305,7 @@ fn strategy() -> impl Strategy<Value = Case> {
         prop::collection::vec(any::<bool>(), 3),
         prop::sample::select(vec![4i64, 8]),
         prop::sample::select(vec![16i64, 32, 64]),
-        prop::sample::select(vec![1i64, 2, 4, 8]),
+        prop::sample::select(vec![1i64, 2, 3, 4, 8]),
         prop::sample::select(vec![1u32, 2, 5]),
         (0i64..=12, 0i64..=12),
     )

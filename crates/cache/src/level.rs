@@ -16,6 +16,11 @@ pub(crate) struct Level {
     pub(crate) shift: u32,
     ways: usize,
     set_mask: u64,
+    /// The number of sets where it is not a power of two, else 0 (the mask indexes them). Some
+    /// L3s have such numbers (Intel's with 12 or 28 slices); their hardware hashes lines over
+    /// the slices, so `line mod sets` models the level's size and associativity, not its own
+    /// mapping.
+    remainder_sets: u64,
     replacement: Replacement,
     entries: Vec<u64>,
     plru: Vec<u64>,
@@ -29,7 +34,12 @@ impl Level {
         Level {
             shift: cfg.line_bytes.trailing_zeros(),
             ways,
-            set_mask: cfg.sets() - 1,
+            set_mask: cfg.sets().wrapping_sub(1),
+            remainder_sets: if cfg.sets().is_power_of_two() {
+                0
+            } else {
+                cfg.sets()
+            },
             replacement: cfg.replacement,
             entries: vec![INVALID; sets * ways],
             plru: if cfg.replacement == Replacement::TreePlru {
@@ -44,7 +54,11 @@ impl Level {
 
     #[inline]
     fn set_of(&self, line: u64) -> usize {
-        (line & self.set_mask) as usize
+        if self.remainder_sets == 0 {
+            (line & self.set_mask) as usize
+        } else {
+            (line % self.remainder_sets) as usize
+        }
     }
 
     #[inline]
@@ -99,25 +113,31 @@ impl Level {
     ) -> Stop {
         // The usual associativities get a copy with the set size known to the compiler, so
         // the scan is unrolled and the bounds checks fold.
+        // A number of sets other than a power of two (some L3s) takes the general copy, with a
+        // remainder per access.
+        if self.remainder_sets != 0 {
+            return self.take_lru_hits_with::<0, false>(accesses, hits_by_reference, keep_room);
+        }
         match self.ways {
-            4 => self.take_lru_hits_with::<4>(accesses, hits_by_reference, keep_room),
-            8 => self.take_lru_hits_with::<8>(accesses, hits_by_reference, keep_room),
-            12 => self.take_lru_hits_with::<12>(accesses, hits_by_reference, keep_room),
-            16 => self.take_lru_hits_with::<16>(accesses, hits_by_reference, keep_room),
-            _ => self.take_lru_hits_with::<0>(accesses, hits_by_reference, keep_room),
+            4 => self.take_lru_hits_with::<4, true>(accesses, hits_by_reference, keep_room),
+            8 => self.take_lru_hits_with::<8, true>(accesses, hits_by_reference, keep_room),
+            12 => self.take_lru_hits_with::<12, true>(accesses, hits_by_reference, keep_room),
+            16 => self.take_lru_hits_with::<16, true>(accesses, hits_by_reference, keep_room),
+            _ => self.take_lru_hits_with::<0, true>(accesses, hits_by_reference, keep_room),
         }
     }
 
-    /// [`Level::take_lru_hits`] for sets of `WAYS` entries (0: as many as the level has).
+    /// [`Level::take_lru_hits`] for sets of `WAYS` entries (0: as many as the level has),
+    /// indexed by a mask when `MASKED`, else by remainder.
     #[inline(always)]
-    fn take_lru_hits_with<const WAYS: usize>(
+    fn take_lru_hits_with<const WAYS: usize, const MASKED: bool>(
         &mut self,
         accesses: &mut impl Iterator<Item = (u64, u32, bool, u32)>,
         hits_by_reference: &mut [u64],
         keep_room: bool,
     ) -> Stop {
         let ways = if WAYS == 0 { self.ways } else { WAYS };
-        let (shift, set_mask) = (self.shift, self.set_mask);
+        let (shift, set_mask, sets) = (self.shift, self.set_mask, self.remainder_sets.max(1));
         let offset_mask = (1u64 << shift) - 1;
         let line_bytes = 1u64 << shift;
         let last_reference = hits_by_reference.len().saturating_sub(1);
@@ -129,7 +149,8 @@ impl Level {
                 return Stop::Other(access);
             }
             let line = addr >> shift;
-            let start = (line & set_mask) as usize * ways;
+            let set = if MASKED { line & set_mask } else { line % sets };
+            let start = set as usize * ways;
             let Some(slots) = entries.get_mut(start..start + ways) else {
                 return Stop::Other(access);
             };

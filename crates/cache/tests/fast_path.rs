@@ -24,7 +24,8 @@ fn stream() -> impl Strategy<Value = Vec<Access>> {
 fn geometry() -> impl Strategy<Value = Vec<(u64, u64, u64)>> {
     prop::collection::vec(
         (
-            prop::sample::select(vec![1u64, 2, 4, 8]),
+            // Numbers of sets other than powers of two index by remainder.
+            prop::sample::select(vec![1u64, 2, 3, 4, 6, 8]),
             // Every associativity the fast path has its own copy for, and others.
             prop::sample::select(vec![1u64, 2, 3, 4, 5, 8, 12, 16]),
             prop::sample::select(vec![16u64, 32, 64]),

@@ -183,7 +183,7 @@ fn bad_input_exits_2_with_one_line() {
         vec!["misses", &k, "-D", "N=100", "--cache", "L1=4K:4:64:nwa"],
         vec!["misses", &k, "--cache", "L1=4K:4:64"],
         vec!["misses", "/nonexistent/k.c", "--cache", "L1=4K:4:64"],
-        vec!["misses", &k, "-D", "N=100", "--cache", "L1=3K:4:64"],
+        vec!["misses", &k, "-D", "N=100", "--cache", "L1=3000:4:64"],
     ] {
         assert_bad_input(&loopscope(&args), "");
     }

@@ -180,10 +180,6 @@ fn bad_input_exits_2_with_one_line() {
             "sets × ways × line must equal the size",
         ),
         (
-            vec![&triad, "-D", "N=10", "--cache", "L1=96K:8:64"],
-            "192 sets is not a power of two",
-        ),
-        (
             vec![
                 &triad,
                 "-D",
