@@ -111,13 +111,13 @@ impl Level {
         hits_by_reference: &mut [u64],
         keep_room: bool,
     ) -> Stop {
-        // The usual associativities get a copy with the set size known to the compiler, so
-        // the scan is unrolled and the bounds checks fold.
         // A number of sets other than a power of two (some L3s) takes the general copy, with a
         // remainder per access.
         if self.remainder_sets != 0 {
             return self.take_lru_hits_with::<0, false>(accesses, hits_by_reference, keep_room);
         }
+        // The usual associativities get a copy with the set size known to the compiler, so
+        // the scan is unrolled and the bounds checks fold.
         match self.ways {
             4 => self.take_lru_hits_with::<4, true>(accesses, hits_by_reference, keep_room),
             8 => self.take_lru_hits_with::<8, true>(accesses, hits_by_reference, keep_room),

@@ -244,7 +244,7 @@ impl<'c> Set<'c> {
     }
 
     /// Bounds on the values of set dimension `pos` from the set's rational relaxation
-    /// ([`relaxed_range`]): an interval that holds [`Set::dim_range`]'s, from linear programs
+    /// (`relaxed_range`): an interval that holds [`Set::dim_range`]'s, from linear programs
     /// instead of integer programs. `None` when the set is empty or unbounded in it.
     pub fn dim_range_bound(&self, pos: u32) -> Result<Option<(i64, i64)>, PolyError> {
         relaxed_range(&self.raw, pos)
@@ -305,7 +305,8 @@ impl<'c> Map<'c> {
     /// `x₀ = t₀`), and a linear program says so in a fraction of the time: the 3D stencil at
     /// 80 × 300 in L1 spent 0.48 s of its 1.4 s in the integer tests of the eviction maps'
     /// intersections, 0.05 s with these. A pair with rational but no integer points is kept as
-    /// a basic map without points, which every later operation and count treats as empty.
+    /// a basic map without points, which every later operation and count treats as empty (isl's
+    /// coalesce needs help with them: [`Map::coalesce`]).
     pub fn intersect_relaxed(&self, other: &Map<'c>) -> Result<Map<'c>, PolyError> {
         let space = copy_of!(self, "copy")
             .get_space()
@@ -411,7 +412,9 @@ impl<'c> Map<'c> {
             .collect()
     }
 
-    /// The same pairs in fewer, merged basic maps where isl can ([`coalesced`]).
+    /// The same pairs in fewer, merged basic maps where isl can (isl's coalesce; where isl stops
+    /// with an internal error on parts without integer points, those are dropped and it tries
+    /// again).
     pub fn coalesce(&self) -> Result<Map<'c>, PolyError> {
         coalesced(&self.raw).map(Map::wrap)
     }
@@ -447,7 +450,7 @@ impl<'c> Map<'c> {
     }
 
     /// A bound from above on [`Map::output_spread`], from the rational relaxation of the pairs
-    /// ([`relaxed_range`]): ten to a hundred times faster than the integer program, and mostly
+    /// (`relaxed_range`): ten to a hundred times faster than the integer program, and mostly
     /// as tight (`None`: unbounded or empty).
     pub fn output_spread_bound(&self) -> Result<Option<i64>, PolyError> {
         Ok(relaxed_range(&self.output_differences()?, 0)?.map(|(_, hi)| hi))
