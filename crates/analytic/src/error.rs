@@ -2,7 +2,7 @@ use loopscope_polyhedral::PolyError;
 use thiserror::Error;
 
 /// Why an analysis could not be done.
-#[derive(Debug, Error)]
+#[derive(Clone, Debug, Error)]
 pub enum AnalyticError {
     /// The program description is inconsistent (unknown name, wrong subscript count, ...).
     #[error("{0}")]

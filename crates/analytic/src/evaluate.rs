@@ -7,7 +7,7 @@ use loopscope_polyhedral::{Ctx, PolyError, Set};
 use serde::{Deserialize, Serialize};
 
 use crate::AnalyticError;
-use crate::pipeline::{Piece, TargetSets, build};
+use crate::pipeline::{LineSets, Piece, TargetSets, build, build_lines};
 use crate::pressure::most_lines_in_a_set;
 use crate::program::{Cache, Position, Program};
 
@@ -253,9 +253,8 @@ impl<'c> Model<'c> {
     }
 
     /// [`Model::build`] with the cache checked, the program's positions and the most lines one
-    /// set receives (`None`: unknown) already known, for callers that build one model per
-    /// reference of the same level.
-    pub(crate) fn build_knowing(
+    /// set receives (`None`: unknown) already known.
+    fn build_knowing(
         ctx: &'c Ctx,
         program: &Program,
         positions: Vec<Position>,
@@ -264,7 +263,6 @@ impl<'c> Model<'c> {
         deadline: Option<(Instant, Duration)>,
         most_lines_in_a_set: Option<i128>,
     ) -> Result<Model<'c>, AnalyticError> {
-        let conflicts_possible = most_lines_in_a_set.is_none_or(|n| n > i128::from(cache.ways));
         let mut targets = Vec::with_capacity(which.len());
         for &t in which {
             if t >= positions.len() {
@@ -273,12 +271,14 @@ impl<'c> Model<'c> {
                     positions.len()
                 )));
             }
+            let lines = build_lines(ctx, program, &positions, cache.line_bytes, t, deadline)?;
+            let conflicts_possible = evicts(most_lines_in_a_set, cache);
             targets.push(build(
                 ctx,
                 program,
                 &positions,
                 cache,
-                t,
+                &lines,
                 conflicts_possible,
                 deadline,
             )?);
@@ -287,6 +287,36 @@ impl<'c> Model<'c> {
             ctx,
             positions,
             targets,
+            most_lines_in_a_set,
+            ways: cache.ways,
+        })
+    }
+
+    /// The model of the one reference `lines` are of, at `cache` (whose line size they have),
+    /// for callers that build one model per reference and level from the hit sources the
+    /// levels of one line size share ([`crate::each_reference_at_levels`]).
+    pub(crate) fn from_lines(
+        ctx: &'c Ctx,
+        program: &Program,
+        positions: Vec<Position>,
+        cache: Cache,
+        lines: &LineSets<'c>,
+        deadline: Option<(Instant, Duration)>,
+        most_lines_in_a_set: Option<i128>,
+    ) -> Result<Model<'c>, AnalyticError> {
+        let target = build(
+            ctx,
+            program,
+            &positions,
+            cache,
+            lines,
+            evicts(most_lines_in_a_set, cache),
+            deadline,
+        )?;
+        Ok(Model {
+            ctx,
+            positions,
+            targets: vec![target],
             most_lines_in_a_set,
             ways: cache.ways,
         })
@@ -533,6 +563,12 @@ impl<'c> Model<'c> {
         }
         out
     }
+}
+
+/// Whether a cache whose sets receive at most `most_lines_in_a_set` distinct lines (`None`:
+/// unknown) can evict at all.
+pub(crate) fn evicts(most_lines_in_a_set: Option<i128>, cache: Cache) -> bool {
+    most_lines_in_a_set.is_none_or(|n| n > i128::from(cache.ways))
 }
 
 #[cfg(test)]

@@ -10,7 +10,8 @@
 //! conflict misses come from: for every reference (itself included), in how many of them it
 //! brought another line into the set since the hit source (spec §5's "causes of the misses";
 //! exact, and overlapping across references). [`each_reference`] builds a level's references side
-//! by side on threads, one isl context each.
+//! by side on threads, one isl context each; [`each_reference_at_levels`] builds several levels so,
+//! and levels with the same line size share each reference's hit sources.
 //!
 //! Formulas: [`Model::formulas`] gives every count as a quasi-polynomial in one parameter and
 //! [`Model::nested_formulas`] as piecewise quasi-polynomials on chambers of several
@@ -70,7 +71,7 @@ pub use from_kernel::{program_from_kernel, program_with_symbols};
 pub use nested::{
     Chamber, Helper, NestedFormulas, PointCounts, ReferenceChambers, fit_nested, points_to_check,
 };
-pub use parallel::{Budget, each_reference};
+pub use parallel::{Budget, each_reference, each_reference_at_levels};
 pub use program::{Affine, Array, Cache, Loop, Node, Program, Reference, Statement};
 pub use quasi_n::MultiQuasiPolynomial;
 pub use symbolic::{

@@ -8,6 +8,8 @@ use crate::program::{Affine, Array, Cache, Position, Program};
 pub(crate) const W: &str = "w__";
 pub(crate) const S: &str = "s__";
 pub(crate) const Q: &str = "q__";
+/// The line number `address / line size` of the target's instance.
+pub(crate) const L: &str = "l__";
 
 pub(crate) fn dim(prefix: &str, level: usize) -> String {
     format!("{prefix}__{level}")
@@ -82,6 +84,21 @@ pub(crate) fn in_block(
         b * s,
         b - 1,
         s - 1,
+        a = address(p, array, prefix)
+    )
+}
+
+/// The instance's address lies in line `line` (of `line_bytes` bytes).
+pub(crate) fn in_line(
+    p: &Position,
+    array: &Array,
+    prefix: &str,
+    line_bytes: i64,
+    line: &str,
+) -> String {
+    format!(
+        "{line_bytes}*{line} <= {a} <= {line_bytes}*{line} + {}",
+        line_bytes - 1,
         a = address(p, array, prefix)
     )
 }

@@ -1,11 +1,14 @@
 //! References built side by side (`each_reference`) give the same counts as one model of the
-//! whole program, in position order, and a failure is reported, not lost.
+//! whole program, in position order, and a failure is reported, not lost. Levels built together
+//! (`each_reference_at_levels`, sharing hit sources per line size) give each level's counts
+//! alone, and one level's failure leaves the others.
 
 use loopscope_analytic::{
     Affine, AnalyticError, Array, Budget, Cache, Loop, Model, Node, Program, Reference, Statement,
-    each_reference,
+    each_reference, each_reference_at_levels,
 };
 use loopscope_polyhedral::Ctx;
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// `for t < 3: for i in 1..=38: b[i] = a[i-1] + a[i+1]`, arrays of 40 doubles.
@@ -87,4 +90,88 @@ fn a_reference_that_fails_fails_the_level() {
         err.to_string(),
         AnalyticError::Program("stop".into()).to_string()
     );
+}
+
+/// Levels of two line sizes, one of them (12 sets of 8 ways) holding both arrays whole, so that
+/// it cannot evict, and one (3 sets) whose sets are not a power of two.
+const LEVELS: [Cache; 4] = [
+    CACHE,
+    Cache {
+        ways: 8,
+        line_bytes: 32,
+        sets: 12,
+    },
+    Cache {
+        ways: 1,
+        line_bytes: 64,
+        sets: 3,
+    },
+    Cache {
+        ways: 2,
+        line_bytes: 64,
+        sets: 2,
+    },
+];
+
+/// Runs every level of `LEVELS` together and returns what each level reported, and how often.
+fn together(
+    threads: usize,
+    fail_level: Option<usize>,
+) -> Vec<Vec<Result<Vec<loopscope_analytic::ReferenceMisses>, String>>> {
+    let reported = Mutex::new(vec![Vec::new(); LEVELS.len()]);
+    each_reference_at_levels(
+        &sweeps(),
+        &LEVELS,
+        budget(threads, 60),
+        |level, m| match fail_level {
+            Some(f) if f == level => Err(AnalyticError::Program(format!("level {level}"))),
+            _ => m.evaluate(&[]),
+        },
+        |level, result| {
+            reported.lock().unwrap()[level]
+                .push(result.map(|r| r.concat()).map_err(|e| e.to_string()))
+        },
+    )
+    .unwrap();
+    reported.into_inner().unwrap()
+}
+
+#[test]
+fn levels_built_together_count_as_each_level_alone() {
+    let program = sweeps();
+    let alone: Vec<_> = LEVELS
+        .iter()
+        .map(|&cache| {
+            let ctx = Ctx::new();
+            Model::new(&ctx, &program, cache)
+                .unwrap()
+                .evaluate(&[])
+                .unwrap()
+        })
+        .collect();
+    assert!(alone[0].iter().any(|r| r.conflict > 0), "{:?}", alone[0]);
+    assert!(alone[1].iter().all(|r| r.conflict == 0), "{:?}", alone[1]);
+    assert!(alone[2].iter().any(|r| r.conflict > 0), "{:?}", alone[2]);
+    for threads in [1, 2, 5] {
+        let reported = together(threads, None);
+        for (level, got) in reported.into_iter().enumerate() {
+            assert_eq!(
+                got,
+                vec![Ok(alone[level].clone())],
+                "{threads} threads, level {level}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_failing_level_leaves_the_others() {
+    for threads in [1, 2] {
+        let reported = together(threads, Some(2));
+        for (level, got) in reported.iter().enumerate() {
+            assert_eq!(got.len(), 1, "level {level} reported once: {got:?}");
+            assert_eq!(got[0].is_err(), level == 2, "level {level}: {got:?}");
+        }
+        assert_eq!(reported[2][0], Err("level 2".to_string()));
+    }
 }

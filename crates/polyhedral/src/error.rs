@@ -1,7 +1,7 @@
 use thiserror::Error;
 
 /// Why a set operation or a count failed.
-#[derive(Debug, Error)]
+#[derive(Clone, Debug, Error)]
 pub enum PolyError {
     /// isl refused a set description or an operation (for sets loopscope builds itself this
     /// means a bug or an unsupported construct, not bad user input).

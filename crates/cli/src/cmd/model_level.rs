@@ -1,9 +1,13 @@
-//! One cache level of the analytic model (spec 000) in a child process of its own, so that a
-//! level that overruns its time limit can be stopped. isl's operation count does not bound
+//! Cache levels of the analytic model (spec 000) in a child process, so that a level that
+//! overruns its time limit can be stopped. isl's operation count does not bound
 //! everything (a parametric lexmin whose coefficients grow into big numbers counts few
 //! operations), the model's own deadline is checked only between set operations, and a thread
 //! cannot be stopped from outside: a process can. `misses` and `roofline --traffic model` run
-//! every level this way, all levels at once, each a `loopscope model-level` (hidden) child.
+//! every level this way, each a `loopscope model-level` (hidden) child. The levels that share a
+//! line size share one child, which builds each reference's hit sources once for all of them
+//! (they depend on the line alone) and prints each level as a line of JSON as soon as it is
+//! done: a child stopped at the time limit keeps the levels it finished. Formulas take one child
+//! per level.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -13,8 +17,8 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use loopscope_analytic::{
     AnalyticError, Budget, Cache, Detail, FitOptions, Helper, Model, NestedFormulas, Program,
-    ReferenceChambers, ReferenceFormulas, ReferenceMisses, each_reference, points_to_check,
-    program_with_symbols,
+    ReferenceChambers, ReferenceFormulas, ReferenceMisses, each_reference_at_levels,
+    points_to_check, program_with_symbols,
 };
 use loopscope_cache::LevelConfig;
 use loopscope_polyhedral::Ctx;
@@ -24,7 +28,8 @@ use crate::cmd::simulate::{LoadedKernel, parse_define};
 use crate::failure::bad_input;
 use crate::ui::Ui;
 
-/// Arguments of the hidden `model-level` command: one level, the kernel as `misses` loads it.
+/// Arguments of the hidden `model-level` command: levels of one line size, the kernel as
+/// `misses` loads it.
 #[derive(Debug, Args)]
 pub struct ModelLevelArgs {
     /// Kernel file.
@@ -36,22 +41,22 @@ pub struct ModelLevelArgs {
     /// Array base addresses.
     #[arg(long, value_name = "NAME=ADDR,...")]
     pub base: Option<String>,
-    /// Associativity.
-    #[arg(long)]
-    pub ways: u32,
-    /// Line size in bytes.
+    /// Associativity of each level, comma-separated.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub ways: Vec<u32>,
+    /// Line size in bytes (every level's).
     #[arg(long)]
     pub line_bytes: i64,
-    /// Number of sets.
-    #[arg(long)]
-    pub sets: i64,
+    /// Number of sets of each level, in the order of `--ways`.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub sets: Vec<i64>,
     /// Bound on isl's elementary operations.
     #[arg(long)]
     pub max_operations: u64,
-    /// Seconds the sets may take to build (checked between set operations).
+    /// Seconds the sets of all levels may take to build (checked between set operations).
     #[arg(long)]
     pub time_limit: f64,
-    /// Threads building the references' sets.
+    /// Threads building the references' sets (each reference at every level on one thread).
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
     /// Also return the intermediate sets as text.
@@ -61,7 +66,7 @@ pub struct ModelLevelArgs {
     #[arg(long)]
     pub sources: bool,
     /// Give the counts as formulas in these parameters, NAME[,NAME...] (their `-D` values are
-    /// placeholders).
+    /// placeholders). One level only.
     #[arg(long, value_name = "NAME")]
     pub symbolic: Option<String>,
 }
@@ -87,7 +92,22 @@ pub struct LevelOutcome {
 /// Each reference's counts as chambers, and the level's misses.
 pub type LevelChambers = (Vec<ReferenceChambers>, NestedFormulas);
 
-/// Runs `model-level`: models one level and prints its [`LevelOutcome`].
+/// One line of the child's output: a level (an index into its `--ways`) and its outcome.
+#[derive(Debug, Serialize, Deserialize)]
+struct LevelLine {
+    level: usize,
+    outcome: LevelOutcome,
+}
+
+/// Prints one level as a line of JSON at once, so that a parent that stops this process still
+/// has it.
+fn print_level(level: usize, outcome: LevelOutcome) -> anyhow::Result<()> {
+    let mut text = serde_json::to_string(&LevelLine { level, outcome })?;
+    text.push('\n');
+    crate::cmd::print_text(&text)
+}
+
+/// Runs `model-level`: models its levels and prints each [`LevelOutcome`] as it is done.
 pub fn run(args: &ModelLevelArgs, ui: &Ui) -> anyhow::Result<()> {
     let start = Instant::now();
     let loaded = LoadedKernel::load(&args.kernel, &args.define, args.base.as_deref(), ui)?;
@@ -97,44 +117,65 @@ pub fn run(args: &ModelLevelArgs, ui: &Ui) -> anyhow::Result<()> {
     let symbolic = symbolic_indices(&loaded, &names)?;
     let program = program_with_symbols(&loaded.kernel, &loaded.params, &symbolic, &loaded.layout)
         .map_err(|e| bad_input(format!("{}: {e}", loaded.origin)))?;
-    let cache = Cache {
-        ways: args.ways,
-        line_bytes: args.line_bytes,
-        sets: args.sets,
-    };
+    if args.ways.len() != args.sets.len() {
+        return Err(bad_input(format!(
+            "--ways gives {} levels, --sets {}",
+            args.ways.len(),
+            args.sets.len()
+        )));
+    }
+    let caches: Vec<Cache> = args
+        .ways
+        .iter()
+        .zip(&args.sets)
+        .map(|(&ways, &sets)| Cache {
+            ways,
+            line_bytes: args.line_bytes,
+            sets,
+        })
+        .collect();
     let budget = Budget {
         max_operations: args.max_operations,
         time_limit: Duration::from_secs_f64(args.time_limit.clamp(0.0, 1e9)),
         threads: args.threads.max(1),
     };
+    let cache = match caches[..] {
+        _ if ranges.is_empty() => return counts(&program, &caches, budget, args, start),
+        [cache] => cache,
+        _ => return Err(bad_input("--symbolic models one level at a time")),
+    };
     if names.len() > 1 {
         let (refs, chambers) = with_chambers(&program, cache, budget, &ranges, &loaded, args);
-        return crate::cmd::print_json(&LevelOutcome {
-            refs: refs.map_err(|e| e.to_string()),
-            explain: None,
-            duration_s: start.elapsed().as_secs_f64(),
-            formulas: None,
-            chambers,
-        });
+        return print_level(
+            0,
+            LevelOutcome {
+                refs: refs.map_err(|e| e.to_string()),
+                explain: None,
+                duration_s: start.elapsed().as_secs_f64(),
+                formulas: None,
+                chambers,
+            },
+        );
     }
-    let (refs, explain, formulas) = match ranges.first() {
-        Some((name, range)) => with_formulas(
-            &program,
-            cache,
-            budget,
-            name,
-            within(fit_options(&loaded, args), *range),
-            args.explain,
-        ),
-        None => counts(&program, cache, budget, args),
-    };
-    crate::cmd::print_json(&LevelOutcome {
-        refs: refs.map_err(|e| e.to_string()),
-        explain,
-        duration_s: start.elapsed().as_secs_f64(),
-        formulas,
-        chambers: None,
-    })
+    let (name, range) = ranges[0];
+    let (refs, explain, formulas) = with_formulas(
+        &program,
+        cache,
+        budget,
+        name,
+        within(fit_options(&loaded, &args.define, cache), range),
+        args.explain,
+    );
+    print_level(
+        0,
+        LevelOutcome {
+            refs: refs.map_err(|e| e.to_string()),
+            explain,
+            duration_s: start.elapsed().as_secs_f64(),
+            formulas,
+            chambers: None,
+        },
+    )
 }
 
 /// A parameter of `--symbolic` and its range of interest, if given.
@@ -196,7 +237,7 @@ fn with_chambers(
     let names: Vec<&str> = parameters.iter().map(|(name, _)| *name).collect();
     let far = FitOptions {
         lowest: 0,
-        ..fit_options(loaded, args)
+        ..fit_options(loaded, &args.define, cache)
     };
     let near = FitOptions {
         start: (4 * far.max_period).max(64),
@@ -263,36 +304,74 @@ type Modelled = (
     Option<Vec<ReferenceFormulas>>,
 );
 
-/// Every reference's counts, the references built side by side on `budget.threads` threads.
-fn counts(program: &Program, cache: Cache, budget: Budget, args: &ModelLevelArgs) -> Modelled {
-    let per_reference = each_reference(program, cache, budget, |model| {
-        let explain = args
-            .explain
-            .then(|| (model.explain_level(), model.explain_references()));
-        // The pieces' third counts above four ways are shown with --explain only.
-        let detail = Detail {
-            sources: args.sources,
-            third_counts: args.explain,
-        };
-        Ok((model.evaluate_with(&[], detail)?, explain))
-    });
-    match per_reference {
-        Ok(parts) => {
-            let mut refs = Vec::with_capacity(parts.len());
-            // The level's line once (every reference's model has the same), then each block.
-            let (mut level, mut blocks): (Option<String>, Option<String>) = (None, None);
-            for (r, e) in parts {
-                refs.extend(r);
-                if let Some((line, block)) = e {
-                    level = level.or(line);
-                    blocks.get_or_insert_default().push_str(&block);
-                }
+/// Every level's counts, each printed as soon as every reference has it; the references are
+/// built side by side on `budget.threads` threads.
+fn counts(
+    program: &Program,
+    caches: &[Cache],
+    budget: Budget,
+    args: &ModelLevelArgs,
+    start: Instant,
+) -> anyhow::Result<()> {
+    // The pieces' third counts above four ways are shown with --explain only.
+    let detail = Detail {
+        sources: args.sources,
+        third_counts: args.explain,
+    };
+    let printed = std::sync::Mutex::new(Ok(()));
+    let outcome = |refs, explain| LevelOutcome {
+        refs,
+        explain,
+        duration_s: start.elapsed().as_secs_f64(),
+        formulas: None,
+        chambers: None,
+    };
+    let built = each_reference_at_levels(
+        program,
+        caches,
+        budget,
+        |_, model| {
+            let explain = args
+                .explain
+                .then(|| (model.explain_level(), model.explain_references()));
+            Ok((model.evaluate_with(&[], detail)?, explain))
+        },
+        |level, parts| {
+            let (refs, explain) = match parts {
+                Ok(parts) => joined(parts),
+                Err(e) => (Err(e.to_string()), None),
+            };
+            let result = print_level(level, outcome(refs, explain));
+            let mut printed = printed.lock().unwrap_or_else(|e| e.into_inner());
+            if printed.is_ok() {
+                *printed = result;
             }
-            let explain = blocks.map(|b| level.unwrap_or_default() + &b);
-            (Ok(refs), explain, None)
+        },
+    );
+    if let Err(e) = built {
+        for level in 0..caches.len() {
+            print_level(level, outcome(Err(e.to_string()), None))?;
         }
-        Err(e) => (Err(e), None, None),
     }
+    printed.into_inner().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One reference's counts and, with `--explain`, the level's line and the reference's block.
+type ReferencePart = (Vec<ReferenceMisses>, Option<(Option<String>, String)>);
+
+/// A level's references joined: the counts in position order, and the level's line once (every
+/// reference's model has the same) followed by each reference's block.
+fn joined(parts: Vec<ReferencePart>) -> (Result<Vec<ReferenceMisses>, String>, Option<String>) {
+    let mut refs = Vec::with_capacity(parts.len());
+    let (mut level, mut blocks): (Option<String>, Option<String>) = (None, None);
+    for (r, e) in parts {
+        refs.extend(r);
+        if let Some((line, block)) = e {
+            level = level.or(line);
+            blocks.get_or_insert_default().push_str(&block);
+        }
+    }
+    (Ok(refs), blocks.map(|b| level.unwrap_or_default() + &b))
 }
 
 /// The formulas in `name` and the counts at the fitting window's start. One model holds every
@@ -338,7 +417,7 @@ pub fn symbolic_indices(loaded: &LoadedKernel, names: &[&str]) -> anyhow::Result
 /// a line of the smallest element times the sets (the period of the set mapping); the fitting
 /// window starts well past the kernel's other constants (fixed parameters, extents), beyond
 /// which breakpoints are rare, and every value below it is checked down to 0, at most 1024.
-fn fit_options(loaded: &LoadedKernel, args: &ModelLevelArgs) -> FitOptions {
+fn fit_options(loaded: &LoadedKernel, define: &[(String, i64)], cache: Cache) -> FitOptions {
     let kernel = &loaded.kernel;
     let depth = |mut id: usize| {
         let mut d = 1;
@@ -355,12 +434,11 @@ fn fit_options(loaded: &LoadedKernel, args: &ModelLevelArgs) -> FitOptions {
         .map(|a| a.elem.bytes())
         .min()
         .unwrap_or(1);
-    let set_period = (args.line_bytes.max(1) as u64 * args.sets.max(1) as u64
+    let set_period = (cache.line_bytes.max(1) as u64 * cache.sets.max(1) as u64
         / smallest_element.max(1))
     .next_power_of_two();
     let max_period = i64::try_from(set_period.min(1 << 12)).unwrap_or(1 << 12);
-    let largest_constant = args
-        .define
+    let largest_constant = define
         .iter()
         .map(|(_, v)| v.abs())
         .chain(kernel.arrays.iter().flat_map(|a| {
@@ -392,7 +470,7 @@ pub struct ModelRequest<'a> {
     pub max_operations: u64,
     /// Seconds per level, building and counting.
     pub time_limit_s: f64,
-    /// Threads per level (each level is a process of its own).
+    /// Threads per child process (one per line size, or per level with formulas).
     pub threads_per_level: usize,
     /// Return the intermediate sets.
     pub explain: bool,
@@ -437,26 +515,55 @@ pub fn cores() -> usize {
 /// is stopped.
 const GRACE_S: f64 = 2.0;
 
-/// Models every level in its own child process, all at once, and stops those still running
-/// `time_limit_s` (plus a short grace) after the start. Levels come back in order.
+/// Models every level in child processes, all at once: one per line size (the levels that
+/// share it share their hit sources), one per level with formulas. Stops those still running
+/// `time_limit_s` (plus a short grace) after the start; the levels a stopped child finished are
+/// kept. Levels come back in order.
 pub fn model_levels(request: &ModelRequest<'_>, levels: &[LevelConfig]) -> Vec<LevelOutcome> {
     let start = Instant::now();
-    let mut running: Vec<Result<Running, String>> =
-        levels.iter().map(|l| spawn(request, l)).collect();
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for (l, level) in levels.iter().enumerate() {
+        let shared = groups
+            .iter_mut()
+            .find(|g| request.symbolic.is_none() && levels[g[0]].line_bytes == level.line_bytes);
+        match shared {
+            Some(group) => group.push(l),
+            None => groups.push(vec![l]),
+        }
+    }
+    let mut running: Vec<(Vec<usize>, Result<Running, String>)> = groups
+        .into_iter()
+        .map(|group| {
+            let child = spawn(
+                request,
+                &group.iter().map(|&l| &levels[l]).collect::<Vec<_>>(),
+            );
+            (group, child)
+        })
+        .collect();
     let deadline = start + Duration::from_secs_f64(request.time_limit_s.clamp(0.0, 1e9) + GRACE_S);
     loop {
-        let waiting = running.iter_mut().flatten().any(|r| !r.finished());
+        let waiting = running
+            .iter_mut()
+            .any(|(_, r)| r.as_mut().is_ok_and(|r| !r.finished()));
         if !waiting || Instant::now() >= deadline {
             break;
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    running
+    let mut outcomes: Vec<Option<LevelOutcome>> = levels.iter().map(|_| None).collect();
+    for (group, child) in running {
+        let mut got = match child {
+            Ok(child) => child.outcomes(group.len(), request.time_limit_s, start),
+            Err(e) => group.iter().map(|_| failed(e.clone(), start)).collect(),
+        };
+        for (&l, outcome) in group.iter().zip(got.drain(..)) {
+            outcomes[l] = Some(outcome);
+        }
+    }
+    outcomes
         .into_iter()
-        .map(|r| match r {
-            Ok(r) => r.outcome(request.time_limit_s, start),
-            Err(e) => failed(e, start),
-        })
+        .map(|o| o.unwrap_or_else(|| failed("internal: a level was not modelled".into(), start)))
         .collect()
 }
 
@@ -475,28 +582,38 @@ impl Running {
         self.done
     }
 
-    fn outcome(mut self, time_limit_s: f64, start: Instant) -> LevelOutcome {
-        if !self.finished() {
+    /// The child's `levels` outcomes: each level it printed, and for the others why not.
+    fn outcomes(mut self, levels: usize, time_limit_s: f64, start: Instant) -> Vec<LevelOutcome> {
+        let stopped = !self.finished();
+        if stopped {
             // Killing an exited child is harmless; either way it is reaped below.
             let _ = self.child.kill();
             let _ = self.child.wait();
-            return failed(
-                format!("took more than the time limit of {time_limit_s} s (stopped)"),
-                start,
-            );
         }
         let stdout = self.stdout.join().unwrap_or_default();
         let stderr = self.stderr.join().unwrap_or_default();
-        serde_json::from_str(&stdout).unwrap_or_else(|_| {
+        let mut outcomes: Vec<Option<LevelOutcome>> = (0..levels).map(|_| None).collect();
+        // A line cut off by the stop does not parse and is left out.
+        for line in stdout.lines() {
+            if let Ok(LevelLine { level, outcome }) = serde_json::from_str(line)
+                && let Some(slot) = outcomes.get_mut(level)
+            {
+                *slot = Some(outcome);
+            }
+        }
+        let why = if stopped {
+            format!("took more than the time limit of {time_limit_s} s (stopped)")
+        } else {
             let last = stderr.trim().lines().last().unwrap_or("no output");
-            failed(
-                format!(
-                    "the model process failed: {}",
-                    last.trim_start_matches("loopscope: ")
-                ),
-                start,
+            format!(
+                "the model process failed: {}",
+                last.trim_start_matches("loopscope: ")
             )
-        })
+        };
+        outcomes
+            .into_iter()
+            .map(|o| o.unwrap_or_else(|| failed(why.clone(), start)))
+            .collect()
     }
 }
 
@@ -510,15 +627,23 @@ fn failed(message: String, start: Instant) -> LevelOutcome {
     }
 }
 
-fn spawn(request: &ModelRequest<'_>, level: &LevelConfig) -> Result<Running, String> {
+/// Starts a child for `levels`, which have one line size.
+fn spawn(request: &ModelRequest<'_>, levels: &[&LevelConfig]) -> Result<Running, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find loopscope itself: {e}"))?;
+    let list = |field: fn(&LevelConfig) -> String| {
+        levels
+            .iter()
+            .map(|&l| field(l))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
     let mut command = Command::new(exe);
     command
         .args(["-q", "model-level"])
         .arg(request.kernel)
-        .args(["--ways", &level.ways.to_string()])
-        .args(["--line-bytes", &level.line_bytes.to_string()])
-        .args(["--sets", &level.sets().to_string()])
+        .args(["--ways", &list(|l| l.ways.to_string())])
+        .args(["--line-bytes", &levels[0].line_bytes.to_string()])
+        .args(["--sets", &list(|l| l.sets().to_string())])
         .args(["--max-operations", &request.max_operations.to_string()])
         .args(["--time-limit", &request.time_limit_s.to_string()])
         .args(["--threads", &request.threads_per_level.to_string()]);
