@@ -13,7 +13,7 @@ use loopscope_report::Align;
 use serde::Serialize;
 
 use crate::cmd::misses::{MissesArgs, model_request, to_u64};
-use crate::cmd::model_level::{LevelOutcome, ModelRequest, cores, model_levels};
+use crate::cmd::model_level::{LevelOutcome, ModelRequest, children, cores, model_levels};
 use crate::cmd::simulate::{LoadedKernel, percent, right_aligned};
 use crate::failure::bad_input;
 use crate::ui::Ui;
@@ -209,7 +209,7 @@ pub fn run(
     let start = Instant::now();
     let first = load_first(args, range, ui)?;
     let values = range.values();
-    let at_once = values_at_once(levels.len());
+    let at_once = values_at_once(children(levels, false).len());
     let bar = ui.progress_bar(values.len() as u64, &format!("scanning {}", range.name));
     let quiet = ui.silenced();
     let model = |value| model_value(args, &range.name, value, levels, &quiet);
@@ -303,18 +303,19 @@ fn defines_at(define: &[(String, i64)], name: &str, value: i64) -> Vec<(String, 
         .collect()
 }
 
-/// Values modelled at once. Each value runs one process per level, all at once, and the time
-/// limits are wall-clock: more processes than cores would stop levels that finish alone. So a
-/// second value runs beside the first only when both values' levels fit the cores.
-fn values_at_once(levels: usize) -> usize {
-    (cores() / levels.max(1)).max(1)
+/// Values modelled at once. Each value runs its child processes ([`children`], one per line
+/// size), all at once, and the time limits are wall-clock: more processes than cores would stop
+/// levels that finish alone. So a second value runs beside the first only when both values'
+/// children fit the cores.
+fn values_at_once(children: usize) -> usize {
+    (cores() / children.max(1)).max(1)
 }
 
-/// Threads for each level's process: the cores left to it when [`values_at_once`] values run
-/// side by side (one when the levels already fill the cores).
-fn threads_per_level(levels: usize) -> usize {
-    let levels = levels.max(1);
-    (cores() / (values_at_once(levels) * levels)).max(1)
+/// Threads for each child: the cores left to it when [`values_at_once`] values run side by side
+/// (one when the children already fill the cores).
+fn threads_per_child(children: usize) -> usize {
+    let children = children.max(1);
+    (cores() / (values_at_once(children) * children)).max(1)
 }
 
 /// Models `values` in order, `at_once` at a time, each by `model`; results in value order.
@@ -391,7 +392,7 @@ fn model_value(
             .collect(),
         Ok(()) => model_levels(
             &ModelRequest {
-                threads_per_level: threads_per_level(levels.len()),
+                threads_per_child: threads_per_child(children(levels, false).len()),
                 ..model_request(args, &define)
             },
             levels,

@@ -470,8 +470,8 @@ pub struct ModelRequest<'a> {
     pub max_operations: u64,
     /// Seconds per level, building and counting.
     pub time_limit_s: f64,
-    /// Threads per child process (one per line size, or per level with formulas).
-    pub threads_per_level: usize,
+    /// Threads per child process ([`children`]).
+    pub threads_per_child: usize,
     /// Return the intermediate sets.
     pub explain: bool,
     /// Attribute conflict misses.
@@ -496,7 +496,7 @@ impl<'a> ModelRequest<'a> {
             base,
             max_operations,
             time_limit_s,
-            threads_per_level: cores(),
+            threads_per_child: cores(),
             explain: false,
             sources: false,
             symbolic: None,
@@ -504,9 +504,9 @@ impl<'a> ModelRequest<'a> {
     }
 }
 
-/// The cores of this machine: each level's process builds its references on this many threads.
-/// The levels run at once, so at first they share the cores; a level that is left running after
-/// the others finish (L1, where the conflicts are, usually) then has every core.
+/// The cores of this machine: each child builds its references on this many threads. The
+/// children (usually one, for the one line size of a machine's caches) run at once, so several
+/// share the cores at first; one left running after the others finish then has every core.
 pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
@@ -521,26 +521,17 @@ const GRACE_S: f64 = 2.0;
 /// kept. Levels come back in order.
 pub fn model_levels(request: &ModelRequest<'_>, levels: &[LevelConfig]) -> Vec<LevelOutcome> {
     let start = Instant::now();
-    let mut groups: Vec<Vec<usize>> = Vec::new();
-    for (l, level) in levels.iter().enumerate() {
-        let shared = groups
-            .iter_mut()
-            .find(|g| request.symbolic.is_none() && levels[g[0]].line_bytes == level.line_bytes);
-        match shared {
-            Some(group) => group.push(l),
-            None => groups.push(vec![l]),
-        }
-    }
-    let mut running: Vec<(Vec<usize>, Result<Running, String>)> = groups
-        .into_iter()
-        .map(|group| {
-            let child = spawn(
-                request,
-                &group.iter().map(|&l| &levels[l]).collect::<Vec<_>>(),
-            );
-            (group, child)
-        })
-        .collect();
+    let mut running: Vec<(Vec<usize>, Result<Running, String>)> =
+        children(levels, request.symbolic.is_some())
+            .into_iter()
+            .map(|group| {
+                let child = spawn(
+                    request,
+                    &group.iter().map(|&l| &levels[l]).collect::<Vec<_>>(),
+                );
+                (group, child)
+            })
+            .collect();
     let deadline = start + Duration::from_secs_f64(request.time_limit_s.clamp(0.0, 1e9) + GRACE_S);
     loop {
         let waiting = running
@@ -565,6 +556,22 @@ pub fn model_levels(request: &ModelRequest<'_>, levels: &[LevelConfig]) -> Vec<L
         .into_iter()
         .map(|o| o.unwrap_or_else(|| failed("internal: a level was not modelled".into(), start)))
         .collect()
+}
+
+/// The child processes [`model_levels`] runs, as the indices of the levels each models: one per
+/// line size, or with `formulas` one per level.
+pub fn children(levels: &[LevelConfig], formulas: bool) -> Vec<Vec<usize>> {
+    let mut children: Vec<Vec<usize>> = Vec::new();
+    for (l, level) in levels.iter().enumerate() {
+        let shared = children
+            .iter_mut()
+            .find(|c| !formulas && levels[c[0]].line_bytes == level.line_bytes);
+        match shared {
+            Some(child) => child.push(l),
+            None => children.push(vec![l]),
+        }
+    }
+    children
 }
 
 /// A child and the threads draining its pipes (so a long explanation cannot fill a pipe and
@@ -646,7 +653,7 @@ fn spawn(request: &ModelRequest<'_>, levels: &[&LevelConfig]) -> Result<Running,
         .args(["--sets", &list(|l| l.sets().to_string())])
         .args(["--max-operations", &request.max_operations.to_string()])
         .args(["--time-limit", &request.time_limit_s.to_string()])
-        .args(["--threads", &request.threads_per_level.to_string()]);
+        .args(["--threads", &request.threads_per_child.to_string()]);
     for (name, value) in request.define {
         command.arg("-D").arg(format!("{name}={value}"));
     }
