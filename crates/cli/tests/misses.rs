@@ -106,6 +106,20 @@ fn equals_the_simulator_at_eight_ways() {
 }
 
 #[test]
+fn levels_of_two_line_sizes_equal_the_simulator() {
+    // Two child processes (one per line size), and in the 64-byte one a level that cannot evict
+    // (built first) beside one that can.
+    let v = check_equal(
+        "2d-5pt.c",
+        &["M=12", "N=1024"],
+        "L1=8K:2:32,L2=16K:2:64,L3=4M:16:64",
+    );
+    let conflict = |l: usize| v["levels"][l]["conflict"].as_u64().unwrap();
+    assert!(conflict(0) > 1000 && conflict(1) > 1000, "{v}");
+    assert_eq!(conflict(2), 0, "{v}");
+}
+
+#[test]
 fn explain_prints_the_sets() {
     let k = example("spec000.c");
     let out = loopscope([
@@ -184,6 +198,23 @@ fn bad_input_exits_2_with_one_line() {
         vec!["misses", &k, "--cache", "L1=4K:4:64"],
         vec!["misses", "/nonexistent/k.c", "--cache", "L1=4K:4:64"],
         vec!["misses", &k, "-D", "N=100", "--cache", "L1=3000:4:64"],
+        // The hidden per-process command: a set count for each associativity.
+        vec![
+            "model-level",
+            &k,
+            "-D",
+            "N=100",
+            "--ways",
+            "2,4",
+            "--sets",
+            "8",
+            "--line-bytes",
+            "64",
+            "--max-operations",
+            "1000000",
+            "--time-limit",
+            "10",
+        ],
     ] {
         assert_bad_input(&loopscope(&args), "");
     }

@@ -584,6 +584,23 @@ struct Running {
 }
 
 impl Running {
+    fn start(mut command: Command) -> Result<Running, String> {
+        let mut child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start the model process: {e}"))?;
+        let stdout = drain(child.stdout.take());
+        let stderr = drain(child.stderr.take());
+        Ok(Running {
+            child,
+            done: false,
+            stdout,
+            stderr,
+        })
+    }
+
     fn finished(&mut self) -> bool {
         self.done = self.done || !matches!(self.child.try_wait(), Ok(None));
         self.done
@@ -669,20 +686,7 @@ fn spawn(request: &ModelRequest<'_>, levels: &[&LevelConfig]) -> Result<Running,
     if let Some(name) = request.symbolic {
         command.args(["--symbolic", name]);
     }
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot start the model process: {e}"))?;
-    let stdout = drain(child.stdout.take());
-    let stderr = drain(child.stderr.take());
-    Ok(Running {
-        child,
-        done: false,
-        stdout,
-        stderr,
-    })
+    Running::start(command)
 }
 
 fn drain(pipe: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<String> {
@@ -694,4 +698,77 @@ fn drain(pipe: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<St
         }
         text
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A child that prints `lines` and a marker file, then `then` (a shell command).
+    fn child(lines: &[String], marker: &Path, then: &str) -> Running {
+        let mut script: String = lines.iter().map(|l| format!("echo '{l}'; ")).collect();
+        script.push_str(&format!("touch '{}'; {then}", marker.display()));
+        let mut command = Command::new("sh");
+        command.args(["-c", &script]);
+        Running::start(command).unwrap()
+    }
+
+    fn level_line(level: usize, accesses: u64) -> String {
+        serde_json::to_string(&LevelLine {
+            level,
+            outcome: LevelOutcome {
+                refs: Ok(Vec::new()),
+                explain: Some(format!("{accesses}")),
+                duration_s: 0.5,
+                formulas: None,
+                chambers: None,
+            },
+        })
+        .unwrap()
+    }
+
+    fn wait_for(marker: &Path) {
+        // The marker follows the lines: once it exists the child has written them.
+        while !marker.exists() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn a_stopped_child_keeps_the_levels_it_printed() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("printed");
+        let running = child(&[level_line(1, 7)], &marker, "exec sleep 60");
+        wait_for(&marker);
+        let got = running.outcomes(3, 9.0, Instant::now());
+        assert_eq!(got[1].refs, Ok(Vec::new()));
+        assert_eq!(got[1].explain.as_deref(), Some("7"));
+        for l in [0, 2] {
+            assert_eq!(
+                got[l].refs,
+                Err("took more than the time limit of 9 s (stopped)".to_string()),
+                "level {l}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_failed_child_says_why_for_the_levels_it_did_not_print() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("printed");
+        let mut running = child(
+            &[level_line(0, 3), "{\"level\": 1, \"outc".to_string()],
+            &marker,
+            "echo 'loopscope: out of memory' >&2; exit 1",
+        );
+        while !running.finished() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let got = running.outcomes(2, 9.0, Instant::now());
+        assert_eq!(got[0].explain.as_deref(), Some("3"));
+        assert_eq!(
+            got[1].refs,
+            Err("the model process failed: out of memory".to_string())
+        );
+    }
 }
