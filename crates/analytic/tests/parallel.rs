@@ -8,7 +8,7 @@ use loopscope_analytic::{
     each_reference, each_reference_at_levels,
 };
 use loopscope_polyhedral::Ctx;
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 /// `for t < 3: for i in 1..=38: b[i] = a[i-1] + a[i+1]`, arrays of 40 doubles.
@@ -173,5 +173,43 @@ fn a_failing_level_leaves_the_others() {
             assert_eq!(got[0].is_err(), level == 2, "level {level}: {got:?}");
         }
         assert_eq!(reported[2][0], Err("level 2".to_string()));
+    }
+}
+
+/// The levels that cannot evict are reported before any level that can is built, and the
+/// levels that can go largest first: a level whose work waits for those (as one slow to build
+/// would hold its thread) does not hold them back.
+#[test]
+fn cheap_and_large_levels_do_not_wait_for_small_ones() {
+    // LEVELS[1] cannot evict; LEVELS[3] (2 × 2 lines) is built before LEVELS[2] (3 × 1).
+    let reported = Mutex::new([false; 4]);
+    let changed = Condvar::new();
+    for threads in [1, 2] {
+        *reported.lock().unwrap() = [false; 4];
+        each_reference_at_levels(
+            &sweeps(),
+            &LEVELS,
+            budget(threads, 60),
+            |level, m| {
+                if level == 2 {
+                    let (done, timeout) = changed
+                        .wait_timeout_while(
+                            reported.lock().unwrap(),
+                            Duration::from_secs(20),
+                            |r| !(r[0] && r[1] && r[3]),
+                        )
+                        .unwrap();
+                    assert!(!timeout.timed_out(), "{threads} threads: {:?}", *done);
+                }
+                m.evaluate(&[])
+            },
+            |level, result| {
+                assert!(result.is_ok(), "level {level}: {:?}", result.err());
+                reported.lock().unwrap()[level] = true;
+                changed.notify_all();
+            },
+        )
+        .unwrap();
+        assert_eq!(*reported.lock().unwrap(), [true; 4]);
     }
 }
