@@ -153,7 +153,7 @@ struct SizePiece {
 impl SizePiece {
     /// The piece, with its largest value found by isl.
     fn new(inputs: isl::Set, size: isl::Aff) -> Result<SizePiece, PolyError> {
-        let most = int_or_max(inputs.max_val(&size).map_err(isl_err("max_val"))?)?;
+        let most = int_or_max(inputs.max_val(&size))?;
         Ok(SizePiece { inputs, size, most })
     }
 
@@ -303,7 +303,13 @@ pub(crate) fn graph_parts(f: &isl::PwAff) -> Result<Vec<(isl::BasicMap, isl::Set
 }
 
 /// A largest value as an integer, `i64::MAX` where it is unbounded.
-fn int_or_max(most: isl::Val) -> Result<i64, PolyError> {
+/// A largest value as a bound: `i64::MAX` where it is not an integer, or where isl could not
+/// take it (isl maximises integer expressions only, and a window's size with divisions of
+/// symbolic parameters need not be one).
+pub(crate) fn int_or_max(most: Result<isl::Val, isl::LibISLError>) -> Result<i64, PolyError> {
+    let Ok(most) = most else {
+        return Ok(i64::MAX);
+    };
     match most.is_int().map_err(isl_err("is_int"))? {
         true => most.get_num_si().map_err(isl_err("get_num_si")),
         false => Ok(i64::MAX),
@@ -555,12 +561,9 @@ impl Count {
     /// The largest value (`i64::MAX`: unbounded), or for pieces a bound on it from above.
     fn most(&self) -> Result<i64, PolyError> {
         match self {
-            Count::Function(f) => int_or_max(
-                f.copy()
-                    .and_then(|f| f.floor())
-                    .and_then(|f| f.max_val())
-                    .map_err(isl_err("max_val"))?,
-            ),
+            Count::Function(f) => {
+                int_or_max(f.copy().and_then(|f| f.floor()).and_then(|f| f.max_val()))
+            }
             Count::Pieces { pieces, .. } => Ok(pieces.iter().map(|p| p.most).max().unwrap_or(0)),
         }
     }

@@ -23,7 +23,7 @@ use isl_rs as isl;
 
 use crate::PolyError;
 use crate::count::{DivForm, read_constraints, read_divs};
-use crate::images::{function_of, graph_parts, output_bounds};
+use crate::images::{function_of, graph_parts, int_or_max, output_bounds};
 use crate::rational::{Res, ceil_div, floor_div, gcd};
 use crate::sets::isl_err;
 
@@ -148,12 +148,11 @@ impl WindowPart {
             .copy()
             .and_then(|hi| hi.sub(self.lo.copy()?))
             .and_then(|span| span.floor())
-            .and_then(|span| span.max_val())
-            .map_err(isl_err("max_val"))?;
-        if !span.is_int().map_err(isl_err("is_int"))? {
-            return Ok(i64::MAX);
-        }
-        let span = i128::from(span.get_num_si().map_err(isl_err("get_num_si"))?);
+            .map_err(isl_err("floor"))?;
+        let span = match int_or_max(span.max_val())? {
+            i64::MAX => return Ok(i64::MAX),
+            span => i128::from(span),
+        };
         let c = &self.classes;
         let most = match c.complement {
             true => span + 1,
