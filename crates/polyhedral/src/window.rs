@@ -487,13 +487,18 @@ impl Names {
         Ok(terms.join(" + "))
     }
 
-    /// The inputs that satisfy `condition` (isl text over the inputs).
-    fn set(&self, ctx: &isl::Context, condition: &str) -> Result<isl::Set, PolyError> {
-        let text = format!(
-            "[{}] -> {{ [{}] : {condition} }}",
+    /// isl text of the inputs (with the parameters) followed by `body`.
+    fn over_inputs(&self, body: &str) -> String {
+        format!(
+            "[{}] -> {{ [{}]{body} }}",
             self.params.join(", "),
             self.inputs.join(", ")
-        );
+        )
+    }
+
+    /// The inputs that satisfy `condition` (isl text over the inputs).
+    fn set(&self, ctx: &isl::Context, condition: &str) -> Result<isl::Set, PolyError> {
+        let text = self.over_inputs(&format!(" : {condition}"));
         isl::Set::read_from_str(ctx, &text).map_err(|e| PolyError::Parse {
             text,
             message: e.to_string(),
@@ -502,11 +507,7 @@ impl Names {
 
     /// A quasi-affine function of the inputs from its isl text.
     fn function(&self, ctx: &isl::Context, body: &str) -> Result<isl::PwAff, PolyError> {
-        let text = format!(
-            "[{}] -> {{ [{}] -> [({body})] }}",
-            self.params.join(", "),
-            self.inputs.join(", ")
-        );
+        let text = self.over_inputs(&format!(" -> [({body})]"));
         isl::PwAff::read_from_str(ctx, &text).map_err(|e| PolyError::Parse {
             text,
             message: e.to_string(),
