@@ -263,6 +263,7 @@ impl<'c> Model<'c> {
         deadline: Option<(Instant, Duration)>,
         most_lines_in_a_set: Option<i128>,
     ) -> Result<Model<'c>, AnalyticError> {
+        let conflicts_possible = evicts(most_lines_in_a_set, cache);
         let mut targets = Vec::with_capacity(which.len());
         for &t in which {
             if t >= positions.len() {
@@ -272,7 +273,6 @@ impl<'c> Model<'c> {
                 )));
             }
             let lines = build_lines(ctx, program, &positions, cache.line_bytes, t, deadline)?;
-            let conflicts_possible = evicts(most_lines_in_a_set, cache);
             targets.push(build(
                 ctx,
                 program,

@@ -56,7 +56,7 @@ pub struct ModelLevelArgs {
     /// Seconds the sets of all levels may take to build (checked between set operations).
     #[arg(long)]
     pub time_limit: f64,
-    /// Threads building the references' sets (each reference at every level on one thread).
+    /// Threads building the references' sets.
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
     /// Also return the intermediate sets as text.
