@@ -60,8 +60,8 @@ where
 
 /// [`each_reference`] at several levels at once: `work(level, model)` for every level (an index
 /// into `caches`) and reference, and `level_done(level, results)` once per level as soon as
-/// every reference has it (in position order; the first error in position order if one
-/// failed). Levels with the same line size share each reference's hit sources and their
+/// every reference has it (in position order; if one failed, the first error in position order
+/// among the references built, as a failed level skips the references not yet begun). Levels with the same line size share each reference's hit sources and their
 /// regions, which depend on the line alone ([`crate::pipeline::LineSets`]: built over the line,
 /// they cost the 3D stencil at 80 × 300 0.12 s for its seven references, against 0.37 s per
 /// level over tag and set). Each level of a reference starts with the full operation budget.
@@ -92,7 +92,7 @@ where
     }
     let positions = program.positions()?;
     let run = Run {
-        levels: Levels::new(program, &positions, caches, budget)?,
+        levels: Levels::new(program, &positions, caches, budget),
         program,
         positions,
         caches,
@@ -121,7 +121,7 @@ where
             if target >= n || run.levels.all_failed() {
                 break;
             }
-            run.keep_lines(&ctx, target, &mut kept[target]);
+            run.keep_lines(&ctx, target, &mut kept[target], None);
             run.build(&ctx, &run.levels.cheap, target, &mut kept[target]);
         }
         for (round, &level) in run.levels.evicting.iter().enumerate() {
@@ -170,11 +170,19 @@ where
     F: Fn(usize, &Model<'_>) -> Result<T, AnalyticError>,
     D: Fn(usize, Result<Vec<T>, AnalyticError>),
 {
-    /// Builds the shared sets of `target` for every line size with a level left.
-    fn keep_lines<'c>(&self, ctx: &'c Ctx, target: usize, kept: &mut [Option<Lines<'c>>]) {
+    /// Builds the shared sets of `target` for every line size with a level left (`only`: for
+    /// that one).
+    fn keep_lines<'c>(
+        &self,
+        ctx: &'c Ctx,
+        target: usize,
+        kept: &mut [Option<Lines<'c>>],
+        only: Option<usize>,
+    ) {
         for (size, &line_bytes) in self.levels.line_sizes.iter().enumerate() {
-            let wanted = (0..self.caches.len())
-                .any(|l| self.caches[l].line_bytes == line_bytes && !self.levels.failed(l));
+            let wanted = only.is_none_or(|o| o == size)
+                && (0..self.caches.len())
+                    .any(|l| self.caches[l].line_bytes == line_bytes && !self.levels.failed(l));
             if wanted && kept[size].is_none() {
                 ctx.reset_operations();
                 kept[size] = Some(build_lines(
@@ -202,8 +210,8 @@ where
             let result = if self.levels.failed(l) {
                 None
             } else {
-                self.keep_lines(ctx, target, kept);
                 let size = self.levels.line_size_of(self.caches[l]);
+                self.keep_lines(ctx, target, kept, Some(size));
                 match &kept[size] {
                     None => None,
                     Some(Err(e)) => Some(Err(e.clone())),
@@ -249,6 +257,8 @@ struct Levels<T> {
 /// One level's results so far.
 struct Slot<T> {
     results: Vec<Option<Result<T, AnalyticError>>>,
+    /// Why the level failed before any reference was built (its eviction test).
+    setup_error: Option<AnalyticError>,
     /// References not yet finished at this level.
     remaining: usize,
     failed: bool,
@@ -261,13 +271,25 @@ impl<T> Levels<T> {
         positions: &[Position],
         caches: &[Cache],
         budget: Budget,
-    ) -> Result<Levels<T>, AnalyticError> {
-        // A property of the level, not of a reference: found once, not once per reference.
+    ) -> Levels<T> {
+        // A property of the level, not of a reference: found once, not once per reference, each
+        // level with its own operation budget and its own failure.
         let ctx = Ctx::with_max_operations(budget.max_operations);
-        let most_lines = caches
-            .iter()
-            .map(|&cache| most_lines_in_a_set(&ctx, program, positions, cache))
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut setup_errors = Vec::with_capacity(caches.len());
+        let mut most_lines = Vec::with_capacity(caches.len());
+        for &cache in caches {
+            ctx.reset_operations();
+            match most_lines_in_a_set(&ctx, program, positions, cache) {
+                Ok(most) => {
+                    most_lines.push(most);
+                    setup_errors.push(None);
+                }
+                Err(e) => {
+                    most_lines.push(None);
+                    setup_errors.push(Some(e));
+                }
+            }
+        }
         let mut line_sizes = Vec::new();
         for cache in caches {
             if !line_sizes.contains(&cache.line_bytes) {
@@ -279,24 +301,25 @@ impl<T> Levels<T> {
         evicting.sort_by_key(|&l| {
             std::cmp::Reverse(i128::from(caches[l].sets) * i128::from(caches[l].ways))
         });
-        let slots = caches
-            .iter()
-            .map(|_| {
+        let slots = setup_errors
+            .into_iter()
+            .map(|setup_error| {
                 Mutex::new(Slot {
                     results: (0..positions.len()).map(|_| None).collect(),
                     remaining: positions.len(),
-                    failed: false,
+                    failed: setup_error.is_some(),
+                    setup_error,
                     reported: false,
                 })
             })
             .collect();
-        Ok(Levels {
+        Levels {
             line_sizes,
             cheap,
             evicting,
             most_lines,
             slots,
-        })
+        }
     }
 
     /// The index in `line_sizes` of `cache`'s line size.
@@ -358,7 +381,7 @@ impl<T> Slot<T> {
             return;
         }
         let mut results = Vec::with_capacity(self.results.len());
-        let mut error = None;
+        let mut error = self.setup_error.take();
         for result in self.results.drain(..).flatten() {
             match result {
                 Ok(r) => results.push(r),

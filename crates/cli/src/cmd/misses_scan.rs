@@ -363,7 +363,7 @@ fn model_values(
 }
 
 /// Every level at one value: the kernel is bound in this process first (cheap), so that a
-/// value the model cannot take fails once, not in a process per level.
+/// value the model cannot take fails once, not in each model process.
 fn model_value(
     args: &MissesArgs,
     name: &str,

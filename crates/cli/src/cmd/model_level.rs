@@ -601,8 +601,11 @@ impl Running {
         })
     }
 
+    /// Whether the child has exited. Only an exit seen counts: a child whose state cannot be
+    /// read is stopped at the deadline like one still running, so that reading its pipes
+    /// cannot wait for it.
     fn finished(&mut self) -> bool {
-        self.done = self.done || !matches!(self.child.try_wait(), Ok(None));
+        self.done = self.done || matches!(self.child.try_wait(), Ok(Some(_)));
         self.done
     }
 
