@@ -3,8 +3,8 @@
 side by side in one run.
 
 For each kernel and three sizes (working set in L1, in L2, beyond L3 of this machine), runs
-`loopscope misses --check --json` on this machine's data caches: the model (each level in its own
-thread, so its wall time is the slowest level's) and the simulator (each level alone, the model's
+`loopscope misses --check --json` on this machine's data caches: the model (the levels of one
+line size in one process, so its wall time is that of the level done last) and the simulator (each level alone, the model's
 assumption) count every reference's misses; prints the model's time, the simulator's time, their
 ratio and whether every count is equal. A level the model cannot do within its limits is shown
 as `-` (see the README's limits).
@@ -48,7 +48,9 @@ take about half an hour on this shared machine); `ONLY=triad.c,2d-5pt.c bench/mi
 only the named kernel files (the conflict case always runs); `SIZES=0,1` runs only the sizes of
 those indices (0: in L1, 1: in L2, 2: beyond L3), e.g. the matrix multiplies without the size
 whose simulation (with its compulsory/capacity/conflict split, three levels at once) takes
-14 minutes per kernel.
+14 minutes per kernel. `EXTRA="matmul.c N=90;3d-7pt.c M=20 N=60"` adds sizes between those
+(each a kernel file and its -D values, separated by `;`), after the chosen ones: the README's
+sweep of such sizes, reproduced with `SIZES= EXTRA=...`.
 """
 import json
 import os
@@ -232,26 +234,29 @@ def main():
     only = [k for k in os.environ.get("ONLY", "").split(",") if k]
     # SIZES=0,1 keeps the L1 and L2 sizes (the simulator needs hours for matmul beyond L3).
     size_indices = [int(i) for i in os.environ.get("SIZES", "0,1,2").split(",") if i]
-    for kernel, *sizes in (c for c in CASES if not only or c[0] in only):
-        for defines in (sizes[i] for i in size_indices if i < len(sizes)):
-            report, err = run_loopscope(loopscope, kernel, defines)
-            reports.append((kernel, defines, report))
-            label = ",".join(defines)
-            if report is None:
-                print(f"{kernel:<18}{label:<20}  failed: {err[0][:80]}")
-                continue
-            levels = report["levels"]
-            ok = [l for l in levels if l["error"] is None]
-            model_s = max(l["duration_s"] for l in levels)
-            sim_s = sum(l["duration_s"] for l in report["check"]["levels"])
-            names = "".join(l["name"][:3] + ("" if l["error"] is None else "-") + " "
-                            for l in levels)
-            total += len(levels)
-            modelled += len(ok)
-            equal_all &= report["check"]["equal"]
-            model_times.append(model_s)
-            print(f"{kernel:<18}{label:<20}{model_s:>9.3f}{sim_s:>9.3f}{sim_s / model_s:>10.2f}"
-                  f"  {names:<16}{str(report['check']['equal']).lower():<6}")
+    chosen = [(kernel, sizes[i]) for kernel, *sizes in CASES if not only or kernel in only
+              for i in size_indices if i < len(sizes)]
+    extra = [e.split() for e in os.environ.get("EXTRA", "").split(";") if e.strip()]
+    chosen += [(words[0], words[1:]) for words in extra]
+    for kernel, defines in chosen:
+        report, err = run_loopscope(loopscope, kernel, defines)
+        reports.append((kernel, defines, report))
+        label = ",".join(defines)
+        if report is None:
+            print(f"{kernel:<18}{label:<20}  failed: {err[0][:80]}")
+            continue
+        levels = report["levels"]
+        ok = [l for l in levels if l["error"] is None]
+        model_s = max(l["duration_s"] for l in levels)
+        sim_s = sum(l["duration_s"] for l in report["check"]["levels"])
+        names = "".join(l["name"][:3] + ("" if l["error"] is None else "-") + " "
+                        for l in levels)
+        total += len(levels)
+        modelled += len(ok)
+        equal_all &= report["check"]["equal"]
+        model_times.append(model_s)
+        print(f"{kernel:<18}{label:<20}{model_s:>9.3f}{sim_s:>9.3f}{sim_s / model_s:>10.2f}"
+              f"  {names:<16}{str(report['check']['equal']).lower():<6}")
     model_times.sort()
     print(f"\nlevels modelled {modelled}/{total}; every modelled count equal to the simulator: "
           f"{str(equal_all).lower()}; model time median {model_times[len(model_times) // 2]:.2f} s,"
