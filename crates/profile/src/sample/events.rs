@@ -1,0 +1,360 @@
+//! Opening the sampling events (one per online CPU, inherited by the target's threads and
+//! children, enabled by its `exec`) and reading their ring buffers.
+
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+
+use perf_event::events::{Hardware, Software};
+use perf_event::{Builder, Clock, SampleFlag, Sampler};
+
+use super::records::{self, Queue};
+use super::{SampleOptions, SampledEvent, maps};
+use crate::ProfileError;
+
+/// Registers copied with each sample, by their bit in the x86-64 `perf_regs` numbering:
+/// only what the unwinder needs (`bp`, `sp`, `ip`), in this order in the record.
+pub(super) const REGS_USER_MASK: u64 = (1 << 6) | (1 << 7) | (1 << 8);
+
+/// Largest user-stack copy the kernel accepts (`sample_stack_user` below `u16::MAX`, a
+/// multiple of 8).
+const MAX_STACK_BYTES: u32 = 65528;
+
+/// Smallest ring buffer tried: it must hold a few full-size samples.
+const MIN_BUFFER_BYTES: usize = 64 * 1024;
+
+/// How long `wait` sleeps at most, so `stop` and the target's exit are noticed when no
+/// buffer fills (and no pidfd tells of the exit).
+const POLL_TIMEOUT_MS: i32 = 20;
+
+/// The clock of the records' timestamps, `CLOCK_MONOTONIC`, read now.
+pub(super) fn monotonic_ns() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    (now.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(now.tv_nsec as u64)
+}
+
+/// Refuses options no kernel accepts, with what the limit is.
+pub(super) fn check_options(options: &SampleOptions) -> Result<(), ProfileError> {
+    let bad = |what: String| Err(ProfileError::Options { what });
+    if options.frequency_hz == 0 {
+        return bad("the sampling frequency must be at least 1 Hz".to_string());
+    }
+    if let Some(max) = read_sysctl("perf_event_max_sample_rate")
+        && i128::from(options.frequency_hz) > i128::from(max)
+    {
+        return bad(format!(
+            "a sampling frequency of {} Hz is above this kernel's limit of {max} Hz \
+             (/proc/sys/kernel/perf_event_max_sample_rate)",
+            options.frequency_hz
+        ));
+    }
+    if !(8..=MAX_STACK_BYTES).contains(&options.stack_bytes) {
+        return bad(format!(
+            "a user-stack copy of {} bytes is outside 8..={MAX_STACK_BYTES}",
+            options.stack_bytes
+        ));
+    }
+    Ok(())
+}
+
+/// The open events of one recording, one ring buffer per CPU.
+pub(super) struct Rings {
+    event: SampledEvent,
+    samplers: Vec<Sampler>,
+    /// Per sampler: still polled (false once the kernel says the target it was opened on
+    /// has exited; its buffer still receives the records of the target's other threads).
+    polled: Vec<bool>,
+    buffer_bytes: usize,
+    stack_bytes: u32,
+}
+
+impl Rings {
+    /// Opens `cycles` on every online CPU for `pid` (still waiting to `exec`), or `cpu-clock`
+    /// where `cycles` is refused, and maps the largest buffers the kernel lets us lock.
+    pub(super) fn open(pid: libc::pid_t, options: &SampleOptions) -> Result<Rings, ProfileError> {
+        let cpus = online_cpus();
+        let stack_bytes = options.stack_bytes & !7;
+        let opened = |event| open_all(event, pid, &cpus, options, stack_bytes);
+        let (event, samplers, buffer_bytes) = match opened(SampledEvent::Cycles) {
+            Ok((samplers, bytes)) => (SampledEvent::Cycles, samplers, bytes),
+            // Like perf and samply: any refusal of the hardware event (none in a VM, an
+            // unsupported exclude bit, a busy PMU) falls back to the software timer.
+            Err(_) => match opened(SampledEvent::CpuClock) {
+                Ok((samplers, bytes)) => (SampledEvent::CpuClock, samplers, bytes),
+                Err(error) => return Err(error.into_profile_error()),
+            },
+        };
+        Ok(Rings {
+            event,
+            polled: vec![true; samplers.len()],
+            samplers,
+            buffer_bytes,
+            stack_bytes,
+        })
+    }
+
+    /// The event sampled.
+    pub(super) fn event(&self) -> SampledEvent {
+        self.event
+    }
+
+    /// Ring-buffer bytes per CPU.
+    pub(super) fn buffer_bytes(&self) -> usize {
+        self.buffer_bytes
+    }
+
+    /// User-stack bytes copied per sample.
+    pub(super) fn stack_bytes(&self) -> u32 {
+        self.stack_bytes
+    }
+
+    /// The period the kernel derives from the frequency: exact for `cpu-clock` (a timer of
+    /// `1e9 / frequency` ns); `cycles` adapts its period as it goes, so there is none.
+    pub(super) fn nominal_period(&self, frequency_hz: u64) -> u64 {
+        match self.event {
+            SampledEvent::CpuClock => 1_000_000_000 / frequency_hz.max(1),
+            SampledEvent::Cycles => 0,
+        }
+    }
+
+    /// Sleeps until a buffer reaches its watermark, `exit_fd` becomes readable, or
+    /// `POLL_TIMEOUT_MS` passes.
+    pub(super) fn wait(&mut self, exit_fd: Option<RawFd>) -> Result<(), ProfileError> {
+        let mut fds: Vec<libc::pollfd> = self
+            .samplers
+            .iter()
+            .zip(&self.polled)
+            .map(|(sampler, &polled)| libc::pollfd {
+                fd: if polled { sampler.as_raw_fd() } else { -1 },
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        if let Some(fd) = exit_fd {
+            fds.push(libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
+        // SAFETY: `fds` is a valid array of `fds.len()` pollfd entries that outlives the call.
+        let ready =
+            unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, POLL_TIMEOUT_MS) };
+        if ready < 0 {
+            let error = io::Error::last_os_error();
+            if error.kind() == io::ErrorKind::Interrupted {
+                return Ok(());
+            }
+            return Err(ProfileError::System {
+                what: "poll on the perf ring buffers".to_string(),
+                source: error,
+            });
+        }
+        for (polled, fd) in self.polled.iter_mut().zip(&fds) {
+            // The event's own task has exited: the kernel now reports POLLHUP at every poll,
+            // which would spin; its buffer is still drained after each wait.
+            if fd.revents & libc::POLLHUP != 0 {
+                *polled = false;
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves every record now in the buffers into `queue`.
+    pub(super) fn drain(&mut self, queue: &mut Queue) {
+        for sampler in &mut self.samplers {
+            let config = sampler.config().clone();
+            while let Some(record) = sampler.next_record() {
+                let bytes = record.to_contiguous();
+                if let Some(event) = records::convert(record.ty(), record.misc(), &bytes, &config) {
+                    queue.push(event);
+                }
+            }
+        }
+    }
+}
+
+/// Why an event could not be opened.
+struct OpenError {
+    event: SampledEvent,
+    step: &'static str,
+    source: io::Error,
+}
+
+impl OpenError {
+    fn into_profile_error(self) -> ProfileError {
+        let errno = self.source.raw_os_error().unwrap_or(0);
+        let what = format!(
+            "perf_event_open({}) {}: {}",
+            self.event.name(),
+            self.step,
+            self.source
+        );
+        match errno {
+            libc::EACCES | libc::EPERM => ProfileError::PerfUnavailable {
+                what: format!("{what}; {}", paranoid_advice(self.step)),
+            },
+            libc::ENOSYS | libc::ENOENT | libc::ENODEV | libc::EOPNOTSUPP | libc::ENXIO => {
+                ProfileError::PerfUnavailable {
+                    what: format!(
+                        "{what}: this kernel offers neither cycles nor cpu-clock sampling"
+                    ),
+                }
+            }
+            _ => ProfileError::System {
+                what,
+                source: self.source,
+            },
+        }
+    }
+}
+
+/// What to change when the kernel refuses: the paranoid level as it is now, or, when that
+/// level allows profiling, the lock limit or the sandbox that must be the cause.
+fn paranoid_advice(step: &str) -> String {
+    if step.starts_with("mapping") {
+        let lock = read_sysctl("perf_event_mlock_kb")
+            .map_or_else(|| "unknown".to_string(), |kb| format!("{kb} KiB"));
+        return format!(
+            "the kernel would not lock even {} KiB per CPU for the ring buffers \
+             (perf_event_mlock_kb is {lock}, shared by every perf user of this account); \
+             raise `ulimit -l` or `sysctl kernel.perf_event_mlock_kb`",
+            MIN_BUFFER_BYTES / 1024
+        );
+    }
+    match read_sysctl("perf_event_paranoid") {
+        Some(level) if level > 2 => format!(
+            "/proc/sys/kernel/perf_event_paranoid is {level}: \
+             `sudo sysctl kernel.perf_event_paranoid=2` (or lower) allows profiling your own processes"
+        ),
+        Some(level) => format!(
+            "/proc/sys/kernel/perf_event_paranoid is {level}, which allows it, so a container \
+             or seccomp policy blocks perf_event_open (allow the syscall, or add CAP_PERFMON)"
+        ),
+        None => "/proc/sys/kernel/perf_event_paranoid cannot be read; \
+                 `sudo sysctl kernel.perf_event_paranoid=2` (or lower) allows profiling your own processes"
+            .to_string(),
+    }
+}
+
+/// A value of `/proc/sys/kernel/<name>`, when readable.
+fn read_sysctl(name: &str) -> Option<i64> {
+    std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+fn online_cpus() -> Vec<usize> {
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .map(|text| maps::parse_cpu_list(&text))
+        .filter(|cpus| !cpus.is_empty())
+        .unwrap_or_else(|| {
+            let count = std::thread::available_parallelism().map_or(1, |n| n.get());
+            (0..count).collect()
+        })
+}
+
+/// Opens `event` on every CPU and maps a buffer for each, halving the buffer size while the
+/// kernel refuses to lock it.
+fn open_all(
+    event: SampledEvent,
+    pid: libc::pid_t,
+    cpus: &[usize],
+    options: &SampleOptions,
+    stack_bytes: u32,
+) -> Result<(Vec<Sampler>, usize), OpenError> {
+    let builder = builder(event, options, stack_bytes);
+    let mut bytes = options
+        .buffer_bytes
+        .max(MIN_BUFFER_BYTES)
+        .checked_next_power_of_two()
+        .unwrap_or(MIN_BUFFER_BYTES);
+    loop {
+        match open_sized(&builder, event, pid, cpus, bytes) {
+            Err(error) if error.step.starts_with("mapping") && bytes > MIN_BUFFER_BYTES => {
+                let errno = error.source.raw_os_error();
+                if errno != Some(libc::EPERM) && errno != Some(libc::ENOMEM) {
+                    return Err(error);
+                }
+                bytes /= 2;
+            }
+            result => return result.map(|samplers| (samplers, bytes)),
+        }
+    }
+}
+
+fn open_sized(
+    builder: &Builder<'_>,
+    event: SampledEvent,
+    pid: libc::pid_t,
+    cpus: &[usize],
+    bytes: usize,
+) -> Result<Vec<Sampler>, OpenError> {
+    let mut samplers = Vec::with_capacity(cpus.len());
+    for &cpu in cpus {
+        let mut builder = builder.clone();
+        builder.observe_pid(pid).one_cpu(cpu);
+        // A record is written whole or not at all: wake up while a quarter is still free.
+        builder.wakeup_watermark(bytes / 4 * 3);
+        let counter = builder.build().map_err(|source| OpenError {
+            event,
+            step: "opening",
+            source,
+        })?;
+        let sampler = counter.sampled(bytes).map_err(|source| OpenError {
+            event,
+            step: "mapping its ring buffer",
+            source,
+        })?;
+        samplers.push(sampler);
+    }
+    Ok(samplers)
+}
+
+/// The event's attributes: user space only, inherited by threads and children, enabled at
+/// `exec`, sampling IP, thread, time, period, the unwinding registers and a stack copy, with
+/// the side-band records that keep track of mappings, `exec`s and processes.
+pub(super) fn builder(
+    event: SampledEvent,
+    options: &SampleOptions,
+    stack_bytes: u32,
+) -> Builder<'static> {
+    let mut builder = match event {
+        SampledEvent::Cycles => Builder::new(Hardware::CPU_CYCLES),
+        SampledEvent::CpuClock => Builder::new(Software::CPU_CLOCK),
+    };
+    builder
+        .enabled(false)
+        .enable_on_exec(true)
+        .inherit(true)
+        .exclude_kernel(true)
+        .exclude_hv(true)
+        .sample_frequency(options.frequency_hz)
+        .sample(
+            SampleFlag::IP
+                | SampleFlag::TID
+                | SampleFlag::TIME
+                | SampleFlag::PERIOD
+                | SampleFlag::REGS_USER
+                | SampleFlag::STACK_USER,
+        )
+        .sample_regs_user(REGS_USER_MASK)
+        .sample_stack_user(stack_bytes)
+        .mmap(true)
+        .mmap2(true)
+        .comm(true)
+        .comm_exec(true)
+        .task(true)
+        .sample_id_all(true)
+        .clockid(Clock::MONOTONIC);
+    builder
+}

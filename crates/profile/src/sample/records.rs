@@ -1,0 +1,361 @@
+//! Kernel records turned into owned events, and the queue that hands them out in time order
+//! across the per-CPU buffers.
+
+use perf_event::data::endian::Native;
+use perf_event::data::parse::{ParseConfig, Parser};
+use perf_event::data::{Comm, Exit, Lost, Mmap2, RecordMetadata, Sample, SampleRegsAbi, Visitor};
+
+use super::events::REGS_USER_MASK;
+
+/// Records younger than this are kept for the next pass: another CPU's buffer may still be
+/// publishing an older one (a record is stamped before its stack copy is written).
+pub(super) const HORIZON_NS: u64 = 10_000_000;
+
+/// `PERF_RECORD_MISC_COMM_EXEC`: the COMM record comes from an `execve`.
+const MISC_COMM_EXEC: u16 = 1 << 13;
+
+/// The registers the unwinder starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct UserRegs {
+    pub(super) ip: u64,
+    pub(super) sp: u64,
+    pub(super) bp: u64,
+}
+
+/// Identity of a mapped file, to load each object once.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(super) struct FileId {
+    pub(super) path: String,
+    pub(super) device: u64,
+    pub(super) inode: u64,
+}
+
+/// A sample as the kernel wrote it, before unwinding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct RawSample {
+    pub(super) pid: u32,
+    pub(super) tid: u32,
+    pub(super) ip: u64,
+    pub(super) period: u64,
+    /// `None` when the kernel had no user registers (the sample cannot be unwound).
+    pub(super) regs: Option<UserRegs>,
+    /// The stack from `regs.sp` upwards.
+    pub(super) stack: Vec<u8>,
+}
+
+/// What a record says, reduced to what the tracker uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum EventKind {
+    Sample(RawSample),
+    Mmap {
+        pid: u32,
+        tid: u32,
+        start: u64,
+        len: u64,
+        file_offset: u64,
+        executable: bool,
+        file: FileId,
+    },
+    Exec {
+        pid: u32,
+        tid: u32,
+        command: String,
+    },
+    Fork {
+        pid: u32,
+        ppid: u32,
+        tid: u32,
+    },
+    Exit {
+        pid: u32,
+        tid: u32,
+    },
+    Lost {
+        count: u64,
+    },
+}
+
+/// A record with its kernel timestamp (`CLOCK_MONOTONIC` ns).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Event {
+    pub(super) time_ns: u64,
+    pub(super) kind: EventKind,
+}
+
+/// Parses one record (`data` is what follows its 8-byte header). Records that are damaged
+/// or of no use here give `None`.
+pub(super) fn convert(
+    ty: u32,
+    misc: u16,
+    data: &[u8],
+    config: &ParseConfig<Native>,
+) -> Option<Event> {
+    let size = u16::try_from(data.len() + 8).ok()?;
+    let mut header_bytes = [0u8; 8];
+    header_bytes[..4].copy_from_slice(&ty.to_ne_bytes());
+    header_bytes[4..6].copy_from_slice(&misc.to_ne_bytes());
+    header_bytes[6..].copy_from_slice(&size.to_ne_bytes());
+    let header = Parser::new(&header_bytes[..], config.clone())
+        .parse()
+        .ok()?;
+    Parser::new(data, config.clone())
+        .parse_record_with_header(Convert, header)
+        .ok()?
+}
+
+struct Convert;
+
+impl<'a> Visitor<'a> for Convert {
+    type Output = Option<Event>;
+
+    fn visit_unimplemented(self, _: RecordMetadata) -> Option<Event> {
+        None
+    }
+
+    fn visit_sample(self, sample: Sample<'a>, _: RecordMetadata) -> Option<Event> {
+        let regs = sample
+            .regs_user()
+            .filter(|regs| regs.abi == SampleRegsAbi::ABI_64 && regs.mask == REGS_USER_MASK)
+            .and_then(|regs| match regs.regs[..] {
+                [bp, sp, ip] => Some(UserRegs { ip, sp, bp }),
+                _ => None,
+            });
+        let kind = EventKind::Sample(RawSample {
+            pid: sample.pid()?,
+            tid: sample.tid()?,
+            ip: sample.ip()?,
+            period: sample.period().unwrap_or(0),
+            regs,
+            stack: sample.stack_user().map(<[u8]>::to_vec).unwrap_or_default(),
+        });
+        Some(Event {
+            time_ns: sample.time()?,
+            kind,
+        })
+    }
+
+    fn visit_mmap2(self, record: Mmap2<'a>, metadata: RecordMetadata) -> Option<Event> {
+        let device =
+            (u64::from(record.maj().unwrap_or(0)) << 32) | u64::from(record.min().unwrap_or(0));
+        let kind = EventKind::Mmap {
+            pid: record.pid,
+            tid: record.tid,
+            start: record.addr,
+            len: record.len,
+            file_offset: record.pgoff,
+            executable: record.prot & libc::PROT_EXEC as u32 != 0,
+            file: FileId {
+                path: String::from_utf8_lossy(&record.filename).into_owned(),
+                device,
+                inode: record.ino().unwrap_or(0),
+            },
+        };
+        timed(kind, &metadata)
+    }
+
+    fn visit_comm(self, record: Comm<'a>, metadata: RecordMetadata) -> Option<Event> {
+        if metadata.misc() & MISC_COMM_EXEC == 0 {
+            return None;
+        }
+        let kind = EventKind::Exec {
+            pid: record.pid,
+            tid: record.tid,
+            command: String::from_utf8_lossy(&record.comm).into_owned(),
+        };
+        timed(kind, &metadata)
+    }
+
+    fn visit_fork(self, record: Exit, metadata: RecordMetadata) -> Option<Event> {
+        let kind = EventKind::Fork {
+            pid: record.pid,
+            ppid: record.ppid,
+            tid: record.tid,
+        };
+        Some(Event {
+            time_ns: metadata.sample_id().time().unwrap_or(record.time),
+            kind,
+        })
+    }
+
+    fn visit_exit(self, record: Exit, metadata: RecordMetadata) -> Option<Event> {
+        let kind = EventKind::Exit {
+            pid: record.pid,
+            tid: record.tid,
+        };
+        Some(Event {
+            time_ns: metadata.sample_id().time().unwrap_or(record.time),
+            kind,
+        })
+    }
+
+    fn visit_lost(self, record: Lost, metadata: RecordMetadata) -> Option<Event> {
+        // Counted whenever it comes: its time orders nothing.
+        Some(Event {
+            time_ns: metadata.sample_id().time().unwrap_or(0),
+            kind: EventKind::Lost { count: record.lost },
+        })
+    }
+}
+
+fn timed(kind: EventKind, metadata: &RecordMetadata) -> Option<Event> {
+    Some(Event {
+        time_ns: metadata.sample_id().time()?,
+        kind,
+    })
+}
+
+/// Events read but not yet handed out, released in (time, arrival) order.
+#[derive(Debug, Default)]
+pub(super) struct Queue {
+    pending: Vec<(u64, u64, Event)>,
+    arrivals: u64,
+}
+
+impl Queue {
+    pub(super) fn push(&mut self, event: Event) {
+        self.pending.push((event.time_ns, self.arrivals, event));
+        self.arrivals += 1;
+    }
+
+    /// Hands out, oldest first, every event stamped before `horizon_ns`.
+    pub(super) fn release_before(&mut self, horizon_ns: u64, mut handle: impl FnMut(Event)) {
+        self.pending
+            .sort_unstable_by_key(|&(time, arrival, _)| (time, arrival));
+        let ready = self
+            .pending
+            .partition_point(|&(time, _, _)| time < horizon_ns);
+        for (_, _, event) in self.pending.drain(..ready) {
+            handle(event);
+        }
+    }
+
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.pending.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sample::{SampleOptions, SampledEvent, events};
+    use proptest::prelude::*;
+
+    fn config() -> ParseConfig<Native> {
+        let builder = events::builder(SampledEvent::CpuClock, &SampleOptions::default(), 64);
+        ParseConfig::from(*builder.attrs())
+    }
+
+    /// A sample record as the kernel lays it out for our attributes:
+    /// ip, pid/tid, time, period, regs (abi + bp, sp, ip), stack (size, bytes, dyn_size).
+    fn sample_record(stack: &[u8], dyn_size: u64) -> Vec<u8> {
+        let mut data = Vec::new();
+        let mut put = |v: u64| data.extend_from_slice(&v.to_ne_bytes());
+        put(0x401234);
+        put((7u64 << 32) | 5);
+        put(1_000);
+        put(250_000);
+        put(2); // PERF_SAMPLE_REGS_ABI_64
+        put(0x7ffd_0000_0100);
+        put(0x7ffd_0000_0000);
+        put(0x401234);
+        put(stack.len() as u64);
+        data.extend_from_slice(stack);
+        data.extend_from_slice(&dyn_size.to_ne_bytes());
+        data
+    }
+
+    #[test]
+    fn a_sample_record_gives_its_registers_and_the_used_part_of_the_stack() {
+        let stack: Vec<u8> = (0..64).collect();
+        let data = sample_record(&stack, 24);
+        let event = convert(9, 2, &data, &config()).expect("a sample");
+        assert_eq!(event.time_ns, 1_000);
+        assert_eq!(
+            event.kind,
+            EventKind::Sample(RawSample {
+                pid: 5,
+                tid: 7,
+                ip: 0x401234,
+                period: 250_000,
+                regs: Some(UserRegs {
+                    ip: 0x401234,
+                    sp: 0x7ffd_0000_0000,
+                    bp: 0x7ffd_0000_0100
+                }),
+                stack: stack[..24].to_vec(),
+            })
+        );
+    }
+
+    #[test]
+    fn a_stack_longer_than_its_record_is_refused() {
+        let data = sample_record(&[0; 64], 65);
+        assert_eq!(convert(9, 2, &data, &config()), None);
+    }
+
+    #[test]
+    fn an_exec_comm_record_is_an_exec_and_a_plain_one_is_dropped() {
+        let mut data = Vec::new();
+        data.extend_from_slice(&11u32.to_ne_bytes());
+        data.extend_from_slice(&11u32.to_ne_bytes());
+        data.extend_from_slice(b"prog\0\0\0\0");
+        // sample_id_all: pid/tid, time.
+        data.extend_from_slice(&((11u64 << 32) | 11).to_ne_bytes());
+        data.extend_from_slice(&77u64.to_ne_bytes());
+        let exec = convert(3, MISC_COMM_EXEC, &data, &config()).expect("an exec");
+        assert_eq!(
+            exec,
+            Event {
+                time_ns: 77,
+                kind: EventKind::Exec {
+                    pid: 11,
+                    tid: 11,
+                    command: "prog".to_string()
+                }
+            }
+        );
+        assert_eq!(convert(3, 0, &data, &config()), None);
+    }
+
+    #[test]
+    fn the_queue_releases_in_time_order_and_keeps_what_is_too_young() {
+        let mut queue = Queue::default();
+        for time_ns in [30, 10, 20, 10] {
+            queue.push(Event {
+                time_ns,
+                kind: EventKind::Lost { count: time_ns },
+            });
+        }
+        let mut out = Vec::new();
+        queue.release_before(25, |event| out.push(event.time_ns));
+        assert_eq!(out, [10, 10, 20]);
+        assert_eq!(queue.len(), 1);
+        queue.release_before(u64::MAX, |event| out.push(event.time_ns));
+        assert_eq!(out, [10, 10, 20, 30]);
+    }
+
+    proptest! {
+        #[test]
+        fn any_bytes_of_any_record_type_parse_or_are_refused(
+            ty in 0u32..24,
+            misc in any::<u16>(),
+            data in proptest::collection::vec(any::<u8>(), 0..400),
+        ) {
+            let _ = convert(ty, misc, &data, &config());
+        }
+
+        #[test]
+        fn damaged_sample_records_never_panic(
+            cut in 0usize..160,
+            dyn_size in any::<u64>(),
+            flip in any::<(usize, u8)>(),
+        ) {
+            let mut data = sample_record(&[1; 64], dyn_size);
+            let at = flip.0 % data.len();
+            data[at] ^= flip.1;
+            data.truncate(cut);
+            let _ = convert(9, 2, &data, &config());
+        }
+    }
+}
