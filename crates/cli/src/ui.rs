@@ -4,17 +4,21 @@
 //! with `-v`; progress bars only when stderr is a terminal or `--progress` is given.
 
 use std::io::IsTerminal;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use loopscope_kernel::Listener;
 
 use crate::args::GlobalArgs;
 
 /// The user-facing side channel of one run.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Ui {
     verbosity: i8,
     progress: bool,
+    /// The bar of the stage a library call is in ([`Listener::begin`]).
+    stage: Mutex<Option<ProgressBar>>,
 }
 
 impl Ui {
@@ -24,6 +28,7 @@ impl Ui {
         Ui {
             verbosity,
             progress: !args.quiet && (args.progress || std::io::stderr().is_terminal()),
+            stage: Mutex::new(None),
         }
     }
 
@@ -33,6 +38,7 @@ impl Ui {
         Ui {
             verbosity: -1,
             progress: false,
+            stage: Mutex::new(None),
         }
     }
 
@@ -79,5 +85,40 @@ impl Ui {
         bar.set_message(message.to_owned());
         bar.enable_steady_tick(Duration::from_millis(200));
         bar
+    }
+}
+
+impl Listener for Ui {
+    fn warn(&self, message: &str) {
+        Ui::warn(self, message);
+    }
+
+    fn note(&self, message: &str) {
+        Ui::note(self, message);
+    }
+
+    fn begin(&self, stage: &str, total: u64) {
+        let bar = self.progress_bar(total, stage);
+        if let Some(old) = self.stage().replace(bar) {
+            old.finish_and_clear();
+        }
+    }
+
+    fn advance(&self, steps: u64) {
+        if let Some(bar) = self.stage().as_ref() {
+            bar.inc(steps);
+        }
+    }
+
+    fn end(&self) {
+        if let Some(bar) = self.stage().take() {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+impl Ui {
+    fn stage(&self) -> std::sync::MutexGuard<'_, Option<ProgressBar>> {
+        self.stage.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

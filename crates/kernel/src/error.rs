@@ -29,6 +29,14 @@ pub enum KernelError {
         /// The symbol.
         name: String,
     },
+    /// The kernel file could not be read.
+    #[error("{origin}: cannot read: {message}")]
+    Io {
+        /// The kernel file.
+        origin: String,
+        /// The operating system's reason.
+        message: String,
+    },
     /// A value given for the kernel (a `-D` value or a base address) is unusable.
     #[error("{origin}: {message}")]
     Binding {

@@ -8,6 +8,9 @@
 //! ([`Affine`]) and FLOPs counted per statement. [`Kernel::layout`] places arrays in memory
 //! (row-major, declaration order, 64-byte aligned, or at addresses the user gives), and
 //! [`Program`] turns a kernel plus parameter values into a streaming [`AccessStream`].
+//! [`LoadedKernel::load`] does it all for a kernel file and `-D`/`--base` values, as every
+//! command that takes one starts; [`Listener`] is how this and the rooms above report warnings
+//! and progress without printing.
 //!
 //! It must not simulate caches or model misses (that is `loopscope-cache`), print or exit:
 //! every problem with the input is a [`KernelError`] naming the file, line and column.
@@ -34,15 +37,21 @@
 mod affine;
 mod error;
 mod ir;
+mod labels;
 mod layout;
 mod lexer;
+mod listener;
+mod load;
 mod parser;
 mod stream;
 
 pub use affine::{Affine, Sym};
 pub use error::KernelError;
 pub use ir::{AccessKind, Array, ElemType, Flops, Kernel, Loop, Node, Reference, Side, Statement};
+pub use labels::RefLabel;
 pub use layout::{DEFAULT_ALIGN_BYTES, Layout};
 pub use lexer::Pos;
+pub use listener::{Listener, Silent};
+pub use load::{LoadedKernel, parse_bases, parse_definition, read_kernel_file};
 pub use parser::parse_kernel;
 pub use stream::{Access, AccessStream, Program};

@@ -14,11 +14,10 @@ use loopscope_report::{Align, format_bytes};
 use serde::Serialize;
 
 use crate::cmd::model_level::{LevelOutcome, ModelRequest, model_levels};
-use crate::cmd::simulate::{
-    LoadedKernel, RefLabel, cache_levels_from, kernel_labels, parse_define, percent, right_aligned,
-};
+use crate::cmd::simulate::{cache_levels_from, percent, right_aligned};
 use crate::failure::bad_input;
 use crate::ui::Ui;
+use loopscope_kernel::{LoadedKernel, RefLabel};
 
 /// Arguments of `misses`.
 #[derive(Debug, Args)]
@@ -27,7 +26,7 @@ pub struct MissesArgs {
     #[arg(value_name = "KERNEL.c")]
     pub kernel: PathBuf,
     /// Value of a kernel symbol, e.g. `-D N=1000` (repeatable).
-    #[arg(short = 'D', value_name = "NAME=VALUE", value_parser = parse_define)]
+    #[arg(short = 'D', value_name = "NAME=VALUE", value_parser = loopscope_kernel::parse_definition)]
     pub define: Vec<(String, i64)>,
     /// Machine file whose data caches to model (default: this machine, detected).
     #[arg(
@@ -95,7 +94,7 @@ pub struct MissesArgs {
 #[derive(Debug, Serialize)]
 struct Report {
     kernel: String,
-    params: serde_json::Map<String, serde_json::Value>,
+    params: std::collections::BTreeMap<String, i64>,
     model: &'static str,
     levels: Vec<LevelReport>,
     references: Vec<RefReport>,
@@ -246,7 +245,7 @@ pub fn run(args: &MissesArgs, ui: &Ui) -> anyhow::Result<()> {
         ..model_request(args, &args.define)
     };
     let modelled = model_levels(&request, &levels);
-    let labels = kernel_labels(&loaded.kernel);
+    let labels = loaded.kernel.reference_labels();
     let mut report = build_report(&loaded, &levels, &modelled, &labels);
     if args.sources {
         report.sources = Some(sources(&loaded.kernel, &levels, &modelled, &labels));
@@ -701,7 +700,7 @@ fn render_sources(r: &Report, sources: &[SourceReport]) -> String {
                         String::new()
                     },
                     if first {
-                        place(&s.label)
+                        s.label.place()
                     } else {
                         String::new()
                     },
@@ -712,7 +711,7 @@ fn render_sources(r: &Report, sources: &[SourceReport]) -> String {
                     },
                     e.label.text.clone(),
                     e.label.kind.to_owned(),
-                    place(&e.label),
+                    e.label.place(),
                     e.loops.join(" > "),
                     e.misses.to_string(),
                     percent(e.misses, s.conflict),
@@ -722,14 +721,6 @@ fn render_sources(r: &Report, sources: &[SourceReport]) -> String {
         out.push_str(&table.render());
     }
     out
-}
-
-/// `line:column` of a reference, when known.
-fn place(label: &RefLabel) -> String {
-    match (label.line, label.column) {
-        (Some(l), Some(c)) => format!("{l}:{c}"),
-        _ => String::new(),
-    }
 }
 
 fn render_refs(r: &Report) -> String {
@@ -753,7 +744,7 @@ fn render_refs(r: &Report) -> String {
         let mut row = vec![
             x.label.text.clone(),
             x.label.kind.to_owned(),
-            place(&x.label),
+            x.label.place(),
             x.level.clone(),
             x.accesses.to_string(),
             x.hits.to_string(),

@@ -14,8 +14,8 @@ use crate::cmd::misses_symbolic::{
     AtCounts, Geometry, at_points, given, header, load, reference_heading, warn_unmodelled,
 };
 use crate::cmd::model_level::{LevelOutcome, ModelRequest, SymbolicParameter, model_levels};
-use crate::cmd::simulate::{RefLabel, kernel_labels};
 use crate::ui::Ui;
+use loopscope_kernel::RefLabel;
 
 /// Chambers shown per count in text; all are in `--json`.
 const SHOWN_CHAMBERS: usize = 8;
@@ -25,7 +25,7 @@ const SHOWN_CHAMBERS: usize = 8;
 struct NestedReport {
     kernel: String,
     /// The fixed parameters.
-    params: serde_json::Map<String, serde_json::Value>,
+    params: std::collections::BTreeMap<String, i64>,
     /// The parameters the formulas are in, outermost first.
     parameters: Vec<String>,
     /// Whether every parameter was given a range of interest (`X=0..100`): then the checked
@@ -94,7 +94,7 @@ pub fn run(
         ..model_request(args, &define)
     };
     let outcomes = model_levels(&request, levels);
-    let labels = kernel_labels(&loaded.kernel);
+    let labels = loaded.kernel.reference_labels();
     let report_levels: Vec<NestedLevel> = levels
         .iter()
         .zip(outcomes)

@@ -14,9 +14,10 @@ use serde::Serialize;
 
 use crate::cmd::misses::{MissesArgs, model_request, to_u64};
 use crate::cmd::model_level::{LevelOutcome, ModelRequest, children, cores, model_levels};
-use crate::cmd::simulate::{LoadedKernel, percent, right_aligned};
+use crate::cmd::simulate::{percent, right_aligned};
 use crate::failure::bad_input;
 use crate::ui::Ui;
+use loopscope_kernel::LoadedKernel;
 
 /// At most this many values per scan: each costs one model run per level.
 const MAX_VALUES: u64 = 4096;
@@ -132,7 +133,7 @@ fn parse_range(text: &str) -> Result<ScanRange, String> {
 struct ScanReport {
     kernel: String,
     /// The fixed parameters (`-D`).
-    params: serde_json::Map<String, serde_json::Value>,
+    params: std::collections::BTreeMap<String, i64>,
     /// The parameter scanned.
     parameter: String,
     range: RangeReport,
@@ -373,8 +374,9 @@ fn model_value(
 ) -> ValueReport {
     let start = Instant::now();
     let define = defines_at(&args.define, name, value);
-    let bound =
-        LoadedKernel::load(&args.kernel, &define, args.base.as_deref(), quiet).and_then(|l| {
+    let bound = LoadedKernel::load(&args.kernel, &define, args.base.as_deref(), quiet)
+        .map_err(anyhow::Error::from)
+        .and_then(|l| {
             program_from_kernel(&l.kernel, &l.params, &l.layout)
                 .map(|_| ())
                 .map_err(anyhow::Error::from)
@@ -801,7 +803,7 @@ mod tests {
         let slow = "took more than the time limit of 30 s (stopped)";
         let mut report = ScanReport {
             kernel: "k.c".into(),
-            params: serde_json::Map::new(),
+            params: Default::default(),
             parameter: "N".into(),
             range: RangeReport {
                 lo: 1,

@@ -14,16 +14,16 @@ use crate::cmd::misses::{MissesArgs, model_request};
 use crate::cmd::model_level::{
     LevelOutcome, ModelRequest, SymbolicParameter, model_levels, symbolic_indices,
 };
-use crate::cmd::simulate::{LoadedKernel, RefLabel, kernel_labels};
 use crate::failure::bad_input;
 use crate::ui::Ui;
+use loopscope_kernel::{LoadedKernel, RefLabel};
 
 /// The result of `misses --symbolic`, as printed with `--json`.
 #[derive(Serialize)]
 struct SymbolicReport {
     kernel: String,
     /// The fixed parameters.
-    params: serde_json::Map<String, serde_json::Value>,
+    params: std::collections::BTreeMap<String, i64>,
     /// The parameter the formulas are in.
     parameter: String,
     /// With `--symbolic NAME=LO..HI`: the range the formulas were fitted to.
@@ -128,7 +128,7 @@ pub fn reference_heading(label: &RefLabel) -> String {
 /// The report's first lines: the kernel and its fixed parameters, the model, the time.
 pub fn header(
     kernel: &str,
-    params: &serde_json::Map<String, serde_json::Value>,
+    params: &std::collections::BTreeMap<String, i64>,
     names: &str,
     fitted_to: &str,
     duration_s: f64,
@@ -212,7 +212,7 @@ pub fn run(
         ..model_request(args, &define)
     };
     let outcomes = model_levels(&request, levels);
-    let labels = kernel_labels(&loaded.kernel);
+    let labels = loaded.kernel.reference_labels();
     let report_levels = levels
         .iter()
         .zip(outcomes)
@@ -297,7 +297,7 @@ pub fn at_points(
         .map(|text| {
             let mut values = vec![None; names.len()];
             for part in text.split(',') {
-                let (name, value) = crate::cmd::simulate::parse_define(part.trim())
+                let (name, value) = loopscope_kernel::parse_definition(part.trim())
                     .map_err(|e| bad_input(format!("--at {text}: {e}")))?;
                 let Some(i) = names.iter().position(|n| *n == name) else {
                     return Err(bad_input(format!(

@@ -24,9 +24,9 @@ use loopscope_cache::LevelConfig;
 use loopscope_polyhedral::Ctx;
 use serde::{Deserialize, Serialize};
 
-use crate::cmd::simulate::{LoadedKernel, parse_define};
 use crate::failure::bad_input;
 use crate::ui::Ui;
+use loopscope_kernel::LoadedKernel;
 
 /// Arguments of the hidden `model-level` command: levels of one line size, the kernel as
 /// `misses` loads it.
@@ -36,7 +36,7 @@ pub struct ModelLevelArgs {
     #[arg(value_name = "KERNEL.c")]
     pub kernel: PathBuf,
     /// Value of a kernel symbol.
-    #[arg(short = 'D', value_name = "NAME=VALUE", value_parser = parse_define)]
+    #[arg(short = 'D', value_name = "NAME=VALUE", value_parser = loopscope_kernel::parse_definition)]
     pub define: Vec<(String, i64)>,
     /// Array base addresses.
     #[arg(long, value_name = "NAME=ADDR,...")]

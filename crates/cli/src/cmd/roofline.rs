@@ -41,7 +41,7 @@ pub struct RooflineArgs {
     #[arg(value_name = "KERNEL.c")]
     pub kernel: Option<PathBuf>,
     /// Value of a kernel symbol, e.g. `-D N=1000` (repeatable).
-    #[arg(short = 'D', value_name = "NAME=VALUE", value_parser = crate::cmd::simulate::parse_define, requires = "kernel")]
+    #[arg(short = 'D', value_name = "NAME=VALUE", value_parser = loopscope_kernel::parse_definition, requires = "kernel")]
     pub define: Vec<(String, i64)>,
     /// Cache levels to simulate for a kernel file, innermost first:
     /// `NAME=SIZE:WAYS:LINE[:OPTION...]` (default: the machine's data caches).

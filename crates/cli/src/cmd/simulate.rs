@@ -1,5 +1,6 @@
 //! `loopscope simulate`: exact cache-hierarchy simulation of a kernel or an address trace.
 
+use std::collections::BTreeMap;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -10,7 +11,7 @@ use loopscope_cache::{
     CacheError, Hierarchy, LevelConfig, MissCurve, RefStats, levels_from_machine, parse_cache_spec,
     parse_trace_line,
 };
-use loopscope_kernel::{AccessKind, Kernel, Program};
+use loopscope_kernel::{LoadedKernel, Program, RefLabel};
 use loopscope_report::{Align, Table, format_bytes};
 use serde::Serialize;
 
@@ -28,7 +29,7 @@ pub struct SimulateArgs {
     )]
     pub kernel: Option<PathBuf>,
     /// Value of a kernel symbol, e.g. `-D N=1000` (repeatable).
-    #[arg(short = 'D', value_name = "NAME=VALUE", value_parser = parse_define)]
+    #[arg(short = 'D', value_name = "NAME=VALUE", value_parser = loopscope_kernel::parse_definition)]
     pub define: Vec<(String, i64)>,
     /// Machine file whose data caches to simulate (default: this machine, detected).
     #[arg(
@@ -68,44 +69,12 @@ pub struct SimulateArgs {
     pub json: bool,
 }
 
-pub(crate) fn parse_define(text: &str) -> Result<(String, i64), String> {
-    let (name, value) = text
-        .split_once('=')
-        .ok_or_else(|| format!("expected NAME=VALUE, found `{text}`"))?;
-    let value: i64 = value
-        .trim()
-        .parse()
-        .map_err(|_| format!("value of `{name}` is not a 64-bit integer: `{value}`"))?;
-    Ok((name.trim().to_owned(), value))
-}
-
-fn parse_bases(text: &str) -> anyhow::Result<Vec<(String, u64)>> {
-    text.split(',')
-        .map(|part| {
-            let (name, addr) = part.split_once('=').ok_or_else(|| {
-                bad_input(format!("--base: expected NAME=ADDRESS, found `{part}`"))
-            })?;
-            let addr = addr.trim();
-            let value = match addr.strip_prefix("0x").or_else(|| addr.strip_prefix("0X")) {
-                Some(hex) => u64::from_str_radix(hex, 16),
-                None => addr.parse(),
-            }
-            .map_err(|_| {
-                bad_input(format!(
-                    "--base: address of `{name}` is not a number: `{addr}`"
-                ))
-            })?;
-            Ok((name.trim().to_owned(), value))
-        })
-        .collect()
-}
-
 /// The result of `simulate`, as printed with `--json`.
 #[derive(Debug, Serialize)]
 pub struct Simulation {
     kernel: Option<String>,
     trace: Option<String>,
-    params: serde_json::Map<String, serde_json::Value>,
+    params: BTreeMap<String, i64>,
     levels: Vec<LevelReport>,
     memory: MemoryReport,
     references: Vec<RefReport>,
@@ -167,18 +136,6 @@ struct CurvePoint {
     misses: u64,
 }
 
-/// What produced the accesses, for labelling references.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct RefLabel {
-    pub array: Option<String>,
-    pub subscripts: Vec<String>,
-    pub text: String,
-    pub kind: &'static str,
-    pub statement: Option<usize>,
-    pub line: Option<u32>,
-    pub column: Option<u32>,
-}
-
 /// Runs `simulate`.
 pub fn run(args: &SimulateArgs, ui: &Ui) -> anyhow::Result<()> {
     let levels = cache_levels(args, ui)?;
@@ -228,58 +185,11 @@ pub(crate) fn cache_levels_from(
     Ok(levels)
 }
 
-/// A kernel file read, parsed and bound: the kernel, its parameter values (in
-/// [`Kernel::params`] order) and where its arrays are placed.
-pub(crate) struct LoadedKernel {
-    pub origin: String,
-    pub kernel: Kernel,
-    pub params: Vec<i64>,
-    pub layout: loopscope_kernel::Layout,
-}
-
-impl LoadedKernel {
-    /// Reads `path`, binds `-D` values (warning about unused ones) and places the arrays
-    /// (`--base`).
-    pub fn load(
-        path: &Path,
-        define: &[(String, i64)],
-        base: Option<&str>,
-        ui: &Ui,
-    ) -> anyhow::Result<LoadedKernel> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| bad_input(format!("{}: cannot read: {e}", path.display())))?;
-        let origin = path.display().to_string();
-        let kernel = loopscope_kernel::parse_kernel(&text, &origin)?;
-        for unused in kernel.unused_definitions(define) {
-            ui.warn(format!("-D {unused}: the kernel does not use `{unused}`"));
-        }
-        let params = kernel.param_values(define)?;
-        let bases = base.map(parse_bases).transpose()?.unwrap_or_default();
-        let layout = kernel.layout(&params, &bases)?;
-        Ok(LoadedKernel {
-            origin,
-            kernel,
-            params,
-            layout,
-        })
-    }
-
-    /// `NAME: value` of every parameter, for JSON.
-    pub fn param_map(&self) -> serde_json::Map<String, serde_json::Value> {
-        self.kernel
-            .params
-            .iter()
-            .zip(&self.params)
-            .map(|(n, v)| (n.clone(), serde_json::Value::from(*v)))
-            .collect()
-    }
-}
-
 type Outcome = (
     Hierarchy,
     Vec<RefLabel>,
     Option<String>,
-    serde_json::Map<String, serde_json::Value>,
+    BTreeMap<String, i64>,
     u64,
 );
 
@@ -293,7 +203,7 @@ fn simulate_kernel(
     let loaded = LoadedKernel::load(path, &args.define, args.base.as_deref(), ui)?;
     let (kernel, params, layout) = (&loaded.kernel, &loaded.params, &loaded.layout);
     let program = Program::new(kernel, params, layout)?;
-    let labels = kernel_labels(kernel);
+    let labels = kernel.reference_labels();
     let mut sim = Hierarchy::new(levels, labels.len(), args.three_c, args.seed);
     let total = program.total_accesses(kernel);
     let bar = ui.progress_bar(total, "simulating");
@@ -340,24 +250,6 @@ fn simulate_kernel(
         loaded.param_map(),
         flops,
     ))
-}
-
-pub(crate) fn kernel_labels(kernel: &Kernel) -> Vec<RefLabel> {
-    kernel
-        .references()
-        .map(|(s, r)| RefLabel {
-            array: Some(kernel.arrays[r.array].name.clone()),
-            subscripts: r.subscripts.iter().map(|e| kernel.render(e)).collect(),
-            text: kernel.render_ref(r),
-            kind: match r.kind {
-                AccessKind::Read => "read",
-                AccessKind::Write => "write",
-            },
-            statement: Some(s),
-            line: Some(r.pos.line),
-            column: Some(r.pos.column),
-        })
-        .collect()
 }
 
 fn simulate_trace(
@@ -414,7 +306,7 @@ fn simulate_trace(
             column: None,
         })
         .collect();
-    Ok((sim, labels, None, serde_json::Map::new(), 0))
+    Ok((sim, labels, None, BTreeMap::new(), 0))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -422,7 +314,7 @@ fn build_report(
     sim: &Hierarchy,
     labels: &[RefLabel],
     kernel: Option<String>,
-    params: serde_json::Map<String, serde_json::Value>,
+    params: BTreeMap<String, i64>,
     flops: u64,
     curve: Option<&MissCurve>,
     duration_s: f64,
@@ -627,10 +519,7 @@ fn render_refs(r: &Simulation, args: &SimulateArgs) -> String {
     }
     let mut table = right_aligned(&header, 4);
     for x in &r.references {
-        let place = match (x.label.line, x.label.column) {
-            (Some(l), Some(c)) => format!("{l}:{c}"),
-            _ => String::new(),
-        };
+        let place = x.label.place();
         let mut row = vec![
             x.label.text.clone(),
             x.label.kind.to_owned(),

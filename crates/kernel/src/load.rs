@@ -1,0 +1,181 @@
+//! A kernel file read, parsed, bound to `-D` values and placed in memory: what every command
+//! that takes a kernel file starts from.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::ir::Kernel;
+use crate::layout::Layout;
+use crate::listener::Listener;
+use crate::{KernelError, parse_kernel};
+
+/// A kernel file read, parsed and bound: the kernel, its parameter values (in
+/// [`Kernel::params`] order) and where its arrays are placed.
+#[derive(Debug, Clone)]
+pub struct LoadedKernel {
+    /// The file's name as messages show it.
+    pub origin: String,
+    /// The file's text.
+    pub text: String,
+    /// The parsed kernel.
+    pub kernel: Kernel,
+    /// Parameter values, in [`Kernel::params`] order.
+    pub params: Vec<i64>,
+    /// Where the arrays are placed.
+    pub layout: Layout,
+}
+
+impl LoadedKernel {
+    /// Reads `path`, binds the `define` values (warning `listener` of each the kernel does not
+    /// use) and places the arrays, at the `--base` addresses `base` if given.
+    pub fn load(
+        path: &Path,
+        define: &[(String, i64)],
+        base: Option<&str>,
+        listener: &dyn Listener,
+    ) -> Result<LoadedKernel, KernelError> {
+        let (text, kernel) = read_kernel_file(path)?;
+        for unused in kernel.unused_definitions(define) {
+            listener.warn(&format!("-D {unused}: the kernel does not use `{unused}`"));
+        }
+        let params = kernel.param_values(define)?;
+        let bases = base.map(parse_bases).transpose()?.unwrap_or_default();
+        let layout = kernel.layout(&params, &bases)?;
+        Ok(LoadedKernel {
+            origin: kernel.origin.clone(),
+            text,
+            kernel,
+            params,
+            layout,
+        })
+    }
+
+    /// `NAME: value` of every parameter.
+    pub fn param_map(&self) -> BTreeMap<String, i64> {
+        self.kernel
+            .params
+            .iter()
+            .cloned()
+            .zip(self.params.iter().copied())
+            .collect()
+    }
+}
+
+/// The text of the kernel file at `path` and the kernel parsed from it, not yet bound.
+pub fn read_kernel_file(path: &Path) -> Result<(String, Kernel), KernelError> {
+    let origin = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| KernelError::Io {
+        origin: origin.clone(),
+        message: e.to_string(),
+    })?;
+    let kernel = parse_kernel(&text, &origin)?;
+    Ok((text, kernel))
+}
+
+/// Parses `NAME=VALUE` (a `-D` value): the name trimmed, the value a 64-bit integer.
+pub fn parse_definition(text: &str) -> Result<(String, i64), String> {
+    let (name, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("expected NAME=VALUE, found `{text}`"))?;
+    let value: i64 = value
+        .trim()
+        .parse()
+        .map_err(|_| format!("value of `{name}` is not a 64-bit integer: `{value}`"))?;
+    Ok((name.trim().to_owned(), value))
+}
+
+/// Parses `--base A=0,B=800,C=0x640`: array names and their addresses (decimal or `0x` hex).
+pub fn parse_bases(text: &str) -> Result<Vec<(String, u64)>, KernelError> {
+    let bad = |message: String| KernelError::Binding {
+        origin: "--base".into(),
+        message,
+    };
+    text.split(',')
+        .map(|part| {
+            let (name, addr) = part
+                .split_once('=')
+                .ok_or_else(|| bad(format!("expected NAME=ADDRESS, found `{part}`")))?;
+            let addr = addr.trim();
+            let value = match addr.strip_prefix("0x").or_else(|| addr.strip_prefix("0X")) {
+                Some(hex) => u64::from_str_radix(hex, 16),
+                None => addr.parse(),
+            }
+            .map_err(|_| bad(format!("address of `{name}` is not a number: `{addr}`")))?;
+            Ok((name.trim().to_owned(), value))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::listener::Silent;
+    use proptest::prelude::*;
+
+    #[test]
+    fn definitions_and_bases_parse() {
+        assert_eq!(parse_definition(" N = -3 "), Ok(("N".into(), -3)));
+        assert!(
+            parse_definition("N")
+                .unwrap_err()
+                .contains("expected NAME=VALUE")
+        );
+        assert!(
+            parse_definition("N=x")
+                .unwrap_err()
+                .contains("not a 64-bit integer")
+        );
+        assert_eq!(
+            parse_bases("A=0, B=0x40").unwrap(),
+            [("A".to_string(), 0), ("B".to_string(), 64)]
+        );
+        let e = parse_bases("A=zz").unwrap_err().to_string();
+        assert_eq!(e, "--base: address of `A` is not a number: `zz`");
+        let e = parse_bases("A").unwrap_err().to_string();
+        assert_eq!(e, "--base: expected NAME=ADDRESS, found `A`");
+    }
+
+    struct Heard(std::sync::Mutex<Vec<String>>);
+
+    impl Listener for Heard {
+        fn warn(&self, message: &str) {
+            self.0.lock().unwrap().push(message.to_owned());
+        }
+    }
+
+    #[test]
+    fn a_loaded_kernel_is_bound_and_placed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("copy.c");
+        std::fs::write(
+            &path,
+            "double a[N], b[N];\nfor (int i = 0; i < N; ++i)\n  b[i] = a[i];\n",
+        )
+        .unwrap();
+        let define = [("N".to_string(), 10), ("M".to_string(), 1)];
+        let heard = Heard(Default::default());
+        let loaded = LoadedKernel::load(&path, &define, Some("b=0x1000"), &heard).unwrap();
+        assert_eq!(loaded.params, [10]);
+        // `a` follows the highest end placed so far, aligned to 64 bytes.
+        assert_eq!(loaded.layout.base, [4096 + 128, 4096]);
+        assert_eq!(loaded.param_map().get("N"), Some(&10));
+        assert_eq!(
+            *heard.0.lock().unwrap(),
+            ["-D M: the kernel does not use `M`"]
+        );
+        let missing = dir.path().join("missing.c");
+        let e = LoadedKernel::load(&missing, &[], None, &Silent).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with(&format!("{}: cannot read: ", missing.display()))
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn parsers_never_panic(text in "\\PC{0,40}") {
+            let _ = parse_definition(&text);
+            let _ = parse_bases(&text);
+        }
+    }
+}
