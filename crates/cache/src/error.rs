@@ -31,6 +31,9 @@ pub enum CacheError {
         /// What was expected.
         message: String,
     },
+    /// The kernel file cannot be read, bound or enumerated (its own error).
+    #[error(transparent)]
+    Kernel(#[from] loopscope_kernel::KernelError),
     /// The trace could not be read.
     #[error("{path}: cannot read: {source}")]
     Io {
@@ -44,6 +47,9 @@ pub enum CacheError {
 impl CacheError {
     /// True when the error comes from the user's input; every error of this crate does.
     pub fn is_bad_input(&self) -> bool {
-        true
+        match self {
+            CacheError::Kernel(e) => e.is_bad_input(),
+            _ => true,
+        }
     }
 }

@@ -12,10 +12,12 @@
 //! LRU and write-back, with the same counts. [`StackDistance`] and [`MissCurve`] give LRU stack
 //! distances in O(log n) per access, hence the misses of a fully associative LRU cache of every
 //! size in one pass. Addresses come from anywhere: a kernel's access stream or a trace
-//! ([`parse_trace_line`]).
+//! ([`parse_trace_line`]). [`simulate`] runs a kernel file or a trace through a hierarchy as
+//! `loopscope simulate` does; [`simulate_each_level_alone`] runs a kernel through each level on
+//! its own, the analytic model's assumption, to check that model against.
 //!
-//! It must not parse kernels or model misses analytically, print, or exit: bad geometry or trace
-//! input is a [`CacheError`].
+//! It must not parse kernels (it loads them through `loopscope-kernel`) or model misses
+//! analytically, print, or exit: bad geometry or trace input is a [`CacheError`].
 //!
 //! # Example
 //!
@@ -37,6 +39,7 @@ mod config;
 mod error;
 mod hierarchy;
 mod level;
+mod simulation;
 mod stack;
 mod trace;
 
@@ -45,5 +48,9 @@ pub use config::{
 };
 pub use error::CacheError;
 pub use hierarchy::{Hierarchy, LevelStats, MemoryStats, RefStats};
+pub use simulation::{
+    AloneLevel, CurvePoint, MemoryTraffic, SimulatedLevel, SimulatedReference, Simulation,
+    SimulationInput, SimulationOptions, simulate, simulate_each_level_alone,
+};
 pub use stack::{MissCurve, StackDistance};
 pub use trace::{TraceAccess, parse_trace_line};

@@ -10,6 +10,7 @@
 mod args;
 mod cmd;
 mod failure;
+mod inputs;
 mod ui;
 
 use std::process::ExitCode;

@@ -23,6 +23,7 @@ mod machine;
 mod probe;
 mod roofline;
 mod roofline_text;
+mod simulation;
 mod table;
 mod units;
 
@@ -31,6 +32,7 @@ pub use machine::render_machine;
 pub use probe::{probe_plots, render_baseline, render_probe};
 pub use roofline::{RooflineAxis, render_roofline_svg};
 pub use roofline_text::{format_seconds, render_roofline};
+pub use simulation::{SimulationView, render_simulation};
 
 /// A plot could not be drawn (a plotting-library failure, not bad input).
 #[derive(Debug, thiserror::Error)]

@@ -98,6 +98,29 @@ impl Table {
     }
 }
 
+/// A table whose columns from `first_numeric` on are flush right.
+pub(crate) fn right_aligned(header: &[&str], first_numeric: usize) -> Table {
+    let mut table = Table::new(header.iter().copied());
+    for c in first_numeric..header.len() {
+        table = table.align(c, Align::Right);
+    }
+    table
+}
+
+/// `part` as a percentage of `whole` with two decimals, `-` when `whole` is 0.
+pub(crate) fn percent(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        "-".to_owned()
+    } else {
+        format!("{:.2}", 100.0 * part as f64 / whole as f64)
+    }
+}
+
+/// A count, or `missing` when there is none.
+pub(crate) fn optional(v: Option<u64>, missing: &str) -> String {
+    v.map_or_else(|| missing.to_owned(), |v| v.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,11 +2,10 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use clap::Args;
-use loopscope_machine::{Machine, import_kerncraft, read_machine_file, write_machine_file};
+use loopscope_machine::{Machine, import_kerncraft, write_machine_file};
 
-use crate::failure::bad_input;
+use crate::inputs::load_machine;
 use crate::ui::Ui;
 
 /// Arguments of `machine`.
@@ -44,27 +43,6 @@ pub fn run(args: &MachineArgs, ui: &Ui) -> anyhow::Result<()> {
     }
 }
 
-/// The machine a command works for: the file given with `-m`, or this machine, detected.
-pub fn load_machine(file: Option<&Path>, ui: &Ui) -> anyhow::Result<Machine> {
-    match file {
-        Some(path) if is_yaml(path) => Err(bad_input(format!(
-            "{}: a YAML file is not a loopscope machine file; convert a kerncraft file with \
-             `loopscope machine --import {} --out machine.toml`",
-            path.display(),
-            path.display()
-        ))),
-        Some(path) => Ok(read_machine_file(path)?),
-        None => {
-            ui.note("detecting this machine (sysfs, /proc/cpuinfo, CPUID)");
-            let machine = loopscope_machine::detect().context("cannot detect this machine")?;
-            if machine.caches.is_empty() {
-                ui.warn("no cache description found in sysfs or CPUID");
-            }
-            Ok(machine)
-        }
-    }
-}
-
 fn import(path: &Path, ui: &Ui) -> anyhow::Result<Machine> {
     let imported = import_kerncraft(path)?;
     if !imported.unmapped.is_empty() {
@@ -76,9 +54,4 @@ fn import(path: &Path, ui: &Ui) -> anyhow::Result<Machine> {
         ));
     }
     Ok(imported.machine)
-}
-
-fn is_yaml(path: &Path) -> bool {
-    path.extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("yml") || e.eq_ignore_ascii_case("yaml"))
 }

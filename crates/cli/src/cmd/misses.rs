@@ -14,10 +14,11 @@ use loopscope_report::{Align, format_bytes};
 use serde::Serialize;
 
 use crate::cmd::model_level::{LevelOutcome, ModelRequest, model_levels};
-use crate::cmd::simulate::{cache_levels_from, percent, right_aligned};
 use crate::failure::bad_input;
+use crate::inputs::cache_levels as cache_levels_from;
 use crate::ui::Ui;
 use loopscope_kernel::{LoadedKernel, RefLabel};
+use loopscope_report::Table;
 
 /// Arguments of `misses`.
 #[derive(Debug, Args)]
@@ -767,4 +768,21 @@ fn render_refs(r: &Report) -> String {
         table.row(row);
     }
     table.render()
+}
+
+/// A table whose columns from `first_numeric` on are flush right.
+pub(crate) fn right_aligned(header: &[&str], first_numeric: usize) -> Table {
+    let mut table = Table::new(header.iter().copied());
+    for c in first_numeric..header.len() {
+        table = table.align(c, Align::Right);
+    }
+    table
+}
+
+pub(crate) fn percent(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        "-".to_owned()
+    } else {
+        format!("{:.2}", 100.0 * part as f64 / whole as f64)
+    }
 }

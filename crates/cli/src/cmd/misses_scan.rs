@@ -13,8 +13,8 @@ use loopscope_report::Align;
 use serde::Serialize;
 
 use crate::cmd::misses::{MissesArgs, model_request, to_u64};
+use crate::cmd::misses::{percent, right_aligned};
 use crate::cmd::model_level::{LevelOutcome, ModelRequest, children, cores, model_levels};
-use crate::cmd::simulate::{percent, right_aligned};
 use crate::failure::bad_input;
 use crate::ui::Ui;
 use loopscope_kernel::LoadedKernel;

@@ -374,7 +374,7 @@ fn kernel_traffic(
     let levels = match &args.cache {
         Some(spec) => parse_cache_spec(spec)?,
         None => {
-            let machine = crate::cmd::machine::load_machine(args.machine.as_deref(), ui)?;
+            let machine = crate::inputs::load_machine(args.machine.as_deref(), ui)?;
             levels_from_machine(&machine).with_context(|| match &args.machine {
                 Some(p) => format!("{}: cannot simulate its caches (give --cache)", p.display()),
                 None => "cannot simulate this machine's caches (give --cache)".to_owned(),
@@ -592,7 +592,7 @@ fn machine_ceilings(args: &RooflineArgs, build: &Build, ui: &Ui) -> anyhow::Resu
         Some(path) => (read_machine_file(path)?, path.display().to_string()),
         None if args.peak_gflops.is_some() => (Machine::unknown(), String::new()),
         None => (
-            crate::cmd::machine::load_machine(None, ui)?,
+            crate::inputs::load_machine(None, ui)?,
             "this machine".to_owned(),
         ),
     };

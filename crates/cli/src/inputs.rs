@@ -1,0 +1,54 @@
+//! The inputs several commands share, found the way the user asked: the machine (a file or
+//! this one, detected) and the cache levels (`--cache`, else the machine's).
+
+use std::path::Path;
+
+use anyhow::Context;
+use loopscope_cache::{LevelConfig, levels_from_machine, parse_cache_spec};
+use loopscope_machine::{Machine, read_machine_file};
+
+use crate::failure::bad_input;
+use crate::ui::Ui;
+
+/// The machine a command works for: the file given with `-m`, or this machine, detected.
+pub fn load_machine(file: Option<&Path>, ui: &Ui) -> anyhow::Result<Machine> {
+    match file {
+        Some(path) if is_yaml(path) => Err(bad_input(format!(
+            "{}: a YAML file is not a loopscope machine file; convert a kerncraft file with \
+             `loopscope machine --import {} --out machine.toml`",
+            path.display(),
+            path.display()
+        ))),
+        Some(path) => Ok(read_machine_file(path)?),
+        None => {
+            ui.note("detecting this machine (sysfs, /proc/cpuinfo, CPUID)");
+            let machine = loopscope_machine::detect().context("cannot detect this machine")?;
+            if machine.caches.is_empty() {
+                ui.warn("no cache description found in sysfs or CPUID");
+            }
+            Ok(machine)
+        }
+    }
+}
+
+fn is_yaml(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("yml") || e.eq_ignore_ascii_case("yaml"))
+}
+
+/// The levels of `--cache SPEC`, else of the machine file, else of this machine.
+pub fn cache_levels(
+    spec: Option<&str>,
+    machine: Option<&Path>,
+    ui: &Ui,
+) -> anyhow::Result<Vec<LevelConfig>> {
+    if let Some(spec) = spec {
+        return Ok(parse_cache_spec(spec)?);
+    }
+    let described = load_machine(machine, ui)?;
+    let levels = levels_from_machine(&described).with_context(|| match machine {
+        Some(p) => format!("{}: cannot model its caches", p.display()),
+        None => "cannot model this machine's caches (give --cache)".to_owned(),
+    })?;
+    Ok(levels)
+}
