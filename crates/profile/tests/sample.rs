@@ -205,6 +205,7 @@ fn a_function_doing_three_times_the_work_gets_three_quarters_of_the_samples() {
         run.samples.len()
     );
     let heavy_share = share(heavy, total);
+    eprintln!("heavy {heavy}, light {light}: heavy's share {heavy_share:.3}");
     assert!(
         (heavy_share - 0.75).abs() <= 0.05,
         "heavy {heavy} light {light}: {heavy_share:.3}"

@@ -303,8 +303,9 @@ fn open_sized(
     for &cpu in cpus {
         let mut builder = builder.clone();
         builder.observe_pid(pid).one_cpu(cpu);
-        // A record is written whole or not at all: wake up while a quarter is still free.
-        builder.wakeup_watermark(bytes / 4 * 3);
+        // Wake up with three quarters still free: the time to fill them is how late this
+        // process may be scheduled (or busy unwinding) before the kernel drops samples.
+        builder.wakeup_watermark(bytes / 4);
         let counter = builder.build().map_err(|source| OpenError {
             event,
             step: "opening",

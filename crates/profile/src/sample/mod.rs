@@ -32,9 +32,10 @@ pub const DEFAULT_FREQUENCY_HZ: u64 = 1000;
 /// enough for the call chains of numerical code, small enough to keep the copy cheap.
 pub const DEFAULT_STACK_BYTES: u32 = 16 * 1024;
 
-/// Ring-buffer bytes requested per CPU (a power of two). Halved while the kernel refuses to
+/// Ring-buffer bytes requested per CPU (a power of two): about 60 samples with the default
+/// stack copy, 30 ms of two threads at the default rate. Halved while the kernel refuses to
 /// lock that much memory (`perf_event_mlock_kb`, `ulimit -l`).
-pub const DEFAULT_BUFFER_BYTES: usize = 512 * 1024;
+pub const DEFAULT_BUFFER_BYTES: usize = 1024 * 1024;
 
 /// How long an interrupted target has to exit after its SIGINT before it is left running.
 const INTERRUPT_GRACE: Duration = Duration::from_secs(1);
@@ -236,8 +237,7 @@ fn watch(
         }
         rings.wait(child.exit_fd())?;
         let horizon_ns = events::monotonic_ns().saturating_sub(records::HORIZON_NS);
-        rings.drain(&mut queue);
-        queue.release_before(horizon_ns, |event| tracker.handle(event));
+        handle_before(horizon_ns, rings, &mut queue, tracker);
         if let Some(exit) = child.try_wait()? {
             break exit;
         }
@@ -245,7 +245,31 @@ fn watch(
             break TargetExit::Detached;
         }
     };
-    rings.drain(&mut queue);
-    queue.release_before(u64::MAX, |event| tracker.handle(event));
+    // The first process is reaped, so all its records are in; descendants that outlive it
+    // are not followed past this point.
+    handle_before(events::monotonic_ns(), rings, &mut queue, tracker);
     Ok(exit)
+}
+
+/// Events handled between two reads of the buffers: unwinding a batch takes long enough for
+/// the buffers to fill at high rates, and reading them is cheap.
+const BATCH: usize = 64;
+
+/// Hands the tracker, in time order, every event stamped before `horizon_ns`, reading the
+/// buffers again after each batch.
+fn handle_before(
+    horizon_ns: u64,
+    rings: &mut events::Rings,
+    queue: &mut records::Queue,
+    tracker: &mut tracker::Tracker,
+) {
+    loop {
+        rings.drain(queue);
+        for _ in 0..BATCH {
+            let Some(event) = queue.pop_before(horizon_ns) else {
+                return;
+            };
+            tracker.handle(event);
+        }
+    }
 }

@@ -1,6 +1,9 @@
 //! Kernel records turned into owned events, and the queue that hands them out in time order
 //! across the per-CPU buffers.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
 use perf_event::data::endian::Native;
 use perf_event::data::parse::{ParseConfig, Parser};
 use perf_event::data::{Comm, Exit, Lost, Mmap2, RecordMetadata, Sample, SampleRegsAbi, Visitor};
@@ -204,29 +207,52 @@ fn timed(kind: EventKind, metadata: &RecordMetadata) -> Option<Event> {
     })
 }
 
-/// Events read but not yet handed out, released in (time, arrival) order.
+/// Events read but not yet handed out, oldest first (ties in the order they were read).
 #[derive(Debug, Default)]
 pub(super) struct Queue {
-    pending: Vec<(u64, u64, Event)>,
+    pending: BinaryHeap<Reverse<Pending>>,
     arrivals: u64,
+}
+
+#[derive(Debug)]
+struct Pending {
+    key: (u64, u64),
+    event: Event,
+}
+
+impl PartialEq for Pending {
+    fn eq(&self, other: &Pending) -> bool {
+        self.key == other.key
+    }
+}
+
+impl Eq for Pending {}
+
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, other: &Pending) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Pending {
+    fn cmp(&self, other: &Pending) -> std::cmp::Ordering {
+        self.key.cmp(&other.key)
+    }
 }
 
 impl Queue {
     pub(super) fn push(&mut self, event: Event) {
-        self.pending.push((event.time_ns, self.arrivals, event));
+        let key = (event.time_ns, self.arrivals);
+        self.pending.push(Reverse(Pending { key, event }));
         self.arrivals += 1;
     }
 
-    /// Hands out, oldest first, every event stamped before `horizon_ns`.
-    pub(super) fn release_before(&mut self, horizon_ns: u64, mut handle: impl FnMut(Event)) {
-        self.pending
-            .sort_unstable_by_key(|&(time, arrival, _)| (time, arrival));
-        let ready = self
-            .pending
-            .partition_point(|&(time, _, _)| time < horizon_ns);
-        for (_, _, event) in self.pending.drain(..ready) {
-            handle(event);
+    /// The oldest event, if it is stamped before `horizon_ns`.
+    pub(super) fn pop_before(&mut self, horizon_ns: u64) -> Option<Event> {
+        if self.pending.peek()?.0.key.0 >= horizon_ns {
+            return None;
         }
+        self.pending.pop().map(|Reverse(pending)| pending.event)
     }
 
     #[cfg(test)]
@@ -328,11 +354,20 @@ mod tests {
             });
         }
         let mut out = Vec::new();
-        queue.release_before(25, |event| out.push(event.time_ns));
-        assert_eq!(out, [10, 10, 20]);
+        while let Some(event) = queue.pop_before(25) {
+            out.push(event);
+        }
+        let lost = |e: &Event| match e.kind {
+            EventKind::Lost { count } => (e.time_ns, count),
+            _ => unreachable!(),
+        };
+        assert_eq!(
+            out.iter().map(lost).collect::<Vec<_>>(),
+            [(10, 10), (10, 10), (20, 20)]
+        );
         assert_eq!(queue.len(), 1);
-        queue.release_before(u64::MAX, |event| out.push(event.time_ns));
-        assert_eq!(out, [10, 10, 20, 30]);
+        assert_eq!(queue.pop_before(u64::MAX).map(|e| e.time_ns), Some(30));
+        assert_eq!(queue.pop_before(u64::MAX), None);
     }
 
     proptest! {
