@@ -228,18 +228,21 @@ fn paranoid_advice(step: &str) -> String {
             MIN_BUFFER_BYTES / 1024
         );
     }
-    match read_sysctl("perf_event_paranoid") {
-        Some(level) if level > 2 => format!(
-            "/proc/sys/kernel/perf_event_paranoid is {level}: \
-             `sudo sysctl kernel.perf_event_paranoid=2` (or lower) allows profiling your own processes"
-        ),
+    paranoid_level_advice(read_sysctl("perf_event_paranoid"))
+}
+
+fn paranoid_level_advice(level: Option<i64>) -> String {
+    let fix =
+        "`sudo sysctl kernel.perf_event_paranoid=2` (or lower) allows profiling your own processes";
+    match level {
+        Some(level) if level > 2 => {
+            format!("/proc/sys/kernel/perf_event_paranoid is {level}: {fix}")
+        }
         Some(level) => format!(
             "/proc/sys/kernel/perf_event_paranoid is {level}, which allows it, so a container \
              or seccomp policy blocks perf_event_open (allow the syscall, or add CAP_PERFMON)"
         ),
-        None => "/proc/sys/kernel/perf_event_paranoid cannot be read; \
-                 `sudo sysctl kernel.perf_event_paranoid=2` (or lower) allows profiling your own processes"
-            .to_string(),
+        None => format!("/proc/sys/kernel/perf_event_paranoid cannot be read; {fix}"),
     }
 }
 
@@ -358,4 +361,54 @@ pub(super) fn builder(
         .sample_id_all(true)
         .clockid(Clock::MONOTONIC);
     builder
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_names_the_paranoid_level_and_the_setting_that_allows_profiling() {
+        let strict = paranoid_level_advice(Some(3));
+        assert!(strict.contains("perf_event_paranoid is 3"), "{strict}");
+        assert!(
+            strict.contains("sysctl kernel.perf_event_paranoid=2"),
+            "{strict}"
+        );
+        let sandboxed = paranoid_level_advice(Some(2));
+        assert!(sandboxed.contains("seccomp"), "{sandboxed}");
+        let refused = OpenError {
+            event: SampledEvent::CpuClock,
+            step: "opening",
+            source: io::Error::from_raw_os_error(libc::EACCES),
+        };
+        let error = refused.into_profile_error();
+        assert!(
+            matches!(error, ProfileError::PerfUnavailable { .. }),
+            "{error}"
+        );
+        assert!(error.is_bad_input());
+        assert!(!error.to_string().contains('\n'));
+    }
+
+    #[test]
+    fn options_beyond_the_kernels_limits_are_refused() {
+        let with = |frequency_hz, stack_bytes| SampleOptions {
+            frequency_hz,
+            stack_bytes,
+            ..SampleOptions::default()
+        };
+        assert!(check_options(&SampleOptions::default()).is_ok());
+        for bad in [
+            with(0, 4096),
+            with(1000, 4),
+            with(1000, 70000),
+            with(u64::MAX, 4096),
+        ] {
+            assert!(
+                matches!(check_options(&bad), Err(ProfileError::Options { .. })),
+                "{bad:?}"
+            );
+        }
+    }
 }

@@ -145,7 +145,7 @@ impl Objects {
     fn get(&mut self, file: &FileId) -> Option<Arc<ObjectUnwind>> {
         self.by_file
             .entry(file.clone())
-            .or_insert_with(|| load(&file.path).map(Arc::new))
+            .or_insert_with(|| load(file).map(Arc::new))
             .clone()
     }
 
@@ -160,15 +160,21 @@ impl Objects {
     }
 }
 
-fn load(path: &str) -> Option<ObjectUnwind> {
-    if path == VDSO_PATH {
+/// Reads `file` from disk (or our own vDSO for the target's), unless the file at that path
+/// is no longer the one mapped: a rebuilt binary's unwind tables would mislead.
+fn load(file: &FileId) -> Option<ObjectUnwind> {
+    if file.path == VDSO_PATH {
         return ObjectUnwind::parse(&maps::own_vdso()?[..]);
     }
-    if !path.starts_with('/') {
+    if !file.path.starts_with('/') {
         return None;
     }
-    let file = std::fs::File::open(path).ok()?;
-    let cache = object::ReadCache::new(file);
+    let file_now = std::fs::File::open(&file.path).ok()?;
+    let inode_now = std::os::unix::fs::MetadataExt::ino(&file_now.metadata().ok()?);
+    if file.inode != 0 && inode_now != file.inode {
+        return None;
+    }
+    let cache = object::ReadCache::new(file_now);
     ObjectUnwind::parse(&cache)
 }
 
