@@ -1,0 +1,88 @@
+//! The one error type of this room.
+
+use std::path::PathBuf;
+
+use loopscope_binary::BinaryError;
+
+/// What can go wrong while recording a target or reading a profile.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    /// The command to profile does not exist or cannot be executed.
+    #[error("{command}: {what}")]
+    Command {
+        /// The command as given.
+        command: String,
+        /// What is wrong with it ("no such file or directory in PATH", "not executable").
+        what: String,
+    },
+    /// The kernel refused performance events (`perf_event_paranoid`, seccomp, a container).
+    #[error("perf events unavailable: {what}")]
+    PerfUnavailable {
+        /// What was refused and what to change.
+        what: String,
+    },
+    /// Recording options the kernel cannot honour (a sampling rate above its limit).
+    #[error("{what}")]
+    Options {
+        /// Which option and what the limit is.
+        what: String,
+    },
+    /// A system call on the target failed (ptrace, waitpid, process_vm_readv).
+    #[error("{what}: {source}")]
+    System {
+        /// What was being done.
+        what: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A file could not be read or written.
+    #[error("{}: cannot {action}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What was being done ("read", "write").
+        action: &'static str,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A profile file that is not one, is truncated or is damaged.
+    #[error("{}: {what}", path.display())]
+    BadProfile {
+        /// The profile file.
+        path: PathBuf,
+        /// Where and what is wrong.
+        what: String,
+    },
+    /// A binary on disk is not the one that was recorded.
+    #[error(
+        "{}: build-id {found} differs from the recorded {recorded} (rebuilt since `record`?)",
+        path.display()
+    )]
+    BuildIdMismatch {
+        /// The binary.
+        path: PathBuf,
+        /// The build-id in the profile.
+        recorded: String,
+        /// The build-id of the file now.
+        found: String,
+    },
+    /// A binary could not be analysed.
+    #[error(transparent)]
+    Binary(#[from] BinaryError),
+}
+
+impl ProfileError {
+    /// Whether the error is the user's input (exit 2) rather than a failure of the analysis.
+    pub fn is_bad_input(&self) -> bool {
+        match self {
+            ProfileError::Command { .. }
+            | ProfileError::BadProfile { .. }
+            | ProfileError::BuildIdMismatch { .. }
+            | ProfileError::PerfUnavailable { .. }
+            | ProfileError::Options { .. } => true,
+            ProfileError::Io { action, .. } => *action == "read",
+            ProfileError::Binary(error) => error.is_bad_input(),
+            ProfileError::System { .. } => false,
+        }
+    }
+}

@@ -1,0 +1,329 @@
+//! One traced thread's position in its loop-call-context tree, moved by marker events
+//! (spec 004 §3.7). Pure bookkeeping: the tracer decides which events a stop means.
+
+use serde::{Deserialize, Serialize};
+
+use crate::lcct::{Lcct, NodeId, NodeKey};
+
+/// A procedure activation on the thread's shadow stack.
+#[derive(Debug, Clone)]
+struct Frame {
+    /// Where the call returns to.
+    return_address: u64,
+    /// The stack pointer after that return (the entry's `rsp + 8`), so that recursive
+    /// activations returning to the same address are told apart.
+    return_stack_pointer: u64,
+    /// The node current when the call was made.
+    caller: NodeId,
+    /// The procedure's node.
+    node: NodeId,
+    /// Function index in its program (`None` for PLT frames, which have no loops).
+    function: Option<u32>,
+    /// Active loops of this activation, outermost first: (static loop id, node).
+    loops: Vec<(u32, NodeId)>,
+}
+
+/// A thread's tree and where it is in it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ThreadTree {
+    /// Process id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// The tree.
+    pub tree: Lcct,
+    /// Marker events seen by this thread.
+    pub events: u64,
+    /// Loop markers met in a function other than the one on top of the shadow stack (code
+    /// reached without its entry being seen); they change no count.
+    pub unmatched_events: u64,
+}
+
+/// The live state of one thread.
+#[derive(Debug, Clone)]
+pub struct ThreadState {
+    /// What is kept at the end.
+    pub result: ThreadTree,
+    frames: Vec<Frame>,
+    cur: NodeId,
+    /// TSC at the end of the last analysis routine.
+    pub last_tsc: u64,
+}
+
+impl ThreadState {
+    /// A thread with an empty tree, its clock starting at `now_tsc`.
+    pub fn new(pid: u32, tid: u32, now_tsc: u64) -> ThreadState {
+        ThreadState {
+            result: ThreadTree {
+                pid,
+                tid,
+                tree: Lcct::new(),
+                events: 0,
+                unmatched_events: 0,
+            },
+            frames: Vec::new(),
+            cur: Lcct::ROOT,
+            last_tsc: now_tsc,
+        }
+    }
+
+    /// The first thread of a forked process: the same shadow stack and tree shape as the
+    /// forking thread, every count zero.
+    pub fn forked(&self, pid: u32, tid: u32, now_tsc: u64) -> ThreadState {
+        let mut tree = Lcct::new();
+        tree.nodes = self
+            .result
+            .tree
+            .nodes
+            .iter()
+            .map(|n| crate::lcct::Node {
+                children: n.children.clone(),
+                ..crate::lcct::Node::new(n.key, n.parent)
+            })
+            .collect();
+        ThreadState {
+            result: ThreadTree {
+                pid,
+                tid,
+                tree,
+                events: 0,
+                unmatched_events: 0,
+            },
+            frames: self.frames.clone(),
+            cur: self.cur,
+            last_tsc: now_tsc,
+        }
+    }
+
+    /// The node time is charged to now.
+    #[cfg(test)]
+    pub fn current(&self) -> NodeId {
+        self.cur
+    }
+
+    /// Charges the application time since the last routine to the current node (§3.2).
+    pub fn charge(&mut self, now_tsc: u64) {
+        let n = &mut self.result.tree.nodes[self.cur as usize];
+        n.self_time += now_tsc.saturating_sub(self.last_tsc);
+        n.events_charged += 1;
+        self.result.events += 1;
+    }
+
+    /// A procedure was entered with `return_address` on top of the stack at `stack_pointer`.
+    pub fn call(&mut self, key: NodeKey, function: Option<u32>, return_address: u64, stack_pointer: u64) {
+        let node = self.result.tree.procedure_node(self.cur, key);
+        self.result.tree.enter(node);
+        self.frames.push(Frame {
+            return_address,
+            return_stack_pointer: stack_pointer.wrapping_add(8),
+            caller: self.cur,
+            node,
+            function,
+            loops: Vec::new(),
+        });
+        self.cur = node;
+    }
+
+    /// Control reached `address` with the stack pointer at `stack_pointer`: every activation
+    /// that returns there, and any above it (longjmp, tail calls), is closed. Returns whether
+    /// one was.
+    pub fn returned_to(&mut self, address: u64, stack_pointer: u64) -> bool {
+        // The deepest match: a tail-called activation shares its caller's return address and
+        // stack pointer, and both end at that return.
+        let Some(depth) = self.frames.iter().position(|f| {
+            f.return_address == address && f.return_stack_pointer == stack_pointer
+        }) else {
+            return false;
+        };
+        while self.frames.len() > depth {
+            let frame = self.frames.pop().expect("depth < len");
+            for &(_, node) in frame.loops.iter().rev() {
+                self.result.tree.exit(node);
+            }
+            self.cur = frame.caller;
+        }
+        true
+    }
+
+    /// Control reached block `block` of function `function`, which lies in the loops `chain`
+    /// (static ids, outermost first); `header_of` is the loop whose header the block is.
+    /// Loops left are exited, loops entered are entered, and a header counts an iteration.
+    pub fn block(&mut self, function: u32, chain: &[u32], header_of: Option<u32>) {
+        let Some(frame) = self.frames.last_mut() else {
+            self.result.unmatched_events += 1;
+            return;
+        };
+        if frame.function != Some(function) {
+            self.result.unmatched_events += 1;
+            return;
+        }
+        let tree = &mut self.result.tree;
+        let common = frame
+            .loops
+            .iter()
+            .zip(chain)
+            .take_while(|((id, _), c)| id == *c)
+            .count();
+        let back_edge = common == chain.len() && header_of == chain.last().copied();
+        while frame.loops.len() > common {
+            let (_, node) = frame.loops.pop().expect("len > common");
+            tree.exit(node);
+        }
+        let mut at = frame.loops.last().map_or(frame.node, |&(_, n)| n);
+        for &id in &chain[common..] {
+            at = tree.child(at, NodeKey::Loop {
+                object: key_object(tree, frame.node),
+                id,
+            });
+            tree.enter(at);
+            frame.loops.push((id, at));
+        }
+        if let Some(h) = header_of
+            && chain.last() == Some(&h)
+        {
+            tree.header(at, back_edge);
+        }
+        self.cur = at;
+    }
+
+    /// Closes every open activation (the thread ended) and returns its tree.
+    pub fn finish(mut self) -> ThreadTree {
+        for frame in self.frames.drain(..).rev() {
+            for &(_, node) in frame.loops.iter().rev() {
+                self.result.tree.exit(node);
+            }
+        }
+        self.result
+    }
+}
+
+fn key_object(tree: &Lcct, node: NodeId) -> u32 {
+    match tree.nodes[node as usize].key {
+        NodeKey::Function { object, .. }
+        | NodeKey::Plt { object, .. }
+        | NodeKey::Loop { object, .. } => object,
+        NodeKey::Unknown { object } => object,
+        NodeKey::Root => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAIN: NodeKey = NodeKey::Function {
+        object: 0,
+        address: 0x1000,
+    };
+    const INNER: NodeKey = NodeKey::Function {
+        object: 0,
+        address: 0x2000,
+    };
+
+    fn loop_node(t: &ThreadState, id: u32) -> Vec<&crate::lcct::Node> {
+        t.result
+            .tree
+            .nodes
+            .iter()
+            .filter(|n| n.key == NodeKey::Loop { object: 0, id })
+            .collect()
+    }
+
+    /// for i in 0..10 { for j in 0..20 {} } with bottom-tested loops: loop 0 (blocks 1..) holds
+    /// loop 1; each header runs once per trip.
+    #[test]
+    fn nested_loops_count_entries_and_trips() {
+        let mut t = ThreadState::new(1, 1, 0);
+        t.call(MAIN, Some(0), 0xdead, 0x7000);
+        for _ in 0..10 {
+            t.block(0, &[0], Some(0));
+            for _ in 0..20 {
+                t.block(0, &[0, 1], Some(1));
+            }
+        }
+        t.block(0, &[], None); // the exit target
+        let t = ThreadState::finish(t);
+        let outer = &t.tree.nodes[2];
+        let inner = &t.tree.nodes[3];
+        assert_eq!((outer.entries, outer.header_executions, outer.back_edges), (1, 10, 9));
+        assert_eq!((inner.entries, inner.header_executions, inner.exits), (10, 200, 10));
+        assert_eq!((inner.trips_min, inner.trips_max), (Some(20), Some(20)));
+    }
+
+    #[test]
+    fn a_return_exits_the_callees_loops_and_recursion_folds() {
+        let mut t = ThreadState::new(1, 1, 0);
+        t.call(MAIN, Some(0), 0xdead, 0x7000);
+        t.block(0, &[0], Some(0));
+        t.call(INNER, Some(1), 0x1010, 0x6000);
+        t.call(INNER, Some(1), 0x2020, 0x5000);
+        t.block(1, &[5], Some(5));
+        assert!(t.returned_to(0x2020, 0x5008));
+        assert!(!t.returned_to(0x1010, 0x1234), "another stack pointer is another frame");
+        assert!(t.returned_to(0x1010, 0x6008));
+        assert_eq!(loop_node(&t, 5)[0].exits, 1);
+        assert_eq!(t.result.tree.nodes.len(), 5, "root, main, loop 0, inner, loop 5");
+        // Back in main's loop: its next header is a back edge.
+        t.block(0, &[0], Some(0));
+        assert_eq!(loop_node(&t, 0)[0].back_edges, 1);
+    }
+
+    #[test]
+    fn a_tail_call_returns_with_its_caller() {
+        let mut t = ThreadState::new(1, 1, 0);
+        t.call(MAIN, Some(0), 0xdead, 0x7000);
+        t.call(INNER, Some(1), 0x1010, 0x6000);
+        // INNER jumps to 0x3000: same return address, same stack pointer.
+        t.call(NodeKey::Function { object: 0, address: 0x3000 }, Some(2), 0x1010, 0x6000);
+        assert!(t.returned_to(0x1010, 0x6008));
+        assert_eq!(t.current(), 1);
+    }
+
+    #[test]
+    fn longjmp_closes_every_frame_above() {
+        let mut t = ThreadState::new(1, 1, 0);
+        t.call(MAIN, Some(0), 0xdead, 0x7000);
+        t.call(INNER, Some(1), 0x1010, 0x6000);
+        t.block(1, &[3], Some(3));
+        t.call(NodeKey::Function { object: 0, address: 0x3000 }, Some(2), 0x2010, 0x5000);
+        assert!(t.returned_to(0x1010, 0x6008));
+        assert_eq!(t.current(), 1);
+        assert_eq!(loop_node(&t, 3)[0].exits, 1);
+    }
+
+    #[test]
+    fn time_goes_to_the_node_current_before_the_event() {
+        let mut t = ThreadState::new(1, 1, 100);
+        t.charge(150);
+        t.last_tsc = 160;
+        t.call(MAIN, Some(0), 0xdead, 0x7000);
+        t.charge(200);
+        assert_eq!(t.result.tree.nodes[0].self_time, 50);
+        assert_eq!(t.result.tree.nodes[1].self_time, 40);
+        assert_eq!(t.result.events, 2);
+    }
+
+    #[test]
+    fn a_marker_in_another_function_changes_nothing() {
+        let mut t = ThreadState::new(1, 1, 0);
+        t.block(0, &[0], Some(0));
+        t.call(MAIN, Some(0), 0xdead, 0x7000);
+        t.block(4, &[9], Some(9));
+        assert_eq!(t.result.unmatched_events, 2);
+        assert_eq!(t.result.tree.nodes.len(), 2);
+    }
+
+    #[test]
+    fn a_fork_keeps_the_shape_and_zeroes_the_counts() {
+        let mut t = ThreadState::new(1, 1, 0);
+        t.call(MAIN, Some(0), 0xdead, 0x7000);
+        t.block(0, &[0], Some(0));
+        t.block(0, &[0], Some(0));
+        let child = t.forked(2, 2, 0);
+        assert_eq!(child.current(), t.current());
+        assert_eq!(child.result.tree.nodes.len(), 3);
+        assert_eq!(child.result.tree.nodes[2].header_executions, 0);
+        let tree = child.finish().tree;
+        assert_eq!(tree.nodes[2].exits, 1);
+    }
+}

@@ -1,0 +1,230 @@
+//! The profile file: a first line naming the format and its version, then one JSON document
+//! (self-describing, so a profile can be read by other tools and by later versions). Written
+//! atomically: a crash or an interrupt never leaves half a profile under the final name.
+
+use std::io::Write;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::exact::ExactRun;
+use crate::sample::SampledRun;
+use crate::{ObjectRef, ProfileError};
+
+/// The first line's word.
+pub const PROFILE_MAGIC: &str = "loopscope-profile";
+/// The format version this build writes and reads.
+pub const PROFILE_VERSION: u32 = 1;
+
+/// A recording: what ran, the objects it used and what the back-end measured.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Profile {
+    /// The command line recorded.
+    pub command: Vec<String>,
+    /// The objects the recording refers to, with their build-ids.
+    pub objects: Vec<ObjectRef>,
+    /// Wall time of the same command run once without loopscope, in nanoseconds, when asked.
+    pub native_wall_ns: Option<u64>,
+    /// What the back-end measured.
+    pub recording: Recording,
+}
+
+/// The back-end's own data.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "backend", rename_all = "snake_case")]
+pub enum Recording {
+    /// Timer samples with call stacks.
+    Sample(SampledRun),
+    /// Exact per-thread trees from markers.
+    Ptrace(ExactRun),
+}
+
+impl Recording {
+    /// The back-end's name as `--backend` spells it.
+    pub fn backend(&self) -> &'static str {
+        match self {
+            Recording::Sample(_) => "sample",
+            Recording::Ptrace(_) => "ptrace",
+        }
+    }
+}
+
+impl Profile {
+    /// A sampled profile; the objects are the mapped files that at least one sample's stack
+    /// touches, with build-ids read from the files now.
+    pub fn sampled(command: Vec<String>, run: SampledRun) -> Profile {
+        let mut paths: Vec<&str> = Vec::new();
+        for s in &run.samples {
+            for &address in &s.stack {
+                if let Some(m) = run.mapping_at(s.pid, s.time_ns, address)
+                    && !paths.contains(&m.path.as_str())
+                {
+                    paths.push(&m.path);
+                }
+            }
+        }
+        let objects = paths
+            .into_iter()
+            .map(|path| ObjectRef {
+                path: path.to_owned(),
+                build_id: build_id(Path::new(path)),
+            })
+            .collect();
+        Profile {
+            command,
+            objects,
+            native_wall_ns: None,
+            recording: Recording::Sample(run),
+        }
+    }
+
+    /// An exact profile.
+    pub fn exact(command: Vec<String>, run: ExactRun) -> Profile {
+        Profile {
+            command,
+            objects: run.objects.clone(),
+            native_wall_ns: None,
+            recording: Recording::Ptrace(run),
+        }
+    }
+
+    /// Writes the profile to `path` through a temporary file in the same directory.
+    pub fn write(&self, path: &Path) -> Result<(), ProfileError> {
+        let io = |source| ProfileError::Io {
+            path: path.to_owned(),
+            action: "write",
+            source,
+        };
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let mut file = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
+        let mut out = std::io::BufWriter::new(file.as_file_mut());
+        writeln!(out, "{PROFILE_MAGIC} {PROFILE_VERSION}").map_err(io)?;
+        serde_json::to_writer(&mut out, self).map_err(|e| io(e.into()))?;
+        out.flush().map_err(io)?;
+        drop(out);
+        file.as_file().sync_all().map_err(io)?;
+        file.persist(path).map_err(|e| io(e.error))?;
+        Ok(())
+    }
+
+    /// Reads a profile written by [`Profile::write`].
+    pub fn read(path: &Path) -> Result<Profile, ProfileError> {
+        let bytes = std::fs::read(path).map_err(|source| ProfileError::Io {
+            path: path.to_owned(),
+            action: "read",
+            source,
+        })?;
+        Profile::parse(path, &bytes)
+    }
+
+    /// Parses the bytes of a profile file; `path` is only used in messages.
+    pub fn parse(path: &Path, bytes: &[u8]) -> Result<Profile, ProfileError> {
+        let bad = |what: String| ProfileError::BadProfile {
+            path: path.to_owned(),
+            what,
+        };
+        let newline = bytes.iter().position(|&b| b == b'\n').ok_or_else(|| {
+            bad(format!("line 1: not a loopscope profile (expected `{PROFILE_MAGIC} {PROFILE_VERSION}`)"))
+        })?;
+        let first = String::from_utf8_lossy(&bytes[..newline]);
+        let mut words = first.split_whitespace();
+        if words.next() != Some(PROFILE_MAGIC) {
+            return Err(bad(format!(
+                "line 1: not a loopscope profile (expected `{PROFILE_MAGIC} {PROFILE_VERSION}`)"
+            )));
+        }
+        match words.next().map(str::parse::<u32>) {
+            Some(Ok(PROFILE_VERSION)) => {}
+            Some(Ok(v)) => {
+                return Err(bad(format!(
+                    "line 1: profile format version {v}; this loopscope reads version {PROFILE_VERSION}"
+                )));
+            }
+            _ => return Err(bad("line 1: no format version after the magic word".into())),
+        }
+        serde_json::from_slice(&bytes[newline + 1..]).map_err(|e| {
+            let what = if e.is_eof() {
+                "truncated (the JSON ends early)".to_owned()
+            } else {
+                format!("damaged: {e}")
+            };
+            bad(format!("line {}: {what}", e.line() + 1))
+        })
+    }
+}
+
+/// The GNU build-id of an ELF file, in hex.
+pub fn build_id(path: &Path) -> Option<String> {
+    use object::Object;
+    let data = std::fs::read(path).ok()?;
+    let file = object::File::parse(&*data).ok()?;
+    let id = file.build_id().ok()??;
+    Some(id.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::TargetExit;
+    use proptest::prelude::*;
+
+    fn sample_profile() -> Profile {
+        let run = ExactRun {
+            objects: vec![ObjectRef {
+                path: "/bin/true".into(),
+                build_id: Some("abcd".into()),
+            }],
+            threads: Vec::new(),
+            tsc_hz: 2.5e9,
+            analysis_cycles: 10,
+            sites: 3,
+            stepped_sites: 0,
+            trap_cost: None,
+            exit: TargetExit::Exited(0),
+            wall_ns: 5,
+            static_analysis_ns: 1,
+        };
+        Profile::exact(vec!["true".into()], run)
+    }
+
+    #[test]
+    fn a_written_profile_reads_back_and_leaves_no_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.profile");
+        sample_profile().write(&path).unwrap();
+        let back = Profile::read(&path).unwrap();
+        assert_eq!(back.objects, sample_profile().objects);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn damage_is_one_line_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.profile");
+        sample_profile().write(&path).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let truncated = Profile::parse(&path, &bytes[..bytes.len() / 2]).unwrap_err().to_string();
+        assert!(truncated.contains("truncated"), "{truncated}");
+        assert!(!truncated.contains('\n'));
+        let other = Profile::parse(&path, b"hello\n{}").unwrap_err().to_string();
+        assert!(other.contains("not a loopscope profile"), "{other}");
+        let newer = Profile::parse(&path, b"loopscope-profile 9\n{}").unwrap_err().to_string();
+        assert!(newer.contains("version 9"), "{newer}");
+    }
+
+    proptest! {
+        #[test]
+        fn corrupted_profiles_give_errors_not_panics(cut in 0usize..2000, flip in 0usize..2000, byte: u8) {
+            let mut bytes = format!("{PROFILE_MAGIC} {PROFILE_VERSION}\n").into_bytes();
+            bytes.extend(serde_json::to_vec(&sample_profile()).unwrap());
+            if flip < bytes.len() {
+                bytes[flip] = byte;
+            }
+            bytes.truncate(cut.max(1));
+            let _ = Profile::parse(Path::new("p"), &bytes);
+        }
+    }
+}

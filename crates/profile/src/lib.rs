@@ -1,0 +1,30 @@
+//! Running a target and measuring it loop by loop: the back-ends that watch a program run, the
+//! loop-call-context tree (LCCT, spec 004 §2.2 and §3.7) they all feed, and the profile file.
+//!
+//! It must not print, exit or read the environment for policy: it returns values and
+//! [`ProfileError`]s. Rendering belongs to `loopscope-report`.
+#![deny(missing_docs)]
+
+mod command;
+mod error;
+mod exact;
+mod file;
+mod lcct;
+mod recording;
+mod sample;
+mod sites;
+mod tsc;
+mod view;
+
+pub use command::resolve_command;
+pub use error::ProfileError;
+pub use exact::{ExactOptions, ExactRun, ThreadTree, TrapCost, measure_trap_cost, record_exact};
+pub use file::{PROFILE_MAGIC, PROFILE_VERSION, Profile, Recording, build_id};
+pub use lcct::{Lcct, Node, NodeId, NodeKey, hot_threshold};
+pub use view::{HotRule, Overhead, ProfileReport, TreeNode, build_report};
+pub use sites::{CodeIndex, Place};
+pub use recording::{Mapping, ObjectRef, Sample, TargetExit};
+pub use sample::{
+    DEFAULT_BUFFER_BYTES, DEFAULT_FREQUENCY_HZ, DEFAULT_STACK_BYTES, Exec, SampleOptions,
+    SampledEvent, SampledRun, record_sampled,
+};

@@ -1,0 +1,57 @@
+//! What a back-end hands to the loop-call-context tree: the mapped objects of the target and
+//! either its call stacks (sampling) or its events (exact back-ends).
+
+use serde::{Deserialize, Serialize};
+
+/// One executable mapping of one process of the target, as the kernel reported it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mapping {
+    /// Process the mapping belongs to.
+    pub pid: u32,
+    /// First mapped address.
+    pub start: u64,
+    /// One past the last mapped address.
+    pub end: u64,
+    /// File offset mapped at `start`.
+    pub file_offset: u64,
+    /// Path of the mapped file (`[vdso]` and similar for anonymous code).
+    pub path: String,
+}
+
+/// One sample: where a thread was when the timer fired, with its call stack.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sample {
+    /// Process id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// Time of the sample in nanoseconds since the recording started.
+    pub time_ns: u64,
+    /// The sampled instruction pointer first, then one return address per caller frame,
+    /// outwards. Return addresses are as found on the stack (the instruction after the call).
+    pub stack: Vec<u64>,
+    /// The unwinder stopped before the outermost frame (no unwind information, a damaged
+    /// stack, or the copied stack was too short).
+    pub truncated: bool,
+}
+
+/// How the target's first process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "code")]
+pub enum TargetExit {
+    /// It exited with this status.
+    Exited(i32),
+    /// A signal killed it.
+    Signaled(i32),
+    /// loopscope was interrupted and left the target running, detached.
+    Detached,
+}
+
+/// A mapped object a profile refers to, by path and GNU build-id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectRef {
+    /// Path of the file when it was recorded.
+    pub path: String,
+    /// Its GNU build-id in hex, when it has one.
+    pub build_id: Option<String>,
+}

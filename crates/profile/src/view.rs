@@ -1,0 +1,485 @@
+//! From a profile to what `report` shows: the objects analysed again (refused when rebuilt),
+//! one loop-call-context tree with names, source lines, times and shares.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use loopscope_binary::{Image, LoopKind, Options, Program};
+use serde::Serialize;
+
+use crate::file::{Profile, Recording};
+use crate::lcct::{Lcct, NodeKey, hot_threshold};
+use crate::sample::SampledRun;
+use crate::sites::CodeIndex;
+use crate::{ExactRun, ProfileError};
+
+/// One node of the report tree, with everything a row shows.
+#[derive(Debug, Clone, Serialize)]
+pub struct TreeNode {
+    /// `root`, `function`, `plt`, `loop` or `unknown`.
+    pub kind: &'static str,
+    /// Function name, `name@plt`, `loop N` or `[object]`.
+    pub name: String,
+    /// Static loop id (loops).
+    pub loop_id: Option<u32>,
+    /// Context-unique node id (the paper's loop ID managed by call sequence).
+    pub node_id: u32,
+    /// The loop is irreducible (several entry blocks).
+    pub irreducible: bool,
+    /// Source file of a loop's header.
+    pub file: Option<String>,
+    /// Source line of a loop's header.
+    pub line: Option<u32>,
+    /// The object the code belongs to.
+    pub object: Option<String>,
+    /// Time in this node alone, in seconds (trap cost subtracted for exact profiles).
+    pub self_s: f64,
+    /// Time in this node and below, in seconds.
+    pub inclusive_s: f64,
+    /// Self time as a share of the whole run's.
+    pub self_share: f64,
+    /// Inclusive time as a share of the whole run's.
+    pub inclusive_share: f64,
+    /// Standard error of `inclusive_share` (sampling: binomial over the samples).
+    pub share_error: Option<f64>,
+    /// Self TSC cycles as measured, before the trap cost is subtracted (exact profiles).
+    pub self_cycles: Option<u64>,
+    /// Inclusive TSC cycles as measured (exact profiles).
+    pub inclusive_cycles: Option<u64>,
+    /// Samples in this node alone (sampled profiles).
+    pub self_samples: Option<u64>,
+    /// Calls or loop entries (exact profiles).
+    pub entries: Option<u64>,
+    /// Header executions (exact profiles, loops).
+    pub iterations: Option<u64>,
+    /// Fewest, mean and most header executions per entry (exact profiles, loops).
+    pub trips: Option<[f64; 3]>,
+    /// Whether the node is hot under the report's rule.
+    pub hot: bool,
+    /// Child nodes.
+    pub children: Vec<TreeNode>,
+}
+
+/// The paper's overhead line (Tables 1–2).
+#[derive(Debug, Clone, Serialize)]
+pub struct Overhead {
+    /// The command alone, in seconds, when it was run for comparison.
+    pub native_s: Option<f64>,
+    /// The command under the back-end, in seconds.
+    pub profiled_s: f64,
+    /// `profiled_s / native_s`.
+    pub time_ratio: Option<f64>,
+    /// Share of the profiled run that was the application's (exact profiles, §3.2).
+    pub app_ratio: Option<f64>,
+    /// `time_ratio × app_ratio`.
+    pub est_app_overhead: Option<f64>,
+}
+
+/// What `report` shows.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProfileReport {
+    /// `sample` or `ptrace`.
+    pub backend: &'static str,
+    /// The command recorded.
+    pub command: Vec<String>,
+    /// What the times are made of ("cpu-clock samples", "TSC cycles between markers").
+    pub measure: String,
+    /// How the target ended.
+    pub exit: crate::TargetExit,
+    /// Samples or marker events the tree is made of.
+    pub events: u64,
+    /// The threshold a node's inclusive share must reach to be hot.
+    pub hot_threshold: f64,
+    /// Cost and overhead of the recording.
+    pub overhead: Overhead,
+    /// The tree, from its root.
+    pub tree: TreeNode,
+    /// Things the reader should know (missing debug info, lost samples).
+    pub notes: Vec<String>,
+}
+
+/// How to build the report.
+#[derive(Debug, Clone, Copy)]
+pub enum HotRule {
+    /// The paper's rule: the inclusive share of the node with the N-th largest self share.
+    Rank(usize),
+    /// A fixed inclusive share (0–1).
+    Share(f64),
+}
+
+/// An analysed object: its program (when the file could be read) and its name.
+struct Object {
+    path: String,
+    program: Option<Program>,
+    image: Option<Image>,
+}
+
+/// Reads every object the profile refers to, refusing one whose build-id changed.
+fn open_objects(profile: &Profile, used: &[bool], notes: &mut Vec<String>) -> Result<Vec<Object>, ProfileError> {
+    let mut objects = Vec::new();
+    for (i, o) in profile.objects.iter().enumerate() {
+        let path = Path::new(&o.path);
+        if !used.get(i).copied().unwrap_or(false) || !path.is_file() {
+            if used.get(i).copied().unwrap_or(false) && !o.path.starts_with('[') {
+                notes.push(format!("{}: not found; its code is shown by object only", o.path));
+            }
+            objects.push(Object {
+                path: o.path.clone(),
+                program: None,
+                image: None,
+            });
+            continue;
+        }
+        let image = Image::open(path)?;
+        if let (Some(recorded), found) = (&o.build_id, &image.build_id)
+            && Some(recorded) != found.as_ref()
+        {
+            return Err(ProfileError::BuildIdMismatch {
+                path: path.to_owned(),
+                recorded: recorded.clone(),
+                found: found.clone().unwrap_or_else(|| "none".into()),
+            });
+        }
+        let program = Program::analyze(&image, &Options {
+            lines: true,
+            ..Options::default()
+        });
+        if !program.warnings.is_empty() && program.functions.iter().all(|f| f.loops.iter().all(|l| l.file.is_none())) {
+            notes.push(format!("{}: no debug line information; loops have no file:line", o.path));
+        }
+        if program.stripped {
+            notes.push(format!("{}: no symbols; functions are named by address", o.path));
+        }
+        objects.push(Object {
+            path: o.path.clone(),
+            program: Some(program),
+            image: Some(image),
+        });
+    }
+    Ok(objects)
+}
+
+/// Builds the report of a profile.
+pub fn build_report(profile: &Profile, rule: HotRule) -> Result<ProfileReport, ProfileError> {
+    let mut notes = Vec::new();
+    match &profile.recording {
+        Recording::Sample(run) => {
+            let used = vec![true; profile.objects.len()];
+            let objects = open_objects(profile, &used, &mut notes)?;
+            let tree = sampled_tree(profile, run, &objects);
+            if run.lost_samples > 0 {
+                notes.push(format!("{} samples lost (ring buffer full)", run.lost_samples));
+            }
+            let measure = format!(
+                "{} samples at {} Hz ({} {} each)",
+                run.event.name(),
+                run.frequency_hz,
+                run.period,
+                run.event.unit()
+            );
+            let seconds_per_unit = if run.event.unit() == "ns" { 1e-9 } else { 0.0 };
+            let overhead = Overhead::new(profile.native_wall_ns, run.wall_ns, None);
+            Ok(finish(profile, tree, &objects, rule, measure, run.exit, seconds_per_unit, overhead, notes, true))
+        }
+        Recording::Ptrace(run) => {
+            let used = vec![true; profile.objects.len()];
+            let objects = open_objects(profile, &used, &mut notes)?;
+            let (tree, app_cycles) = exact_tree(run);
+            let app_ratio = app_cycles as f64 / (app_cycles + run.analysis_cycles).max(1) as f64;
+            let overhead = Overhead::new(profile.native_wall_ns, run.wall_ns, Some(app_ratio));
+            let measure = match run.trap_cost {
+                Some(c) => format!(
+                    "TSC cycles between markers, {} cycles per marker subtracted",
+                    c.cycles_per_event
+                ),
+                None => "TSC cycles between markers (trap cost not subtracted)".into(),
+            };
+            if run.stepped_sites > 0 {
+                notes.push(format!(
+                    "{} of {} markers single-stepped in place (their instruction could not be relocated)",
+                    run.stepped_sites, run.sites
+                ));
+            }
+            Ok(finish(profile, tree, &objects, rule, measure, run.exit, 1.0 / run.tsc_hz, overhead, notes, false))
+        }
+    }
+}
+
+impl Overhead {
+    fn new(native_ns: Option<u64>, profiled_ns: u64, app_ratio: Option<f64>) -> Overhead {
+        let time_ratio = native_ns.filter(|&n| n > 0).map(|n| profiled_ns as f64 / n as f64);
+        Overhead {
+            native_s: native_ns.map(|n| n as f64 * 1e-9),
+            profiled_s: profiled_ns as f64 * 1e-9,
+            time_ratio,
+            app_ratio,
+            est_app_overhead: time_ratio.zip(app_ratio).map(|(t, a)| t * a),
+        }
+    }
+}
+
+/// All threads' trees merged; self times with the trap cost subtracted.
+fn exact_tree(run: &ExactRun) -> (Lcct, u64) {
+    let mut tree = Lcct::new();
+    for t in &run.threads {
+        tree.merge(&t.tree);
+    }
+    let app_cycles = tree.nodes.iter().map(|n| n.self_time).sum();
+    (tree, app_cycles)
+}
+
+/// One tree over every sample: each frame's function, then the loops around its address.
+fn sampled_tree(profile: &Profile, run: &SampledRun, objects: &[Object]) -> Lcct {
+    let index_of: HashMap<&str, u32> = profile
+        .objects
+        .iter()
+        .enumerate()
+        .map(|(i, o)| (o.path.as_str(), i as u32))
+        .collect();
+    let indexes: Vec<Option<CodeIndex>> = objects.iter().map(|o| o.program.as_ref().map(CodeIndex::new)).collect();
+    let mut tree = Lcct::new();
+    for s in &run.samples {
+        let mut at = Lcct::ROOT;
+        for (depth, &address) in s.stack.iter().enumerate().rev() {
+            // A return address is the instruction after the call; the call is one byte back.
+            let pc = if depth == 0 { address } else { address.wrapping_sub(1) };
+            at = place_frame(&mut tree, at, run, s, pc, &index_of, objects, &indexes);
+        }
+        let n = &mut tree.nodes[at as usize];
+        n.self_samples += 1;
+        n.self_time += run.period;
+    }
+    tree
+}
+
+#[allow(clippy::too_many_arguments)]
+fn place_frame(
+    tree: &mut Lcct,
+    at: u32,
+    run: &SampledRun,
+    s: &crate::Sample,
+    pc: u64,
+    index_of: &HashMap<&str, u32>,
+    objects: &[Object],
+    indexes: &[Option<CodeIndex>],
+) -> u32 {
+    let Some(mapping) = run.mapping_at(s.pid, s.time_ns, pc) else {
+        return tree.procedure_or_child(at, NodeKey::Unknown { object: u32::MAX });
+    };
+    let Some(&object) = index_of.get(mapping.path.as_str()) else {
+        return tree.procedure_or_child(at, NodeKey::Unknown { object: u32::MAX });
+    };
+    let file_offset = pc - mapping.start + mapping.file_offset;
+    let (Some(program), Some(index)) = (&objects[object as usize].program, &indexes[object as usize]) else {
+        return tree.procedure_or_child(at, NodeKey::Unknown { object });
+    };
+    let Some(static_address) = program
+        .segments
+        .iter()
+        .find(|seg| file_offset >= seg.file_offset && file_offset - seg.file_offset < seg.file_bytes.max(seg.mem_bytes))
+        .map(|seg| seg.vaddr + (file_offset - seg.file_offset))
+    else {
+        return tree.procedure_or_child(at, NodeKey::Unknown { object });
+    };
+    let Some(place) = index.locate(static_address) else {
+        return tree.procedure_or_child(at, NodeKey::Unknown { object });
+    };
+    let f = &program.functions[place.function as usize];
+    let mut node = tree.procedure_node(at, NodeKey::Function {
+        object,
+        address: f.address,
+    });
+    for id in index.loop_chain(place.innermost_loop) {
+        node = tree.child(node, NodeKey::Loop { object, id });
+    }
+    node
+}
+
+impl Lcct {
+    /// Unknown code is folded like a procedure, so a deep stack of unknown frames is one node.
+    fn procedure_or_child(&mut self, from: u32, key: NodeKey) -> u32 {
+        if self.nodes[from as usize].key == key {
+            return from;
+        }
+        self.child(from, key)
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    profile: &Profile,
+    tree: Lcct,
+    objects: &[Object],
+    rule: HotRule,
+    measure: String,
+    exit: crate::TargetExit,
+    seconds_per_unit: f64,
+    overhead: Overhead,
+    notes: Vec<String>,
+    sampled: bool,
+) -> ProfileReport {
+    let cost = match &profile.recording {
+        Recording::Ptrace(run) => run.trap_cost.map_or(0, |c| c.cycles_per_event),
+        Recording::Sample(_) => 0,
+    };
+    let corrected: Vec<u64> = tree
+        .nodes
+        .iter()
+        .map(|n| n.self_time.saturating_sub(n.events_charged * cost))
+        .collect();
+    let inclusive_corrected = {
+        let mut t = corrected.clone();
+        for i in (1..tree.nodes.len()).rev() {
+            if let Some(p) = tree.nodes[i].parent {
+                t[p as usize] += t[i];
+            }
+        }
+        t
+    };
+    let raw_inclusive = tree.inclusive(|n| n.self_time);
+    let samples_inclusive = tree.inclusive(|n| n.self_samples);
+    let threshold = match rule {
+        HotRule::Rank(rank) => hot_threshold(&corrected, &inclusive_corrected, rank),
+        HotRule::Share(share) => share,
+    };
+    let total = inclusive_corrected[0].max(1) as f64;
+    let total_samples = samples_inclusive[0];
+    let events = if sampled {
+        total_samples
+    } else {
+        tree.nodes.iter().map(|n| n.events_charged).sum()
+    };
+    let labeller = Labeller { objects };
+    let build = |id: u32, children: Vec<TreeNode>| -> TreeNode {
+        let n = &tree.nodes[id as usize];
+        let label = labeller.label(n.key);
+        let inclusive_share = inclusive_corrected[id as usize] as f64 / total;
+        let share_error = (sampled && total_samples > 0).then(|| {
+            let p = samples_inclusive[id as usize] as f64 / total_samples as f64;
+            (p * (1.0 - p) / total_samples as f64).sqrt()
+        });
+        let is_loop = matches!(n.key, NodeKey::Loop { .. });
+        TreeNode {
+            kind: label.kind,
+            name: label.name,
+            loop_id: label.loop_id,
+            node_id: id,
+            irreducible: label.irreducible,
+            file: label.file,
+            line: label.line,
+            object: label.object,
+            self_s: corrected[id as usize] as f64 * seconds_per_unit,
+            inclusive_s: inclusive_corrected[id as usize] as f64 * seconds_per_unit,
+            self_share: corrected[id as usize] as f64 / total,
+            inclusive_share,
+            share_error,
+            self_cycles: (!sampled).then_some(n.self_time),
+            inclusive_cycles: (!sampled).then_some(raw_inclusive[id as usize]),
+            self_samples: sampled.then_some(n.self_samples),
+            entries: (!sampled).then_some(n.entries),
+            iterations: (!sampled && is_loop).then_some(n.header_executions),
+            trips: (!sampled && is_loop && n.entries > 0).then(|| {
+                [
+                    n.trips_min.unwrap_or(0) as f64,
+                    n.trips_mean().unwrap_or(0.0),
+                    n.trips_max.unwrap_or(0) as f64,
+                ]
+            }),
+            hot: inclusive_share >= threshold,
+            children,
+        }
+    };
+    let root = nest(&tree, 0, &build);
+    ProfileReport {
+        backend: profile.recording.backend(),
+        command: profile.command.clone(),
+        measure,
+        exit,
+        events,
+        hot_threshold: threshold,
+        overhead,
+        tree: root,
+        notes,
+    }
+}
+
+/// The nested tree, children by decreasing inclusive share.
+fn nest(tree: &Lcct, id: u32, build: &impl Fn(u32, Vec<TreeNode>) -> TreeNode) -> TreeNode {
+    let mut children: Vec<TreeNode> = tree.nodes[id as usize]
+        .children
+        .iter()
+        .map(|&c| nest(tree, c, build))
+        .collect();
+    children.sort_by(|a, b| b.inclusive_share.total_cmp(&a.inclusive_share).then(a.node_id.cmp(&b.node_id)));
+    build(id, children)
+}
+
+struct Label {
+    kind: &'static str,
+    name: String,
+    loop_id: Option<u32>,
+    irreducible: bool,
+    file: Option<String>,
+    line: Option<u32>,
+    object: Option<String>,
+}
+
+struct Labeller<'a> {
+    objects: &'a [Object],
+}
+
+impl Labeller<'_> {
+    fn label(&self, key: NodeKey) -> Label {
+        let object_of = |o: u32| self.objects.get(o as usize);
+        let mut label = Label {
+            kind: "root",
+            name: "all".into(),
+            loop_id: None,
+            irreducible: false,
+            file: None,
+            line: None,
+            object: None,
+        };
+        match key {
+            NodeKey::Root => {}
+            NodeKey::Function { object, address } => {
+                label.kind = "function";
+                let o = object_of(object);
+                label.object = o.map(|o| o.path.clone());
+                label.name = o
+                    .and_then(|o| o.program.as_ref())
+                    .and_then(|p| p.functions.iter().find(|f| f.address == address))
+                    .map_or_else(|| format!("{address:#x}"), |f| f.name.clone());
+            }
+            NodeKey::Plt { object, address } => {
+                label.kind = "plt";
+                let o = object_of(object);
+                label.object = o.map(|o| o.path.clone());
+                let name = o.and_then(|o| o.image.as_ref()).and_then(|i| i.plt_name(address));
+                label.name = format!("{}@plt", name.unwrap_or("?"));
+            }
+            NodeKey::Unknown { object } => {
+                label.kind = "unknown";
+                let path = object_of(object).map_or("unmapped code", |o| o.path.as_str());
+                label.name = format!("[{}]", path.rsplit('/').next().unwrap_or(path));
+                label.object = object_of(object).map(|o| o.path.clone());
+            }
+            NodeKey::Loop { object, id } => {
+                label.kind = "loop";
+                label.loop_id = Some(id);
+                label.name = format!("loop {id}");
+                let o = object_of(object);
+                label.object = o.map(|o| o.path.clone());
+                if let Some(l) = o
+                    .and_then(|o| o.program.as_ref())
+                    .and_then(|p| p.functions.iter().flat_map(|f| &f.loops).find(|l| l.id == id))
+                {
+                    label.irreducible = l.kind == LoopKind::Irreducible;
+                    label.file = l.file.clone();
+                    label.line = l.line;
+                }
+            }
+        }
+        label
+    }
+}
