@@ -422,6 +422,51 @@ fn a_stop_request_interrupts_the_target_and_keeps_what_was_recorded() {
 }
 
 #[test]
+fn a_target_that_ignores_the_interruption_is_left_running_and_reported_detached() {
+    let source = r#"
+#include <signal.h>
+int main(int argc, char **argv) {
+    signal(SIGINT, SIG_IGN);
+    return spin(atof(argv[1])) == 0.5;
+}
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path(), "stubborn", source, O1);
+    let command = vec![exe.into_os_string(), "60000".into()];
+    let stop = AtomicBool::new(false);
+    let result = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            std::thread::sleep(Duration::from_millis(300));
+            stop.store(true, Ordering::Relaxed);
+        });
+        record_sampled(&command, &fast(), &stop)
+    });
+    let run = match result {
+        Ok(run) => run,
+        Err(ProfileError::PerfUnavailable { what }) => {
+            eprintln!("skipped: perf events unavailable here: {what}");
+            return;
+        }
+        Err(error) => panic!("{error}"),
+    };
+    assert_eq!(run.exit, TargetExit::Detached);
+    let pid = run
+        .samples
+        .first()
+        .expect("samples before the interruption")
+        .pid as libc::pid_t;
+    // SAFETY: `pid` is this process's unreaped child (record_sampled left it running).
+    unsafe {
+        assert_eq!(
+            libc::kill(pid, libc::SIGKILL),
+            0,
+            "the target is still running"
+        );
+        libc::waitpid(pid, std::ptr::null_mut(), 0);
+    }
+}
+
+#[test]
 fn an_exec_in_the_same_process_starts_a_new_address_space() {
     let source = "int main(int argc, char **argv) { return spin(atof(argv[1])) == 0.5; }";
     let dir = tempfile::tempdir().unwrap();
@@ -480,6 +525,8 @@ fn the_run_records_its_event_and_serialises() {
     }
     assert!(run.mappings.iter().any(|m| m.path.ends_with("/plain")));
     assert!(run.mappings.iter().any(|m| m.path.contains("libc")));
+    // The dynamic loader is mapped by the kernel during the exec, before the target runs.
+    assert!(run.mappings.iter().any(|m| m.path.contains("ld-linux")));
     let json = serde_json::to_string(&run).unwrap();
     let back: SampledRun = serde_json::from_str(&json).unwrap();
     assert_eq!(back, run);
