@@ -1,0 +1,119 @@
+//! `loopscope record`: run a command under a back-end and write its profile.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use clap::{Args, ValueEnum};
+use loopscope_profile::{
+    DEFAULT_FREQUENCY_HZ, ExactOptions, Profile, SampleOptions, TargetExit, measure_trap_cost,
+    record_exact, record_sampled,
+};
+
+use crate::failure::bad_input;
+use crate::ui::Ui;
+
+/// Which back-end watches the program.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Backend {
+    /// Timer samples with DWARF-unwound call stacks: time per loop and context, near-native speed.
+    Sample,
+    /// int3 markers at loop and call sites: exact entries and trips, slower.
+    Ptrace,
+}
+
+/// Arguments of `record`.
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// How to watch the program.
+    #[arg(long, value_enum, default_value = "sample")]
+    pub backend: Backend,
+    /// Where to write the profile.
+    #[arg(short, long, value_name = "PROFILE", default_value = "loopscope.profile")]
+    pub output: PathBuf,
+    /// Samples per second and thread (sample back-end).
+    #[arg(long, value_name = "HZ", default_value_t = DEFAULT_FREQUENCY_HZ)]
+    pub freq: u64,
+    /// Also run the command once without loopscope first, for the overhead line of `report`.
+    #[arg(long)]
+    pub native: bool,
+    /// Do not measure the cost of one marker (ptrace back-end); times are then raw.
+    #[arg(long)]
+    pub no_calibrate: bool,
+    /// The command to profile and its arguments (after `--`).
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
+}
+
+/// Runs `record`.
+pub fn run(args: &RecordArgs, ui: &Ui) -> anyhow::Result<()> {
+    if args.freq == 0 || args.freq > 100_000 {
+        return Err(bad_input(format!("--freq {}: expected 1 to 100000 samples per second", args.freq)));
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    if let Err(e) = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst)) {
+        ui.warn(&format!("cannot catch Ctrl-C ({e}); an interrupted run loses its profile"));
+    }
+    let search_path = std::env::var_os("PATH");
+    let native_wall_ns = if args.native { Some(run_native(&args.command, search_path.as_deref())?) } else { None };
+    let text: Vec<String> = args.command.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    let mut profile = match args.backend {
+        Backend::Sample => {
+            let options = SampleOptions {
+                frequency_hz: args.freq,
+                search_path: search_path.clone(),
+                ..SampleOptions::default()
+            };
+            Profile::sampled(text, record_sampled(&args.command, &options, &stop)?)
+        }
+        Backend::Ptrace => {
+            let trap_cost = if args.no_calibrate { None } else { Some(measure_trap_cost(20_000)?) };
+            let options = ExactOptions {
+                search_path,
+                trap_cost,
+            };
+            Profile::exact(text, record_exact(&args.command, &options, &stop)?)
+        }
+    };
+    profile.native_wall_ns = native_wall_ns;
+    profile.write(&args.output)?;
+    ui.note(&summary(&profile, &args.output));
+    if stop.load(Ordering::SeqCst) {
+        std::process::exit(130);
+    }
+    Ok(())
+}
+
+fn run_native(command: &[OsString], search_path: Option<&std::ffi::OsStr>) -> anyhow::Result<u64> {
+    let program = loopscope_profile::resolve_command(&command[0], search_path)?;
+    let started = Instant::now();
+    std::process::Command::new(program)
+        .args(&command[1..])
+        .stdout(std::process::Stdio::null())
+        .status()?;
+    Ok(started.elapsed().as_nanos() as u64)
+}
+
+fn summary(profile: &Profile, output: &std::path::Path) -> String {
+    let (what, exit, wall_ns) = match &profile.recording {
+        loopscope_profile::Recording::Sample(run) => (format!("{} samples", run.samples.len()), run.exit, run.wall_ns),
+        loopscope_profile::Recording::Ptrace(run) => {
+            let events: u64 = run.threads.iter().map(|t| t.events).sum();
+            (format!("{events} markers in {} threads", run.threads.len()), run.exit, run.wall_ns)
+        }
+    };
+    let exit = match exit {
+        TargetExit::Exited(code) => format!("exited {code}"),
+        TargetExit::Signaled(signal) => format!("killed by signal {signal}"),
+        TargetExit::Detached => "interrupted and detached".into(),
+    };
+    format!(
+        "recorded {what} of `{}` ({exit}) in {:.2} s into {}",
+        profile.command.join(" "),
+        wall_ns as f64 * 1e-9,
+        output.display()
+    )
+}

@@ -1,0 +1,186 @@
+//! `record` and `report` end to end on fixture programs compiled at test time.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{assert_bad_input, loopscope, repo_root, stdout};
+use serde_json::Value;
+
+fn fixture(name: &str) -> PathBuf {
+    repo_root().join("crates/profile/tests/fixtures").join(name)
+}
+
+fn compile(name: &str, dir: &Path) -> Option<PathBuf> {
+    let out = dir.join(name.trim_end_matches(".c"));
+    let ok = Command::new("cc")
+        .args(["-O1", "-g"])
+        .arg(fixture(name))
+        .arg("-o")
+        .arg(&out)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!("skipped: cc could not build {name}");
+    }
+    ok.then_some(out)
+}
+
+fn perf_events_allowed() -> bool {
+    let level = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap_or_default();
+    let allowed = level.trim().parse::<i32>().is_ok_and(|l| l <= 2);
+    if !allowed {
+        eprintln!("skipped: perf_event_paranoid is {} (needs 2 or less)", level.trim());
+    }
+    allowed
+}
+
+fn record(args: &[&str], binary: &Path, target_args: &[&str], profile: &Path) {
+    let mut all: Vec<String> = vec!["record".into(), "-o".into(), profile.display().to_string()];
+    all.extend(args.iter().map(|s| s.to_string()));
+    all.push("--".into());
+    all.push(binary.display().to_string());
+    all.extend(target_args.iter().map(|s| s.to_string()));
+    let out = loopscope(&all);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn report_json(profile: &Path) -> Value {
+    let out = loopscope(["report", &profile.display().to_string(), "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_str(&stdout(&out)).unwrap()
+}
+
+fn nodes<'a>(node: &'a Value, out: &mut Vec<&'a Value>) {
+    out.push(node);
+    for c in node["children"].as_array().into_iter().flatten() {
+        nodes(c, out);
+    }
+}
+
+fn line_of(source: &str, tag: &str) -> u64 {
+    let text = std::fs::read_to_string(fixture(source)).unwrap();
+    text.lines().position(|l| l.contains(&format!("/* LOOP {tag} "))).unwrap() as u64 + 1
+}
+
+#[test]
+fn ptrace_report_has_exact_entries_and_trips() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(binary) = compile("nest.c", dir.path()) else {
+        return;
+    };
+    let profile = dir.path().join("nest.profile");
+    record(&["--backend", "ptrace"], &binary, &["30"], &profile);
+    let report = report_json(&profile);
+    assert_eq!(report["backend"], "ptrace");
+    // The triangular nest: 30 entries of the inner loop, 30 * 31 / 2 header executions, inside
+    // a loop of 30 trips, both on the nest's lines.
+    let mut all = Vec::new();
+    nodes(&report["tree"], &mut all);
+    let outer: Vec<&Value> = all
+        .iter()
+        .copied()
+        .filter(|n| n["kind"] == "loop" && n["children"].as_array().is_some_and(|c| c.iter().any(|c| c["iterations"] == 465)))
+        .collect();
+    assert_eq!(outer.len(), 1, "{report:#}");
+    assert_eq!((outer[0]["entries"].as_u64(), outer[0]["iterations"].as_u64()), (Some(1), Some(30)));
+    let inner = &outer[0]["children"][0];
+    assert_eq!((inner["entries"].as_u64(), inner["iterations"].as_u64()), (Some(30), Some(465)));
+    assert_eq!(inner["trips"], serde_json::json!([1.0, 15.5, 30.0]));
+    let lines = line_of("nest.c", "tri-outer")..=line_of("nest.c", "tri-inner") + 1;
+    for n in [outer[0], inner] {
+        assert_eq!(n["file"].as_str().map(|f| f.ends_with("nest.c")), Some(true));
+        assert!(lines.contains(&n["line"].as_u64().unwrap()), "{n:#}");
+    }
+    let text = stdout(&loopscope(["report", &profile.display().to_string(), "--all"]));
+    assert!(text.contains("nest.c:"), "{text}");
+    assert!(text.contains("[F] work"), "{text}");
+    let by_loop = stdout(&loopscope(["report", &profile.display().to_string(), "--by", "loop", "--all"]));
+    let work = by_loop.lines().find(|l| l.contains("[F] work")).unwrap();
+    assert!(work.split_whitespace().any(|w| w == "3"), "three contexts: {work}");
+}
+
+#[test]
+fn sampled_shares_match_the_work() {
+    if !perf_events_allowed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(binary) = compile("shares.c", dir.path()) else {
+        return;
+    };
+    let profile = dir.path().join("shares.profile");
+    record(&["--freq", "4000"], &binary, &[], &profile);
+    let report = report_json(&profile);
+    let mut all = Vec::new();
+    nodes(&report["tree"], &mut all);
+    let mut spins: Vec<f64> = all
+        .iter()
+        .filter(|n| n["kind"] == "function" && n["name"] == "spin")
+        .map(|n| n["inclusive_share"].as_f64().unwrap())
+        .collect();
+    spins.sort_by(f64::total_cmp);
+    assert_eq!(spins.len(), 2, "spin from two contexts: {report:#}");
+    assert!((spins[1] - 0.75).abs() <= 0.05, "{spins:?}");
+    assert!((spins[0] - 0.25).abs() <= 0.05, "{spins:?}");
+}
+
+#[test]
+fn dot_renders_with_graphviz() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(binary) = compile("nest.c", dir.path()) else {
+        return;
+    };
+    let profile = dir.path().join("nest.profile");
+    record(&["--backend", "ptrace", "--no-calibrate"], &binary, &["10"], &profile);
+    let dot = stdout(&loopscope(["report", &profile.display().to_string(), "--dot", "--all"]));
+    assert!(dot.starts_with("digraph lcct {"), "{dot}");
+    assert!(dot.contains("shape=circle"), "{dot}");
+    assert!(dot.contains("shape=box"), "{dot}");
+    let Ok(mut child) = Command::new("dot")
+        .arg("-Tsvg")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+    else {
+        eprintln!("skipped: graphviz `dot` not installed");
+        return;
+    };
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(dot.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("<svg"));
+}
+
+#[test]
+fn bad_profiles_and_commands_are_one_line_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk.profile");
+    std::fs::write(&junk, "not a profile\n").unwrap();
+    assert_bad_input(&loopscope(["report", &junk.display().to_string()]), "not a loopscope profile");
+    let missing = loopscope(["record", "-o", &dir.path().join("x").display().to_string(), "--", "no-such-command-xyz"]);
+    assert_bad_input(&missing, "no-such-command-xyz: not found in PATH");
+    assert_bad_input(&loopscope(["report", &junk.display().to_string(), "--threshold", "300"]), "--threshold 300");
+}
+
+#[test]
+fn a_rebuilt_binary_is_refused_with_both_build_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(binary) = compile("nest.c", dir.path()) else {
+        return;
+    };
+    let profile = dir.path().join("nest.profile");
+    record(&["--backend", "ptrace", "--no-calibrate"], &binary, &["5"], &profile);
+    let status = Command::new("cc")
+        .args(["-O2", "-g"])
+        .arg(fixture("nest.c"))
+        .arg("-o")
+        .arg(&binary)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = loopscope(["report", &profile.display().to_string()]);
+    assert_bad_input(&out, "differs from the recorded");
+}

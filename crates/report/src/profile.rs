@@ -1,0 +1,313 @@
+//! Views of a loop profile (`loopscope report`): the loop-call-context tree as text (spec 004
+//! §8.7), the same summed per loop, and Graphviz DOT with the paper's conventions (§3.8).
+
+use loopscope_profile::{ProfileReport, TargetExit, TreeNode};
+
+use crate::roofline_text::format_seconds;
+use crate::table::{Align, Table};
+
+/// Which nodes a view shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeFilter {
+    /// Every node.
+    All,
+    /// Hot nodes only (the report's threshold).
+    Hot,
+}
+
+fn shown(node: &TreeNode, filter: NodeFilter) -> bool {
+    filter == NodeFilter::All || node.hot
+}
+
+fn percent(share: f64) -> String {
+    format!("{:.1}", share * 100.0)
+}
+
+fn source(node: &TreeNode) -> String {
+    match (&node.file, node.line) {
+        (Some(file), Some(line)) => format!("{}:{line}", file.rsplit('/').next().unwrap_or(file)),
+        _ => String::new(),
+    }
+}
+
+fn name_cell(node: &TreeNode, depth: usize) -> String {
+    let tag = match node.kind {
+        "loop" => "[L]",
+        "root" => "",
+        _ => "[F]",
+    };
+    let name = if node.kind == "loop" {
+        format!(
+            "loop {}#{}{}",
+            node.loop_id.unwrap_or(0),
+            node.node_id,
+            if node.irreducible { " irr" } else { "" }
+        )
+    } else {
+        node.name.clone()
+    };
+    format!("{}{tag} {name}", "  ".repeat(depth))
+        .trim_end()
+        .to_owned()
+}
+
+/// The header lines: what was run, how it was measured, the overhead.
+pub fn render_profile_header(report: &ProfileReport) -> String {
+    let exit = match report.exit {
+        TargetExit::Exited(code) => format!("exited {code}"),
+        TargetExit::Signaled(signal) => format!("killed by signal {signal}"),
+        TargetExit::Detached => "interrupted, detached".into(),
+    };
+    let mut out = format!(
+        "profile   {} ({} back-end, {exit})\nmeasure   {}\nevents    {} {}; hot nodes reach {:.2} % inclusive\n",
+        report.command.join(" "),
+        report.backend,
+        report.measure,
+        report.events,
+        if report.backend == "sample" {
+            "samples"
+        } else {
+            "markers"
+        },
+        report.hot_threshold * 100.0
+    );
+    let o = &report.overhead;
+    let mut overhead = format!("profiled {:.3} s", o.profiled_s);
+    if let Some(native) = o.native_s {
+        overhead = format!("native {native:.3} s, {overhead}");
+    }
+    if let Some(ratio) = o.time_ratio {
+        overhead.push_str(&format!(", time ratio {ratio:.2}"));
+    }
+    if let Some(app) = o.app_ratio {
+        overhead.push_str(&format!(", App. ratio {:.1} %", app * 100.0));
+    }
+    if let Some(est) = o.est_app_overhead {
+        overhead.push_str(&format!(", est. app. overhead {est:.2}"));
+    }
+    out.push_str(&format!("overhead  {overhead}\n"));
+    for note in &report.notes {
+        out.push_str(&format!("note      {note}\n"));
+    }
+    out
+}
+
+/// The tree as an indented table: self % (incl %), times, and for exact profiles the entries
+/// and trips of every loop.
+pub fn render_profile_tree(report: &ProfileReport, filter: NodeFilter) -> String {
+    let sampled = report.backend == "sample";
+    let mut header = vec!["node", "self %", "incl %"];
+    if sampled {
+        header.push("± %");
+    }
+    header.extend(["self", "incl"]);
+    if !sampled {
+        header.extend(["entries", "iters", "trips min/mean/max"]);
+    }
+    header.push("source");
+    let columns = header.len();
+    let mut table = Table::new(header);
+    for c in 1..columns - 1 {
+        table = table.align(c, Align::Right);
+    }
+    let mut rows = Vec::new();
+    walk(&report.tree, 0, filter, &mut |node, depth| {
+        rows.push(tree_row(node, depth, sampled))
+    });
+    for row in rows {
+        table.row(row);
+    }
+    table.render()
+}
+
+fn walk(
+    node: &TreeNode,
+    depth: usize,
+    filter: NodeFilter,
+    visit: &mut impl FnMut(&TreeNode, usize),
+) {
+    if !shown(node, filter) {
+        return;
+    }
+    visit(node, depth);
+    for child in &node.children {
+        walk(child, depth + 1, filter, visit);
+    }
+}
+
+fn tree_row(node: &TreeNode, depth: usize, sampled: bool) -> Vec<String> {
+    let mut row = vec![
+        name_cell(node, depth),
+        percent(node.self_share),
+        percent(node.inclusive_share),
+    ];
+    if sampled {
+        row.push(
+            node.share_error
+                .map_or(String::new(), |e| format!("{:.1}", e * 100.0)),
+        );
+    }
+    row.push(format_seconds(node.self_s));
+    row.push(format_seconds(node.inclusive_s));
+    if !sampled {
+        row.push(node.entries.map_or(String::new(), |e| e.to_string()));
+        row.push(node.iterations.map_or(String::new(), |i| i.to_string()));
+        row.push(node.trips.map_or(String::new(), |[lo, mean, hi]| {
+            format!("{lo:.0}/{mean:.1}/{hi:.0}")
+        }));
+    }
+    row.push(source(node));
+    row
+}
+
+/// One row per function and loop, summed over the contexts it was reached in.
+pub fn render_profile_by_loop(report: &ProfileReport, filter: NodeFilter) -> String {
+    #[derive(Default)]
+    struct Sum {
+        kind: &'static str,
+        self_share: f64,
+        inclusive_share: f64,
+        self_s: f64,
+        inclusive_s: f64,
+        contexts: u64,
+        entries: u64,
+        iterations: u64,
+        source: String,
+    }
+    let mut sums: Vec<(String, Sum)> = Vec::new();
+    fn add(node: &TreeNode, open: &mut Vec<String>, sums: &mut Vec<(String, Sum)>) {
+        let key = format!("{}\u{0}{}", node.name, node.object.as_deref().unwrap_or(""));
+        // Inclusive time counts once per path: a node under one of the same key is inside it.
+        let nested = open.contains(&key);
+        let at = match sums.iter().position(|(k, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                sums.push((
+                    key.clone(),
+                    Sum {
+                        kind: node.kind,
+                        source: source(node),
+                        ..Sum::default()
+                    },
+                ));
+                sums.len() - 1
+            }
+        };
+        let s = &mut sums[at].1;
+        s.self_share += node.self_share;
+        s.self_s += node.self_s;
+        if !nested {
+            s.inclusive_share += node.inclusive_share;
+            s.inclusive_s += node.inclusive_s;
+        }
+        s.contexts += 1;
+        s.entries += node.entries.unwrap_or(0);
+        s.iterations += node.iterations.unwrap_or(0);
+        open.push(key);
+        for child in &node.children {
+            add(child, open, sums);
+        }
+        open.pop();
+    }
+    for child in &report.tree.children {
+        add(child, &mut Vec::new(), &mut sums);
+    }
+    sums.sort_by(|a, b| b.1.self_share.total_cmp(&a.1.self_share));
+    let sampled = report.backend == "sample";
+    let mut header = vec![
+        "function or loop",
+        "self %",
+        "incl %",
+        "self",
+        "incl",
+        "contexts",
+    ];
+    if !sampled {
+        header.extend(["entries", "iters"]);
+    }
+    header.push("source");
+    let columns = header.len();
+    let mut table = Table::new(header);
+    for c in 1..columns - 1 {
+        table = table.align(c, Align::Right);
+    }
+    for (key, s) in sums {
+        if filter == NodeFilter::Hot && s.inclusive_share < report.hot_threshold {
+            continue;
+        }
+        let name = key.split('\u{0}').next().unwrap_or("").to_owned();
+        let mut row = vec![
+            format!("{} {name}", if s.kind == "loop" { "[L]" } else { "[F]" }),
+            percent(s.self_share),
+            percent(s.inclusive_share),
+            format_seconds(s.self_s),
+            format_seconds(s.inclusive_s),
+            s.contexts.to_string(),
+        ];
+        if !sampled {
+            row.push(s.entries.to_string());
+            row.push(s.iterations.to_string());
+        }
+        row.push(s.source);
+        table.row(row);
+    }
+    table.render()
+}
+
+/// Graphviz DOT: loops as circles (double border when irreducible), functions as boxes, each
+/// labelled `self% (incl%)`, loops with their id and `file:line` (spec 004 §3.8).
+pub fn render_profile_dot(report: &ProfileReport, filter: NodeFilter) -> String {
+    let mut out = String::from("digraph lcct {\n  node [fontname=\"Helvetica\", fontsize=10];\n");
+    fn emit(node: &TreeNode, filter: NodeFilter, out: &mut String) {
+        let shares = format!(
+            "{:.1}% ({:.1}%)",
+            node.self_share * 100.0,
+            node.inclusive_share * 100.0
+        );
+        let (shape, label) = match node.kind {
+            "loop" => {
+                let mut label = format!("loop {}", node.loop_id.unwrap_or(0));
+                let src = source(node);
+                if !src.is_empty() {
+                    label.push_str(&format!("\\n{src}"));
+                }
+                if let Some([_, mean, _]) = node.trips {
+                    label.push_str(&format!(
+                        "\\n#appear: {}  avg. itr: {mean:.1}",
+                        node.entries.unwrap_or(0)
+                    ));
+                }
+                (
+                    if node.irreducible {
+                        "doublecircle"
+                    } else {
+                        "circle"
+                    },
+                    label,
+                )
+            }
+            "root" => ("box", "all".to_owned()),
+            _ => ("box", escape(&node.name)),
+        };
+        out.push_str(&format!(
+            "  n{} [shape={shape}, label=\"{label}\\n{shares}\"];\n",
+            node.node_id
+        ));
+        for child in node.children.iter().filter(|c| shown(c, filter)) {
+            out.push_str(&format!("  n{} -> n{};\n", node.node_id, child.node_id));
+            emit(child, filter, out);
+        }
+    }
+    emit(&report.tree, filter, &mut out);
+    out.push_str("}\n");
+    out
+}
+
+fn escape(text: &str) -> String {
+    let short: String = if text.chars().count() > 60 {
+        text.chars().take(57).chain("...".chars()).collect()
+    } else {
+        text.to_owned()
+    };
+    short.replace('\\', "\\\\").replace('"', "\\\"")
+}
