@@ -55,8 +55,8 @@ fn median_between(curve: &Curve, lo: u64, hi: u64, fallback: f64) -> f64 {
 
 /// For each target size, the index of the knee matched to it: order-preserving, minimising
 /// the summed `|log2(knee / target)| - log2(ratio) / 2` (a big step is more likely a cache
-/// level than a small one nearby), a level without a knee costing
-/// [`MISSING_LEVEL_OCTAVES`]. Knees are (size in bytes, level ratio).
+/// level than a small one nearby), a level without a knee costing `MISSING_LEVEL_OCTAVES`.
+/// Knees are (size in bytes, level ratio).
 pub fn match_knees(knees: &[(u64, f64)], targets: &[u64]) -> Vec<Option<usize>> {
     let (k, t) = (knees.len(), targets.len());
     let dist = |i: usize, j: usize| {
