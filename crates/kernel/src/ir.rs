@@ -153,7 +153,8 @@ pub enum Node {
     Statement(usize),
 }
 
-/// A parsed kernel: parameters stay symbolic until [`Kernel::bind`].
+/// A parsed kernel: parameters stay symbolic until they are given values
+/// ([`Kernel::param_values`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Kernel {
     /// Where the text came from (file name), used in messages.
