@@ -62,7 +62,7 @@ where
 /// into `caches`) and reference, and `level_done(level, results)` once per level as soon as
 /// every reference has it (in position order; if one failed, the first error in position order
 /// among the references built, as a failed level skips the references not yet begun). Levels with the same line size share each reference's hit sources and their
-/// regions, which depend on the line alone ([`crate::pipeline::LineSets`]: built over the line,
+/// regions, which depend on the line alone (the pipeline's `LineSets`: built over the line,
 /// they cost the 3D stencil at 80 × 300 0.12 s for its seven references, against 0.37 s per
 /// level over tag and set). Each level of a reference starts with the full operation budget.
 ///
