@@ -28,7 +28,7 @@
 //! imath → imath-32, with GMP (and Debian's libisl 0.25, built with GMP) in between: matrix
 //! multiply N = 30 3.4 s → 0.7 s (GMP 1.2 s, isl 0.25 1.4 s), the 3D stencil 20 × 40 8.4 s →
 //! 1.9 s (GMP 3.4 s, isl 0.25 5.5 s), the 2D stencil 180 × 180 0.6 s → 0.17 s, stride conflict
-//! 0.27 s → 0.09 s; every count unchanged (README, `misses` limits, has the table). So a binding
+//! 0.27 s → 0.09 s; every count unchanged. So a binding
 //! to the system's libisl, which would drop the build, would be 2-3x slower than this.
 //! `tests/isl_backend.rs` fails to link if isl was built without it (a target directory from
 //! before the switch: `cargo clean -p isl-rs`); it declares one isl symbol, never called, the only
