@@ -35,6 +35,19 @@ pub enum AnalyticError {
     /// A set operation or count failed.
     #[error(transparent)]
     Sets(#[from] PolyError),
+    /// The request cannot be honoured as given: a flag combination or value.
+    #[error("{0}")]
+    Request(String),
+    /// The kernel file cannot be read, bound or enumerated.
+    #[error(transparent)]
+    Kernel(#[from] loopscope_kernel::KernelError),
+    /// No cache level could be modelled (each level's reason was given as a warning, or is in
+    /// the message).
+    #[error("{0}")]
+    NotModelled(String),
+    /// A level process could not hand over its result.
+    #[error("cannot write a level's result: {0}")]
+    Output(String),
 }
 
 impl AnalyticError {
@@ -45,8 +58,12 @@ impl AnalyticError {
             | AnalyticError::SymbolSizesArray { .. }
             | AnalyticError::NoFormula(_)
             | AnalyticError::Cache(_) => true,
-            AnalyticError::TimeLimit { .. } => false,
+            AnalyticError::TimeLimit { .. }
+            | AnalyticError::NotModelled(_)
+            | AnalyticError::Output(_) => false,
             AnalyticError::Sets(e) => e.is_bad_input(),
+            AnalyticError::Request(_) => true,
+            AnalyticError::Kernel(e) => e.is_bad_input(),
         }
     }
 }

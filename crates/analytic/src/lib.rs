@@ -19,7 +19,14 @@
 //! range; [`MultiQuasiPolynomial::render`] writes them with floors (`⌈Z/4⌉ - ⌈X/4⌉`).
 //!
 //! This room takes its own small program description ([`Program`]): the kernel language's IR is
-//! converted into it by [`program_from_kernel`]. It never prints, reads files or simulates.
+//! converted into it by [`program_from_kernel`].
+//!
+//! Orchestration: [`misses`] runs `loopscope misses` in all its forms (counts with `--sources`
+//! and `--check`, `--scan`, `--symbolic`), each cache level in a child process
+//! ([`model_levels`], the child's side [`run_level_job`]) so that a level past its time limit
+//! can be stopped; [`Misses`] is its result, which serialises as the command's JSON. It never
+//! prints: warnings and progress go to a [`loopscope_kernel::Listener`]. It simulates only to
+//! check the model, through `loopscope-cache`'s simulator.
 //!
 //! # Example: the worked example of the spec (§4)
 //!
@@ -57,6 +64,7 @@ mod evaluate;
 mod floors;
 mod from_kernel;
 mod nested;
+mod orchestration;
 mod parallel;
 mod pipeline;
 mod pressure;
@@ -70,6 +78,15 @@ pub use evaluate::{ConflictSource, Detail, Model, PieceCounts, ReferenceMisses};
 pub use from_kernel::{program_from_kernel, program_with_symbols};
 pub use nested::{
     Chamber, Helper, NestedFormulas, PointCounts, ReferenceChambers, fit_nested, points_to_check,
+};
+pub use orchestration::{
+    AtCounts, AtPoint, AtValue, ChambersLevel, ChambersReference, ChambersReport, Check,
+    CheckLevel, CheckReference, ConflictSources, Evictor, Failure, FormulasLevel,
+    FormulasReference, FormulasReport, Geometry, LevelChambers, LevelCommand, LevelInfo, LevelJob,
+    LevelLine, LevelOutcome, LevelsRequest, LineSink, Misses, MissesArray, MissesLevel,
+    MissesReference, MissesReport, MissesRequest, RangeReport, SPIKE_RULE, ScanRange, ScanReport,
+    SpikeReport, SymbolicParameter, ValueLevel, ValueReport, Written, children, cores, misses,
+    model_levels, parse_range, run_level_job, symbolic_parameters,
 };
 pub use parallel::{Budget, each_reference, each_reference_at_levels};
 pub use program::{Affine, Array, Cache, Loop, Node, Program, Reference, Statement};

@@ -522,8 +522,11 @@ mod tests {
     fn each_level_alone_sees_every_access() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sum.c");
-        std::fs::write(&path, "double a[N];\nfor (int i = 0; i < N; ++i)\n  a[i] = a[i];\n")
-            .unwrap();
+        std::fs::write(
+            &path,
+            "double a[N];\nfor (int i = 0; i < N; ++i)\n  a[i] = a[i];\n",
+        )
+        .unwrap();
         let loaded = LoadedKernel::load(&path, &[("N".into(), 100)], None, &Silent).unwrap();
         let program = Program::new(&loaded.kernel, &loaded.params, &loaded.layout).unwrap();
         let levels = parse_cache_spec("L1=256:2:32,L2=1K:4:64").unwrap();

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use anyhow::Context;
+use loopscope_analytic::LevelCommand;
 use loopscope_cache::{LevelConfig, levels_from_machine, parse_cache_spec};
 use loopscope_machine::{Machine, read_machine_file};
 
@@ -51,4 +52,13 @@ pub fn cache_levels(
         None => "cannot model this machine's caches (give --cache)".to_owned(),
     })?;
     Ok(levels)
+}
+
+/// How the analytic model starts a level process: this program's hidden `model-level`.
+pub fn level_command() -> anyhow::Result<LevelCommand> {
+    let program = std::env::current_exe().context("cannot find loopscope itself")?;
+    Ok(LevelCommand {
+        program,
+        args: vec!["-q".into(), "model-level".into()],
+    })
 }

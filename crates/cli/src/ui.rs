@@ -32,16 +32,6 @@ impl Ui {
         }
     }
 
-    /// The same run with warnings, notes and progress off: for work repeated once per value of
-    /// a scan, whose warnings were given once already.
-    pub fn silenced(&self) -> Ui {
-        Ui {
-            verbosity: -1,
-            progress: false,
-            stage: Mutex::new(None),
-        }
-    }
-
     /// A warning: something the user should know about the result (shown unless `-q`).
     pub fn warn(&self, message: impl AsRef<str>) {
         if self.verbosity >= 0 {

@@ -5,9 +5,6 @@ pub mod completions;
 pub mod loops;
 pub mod machine;
 pub mod misses;
-pub mod misses_nested;
-pub mod misses_scan;
-pub mod misses_symbolic;
 pub mod model_level;
 pub mod probe;
 pub mod roofline;
@@ -41,13 +38,18 @@ pub fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
 /// Writes results to stdout. A closed pipe (`loopscope ... | head`) is not an error: the reader
 /// has what it wanted, so the command ends quietly instead of panicking like `print!` would.
 pub fn print_text(text: &str) -> anyhow::Result<()> {
+    Ok(write_stdout(text)?)
+}
+
+/// [`print_text`] for library calls that hand over text as they go.
+pub fn write_stdout(text: &str) -> std::io::Result<()> {
     use std::io::Write;
     let mut stdout = std::io::stdout().lock();
     match stdout
         .write_all(text.as_bytes())
         .and_then(|()| stdout.flush())
     {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e),
         _ => Ok(()),
     }
 }

@@ -19,9 +19,9 @@ use loopscope_roofline::{
 };
 use serde::Serialize;
 
-use crate::cmd::model_level::{ModelRequest, model_levels};
 use crate::failure::bad_input;
 use crate::ui::Ui;
+use loopscope_analytic::{LevelsRequest, model_levels};
 
 /// Arguments of `roofline`.
 #[derive(Debug, Args)]
@@ -395,12 +395,14 @@ fn kernel_traffic(
         TrafficSource::Sim => (simulate()?, "exact cache simulator".to_owned()),
         TrafficSource::Model => {
             check_model_caches(&levels)?;
-            let request = ModelRequest::counts(
+            let command = crate::inputs::level_command()?;
+            let request = LevelsRequest::counts(
                 path,
                 &args.define,
                 None,
                 args.max_operations,
                 args.time_limit,
+                &command,
             );
             let bar = ui.progress_bar(0, "modelling");
             let outcomes: Vec<_> = model_levels(&request, &levels)

@@ -4,20 +4,17 @@
 //! the mapping of lines to sets with its value, so its counts are no quasi-polynomial, and each
 //! value has to be modelled on its own.
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
-use indicatif::ProgressBar;
-use loopscope_analytic::program_from_kernel;
 use loopscope_cache::LevelConfig;
-use loopscope_report::Align;
+use loopscope_kernel::{Listener, LoadedKernel, Silent, read_kernel_file};
 use serde::Serialize;
 
-use crate::cmd::misses::{MissesArgs, model_request, to_u64};
-use crate::cmd::misses::{percent, right_aligned};
-use crate::cmd::model_level::{LevelOutcome, ModelRequest, children, cores, model_levels};
-use crate::failure::bad_input;
-use crate::ui::Ui;
-use loopscope_kernel::LoadedKernel;
+use super::MissesRequest;
+use super::counts::to_u64;
+use super::process::{LevelOutcome, LevelsRequest, children, cores, model_levels};
+use crate::{AnalyticError, ReferenceMisses, program_from_kernel};
 
 /// At most this many values per scan: each costs one model run per level.
 const MAX_VALUES: u64 = 4096;
@@ -30,7 +27,7 @@ const SPIKE_RATIO: f64 = 2.0;
 const SPIKE_MARGIN: f64 = 0.01;
 
 /// The spike rule in words, for the output.
-const SPIKE_RULE: &str = "conflict misses per access at least 2× the median of the 8 values \
+pub const SPIKE_RULE: &str = "conflict misses per access at least 2× the median of the 8 values \
                           before it and of the 8 after it, and at least 1 percentage point above \
                           each (the first and last values are not judged)";
 
@@ -49,13 +46,13 @@ pub struct ScanRange {
 
 impl ScanRange {
     /// How many values the range holds (at least 1, since `lo ≤ hi`).
-    fn count(&self) -> u64 {
+    pub fn count(&self) -> u64 {
         let span = u64::try_from(i128::from(self.hi) - i128::from(self.lo)).unwrap_or(u64::MAX);
         span / self.step.max(1) + 1
     }
 
     /// Every value, in order.
-    fn values(&self) -> Vec<i64> {
+    pub fn values(&self) -> Vec<i64> {
         let step = i128::from(self.step);
         (0..i128::from(self.count()))
             .filter_map(|k| i64::try_from(i128::from(self.lo) + k * step).ok())
@@ -65,24 +62,27 @@ impl ScanRange {
 
 /// Checks that `--scan` goes with no flag it cannot honour and parses its range: every
 /// problem is bad input (exit 2) in one line.
-pub fn parse_request(args: &MissesArgs, text: &str) -> anyhow::Result<ScanRange> {
+pub(super) fn parse_request(
+    request: &MissesRequest<'_>,
+    text: &str,
+) -> Result<ScanRange, AnalyticError> {
     let others = [
-        ("--symbolic", args.symbolic.is_some()),
-        ("--check", args.check),
-        ("--sources", args.sources),
-        ("--explain", args.explain),
-        ("--at", !args.at.is_empty()),
+        ("--symbolic", request.symbolic.is_some()),
+        ("--check", request.check),
+        ("--sources", request.sources),
+        ("--explain", request.explain),
+        ("--at", !request.at.is_empty()),
     ];
     if let Some((flag, _)) = others.iter().find(|(_, given)| *given) {
-        return Err(bad_input(format!(
+        return Err(AnalyticError::Request(format!(
             "--scan models each value's counts only: it cannot be combined with {flag}"
         )));
     }
-    parse_range(text).map_err(|e| bad_input(format!("--scan {text}: {e}")))
+    parse_range(text).map_err(|e| AnalyticError::Request(format!("--scan {text}: {e}")))
 }
 
-/// Parses `NAME=LO..HI[:STEP]`.
-fn parse_range(text: &str) -> Result<ScanRange, String> {
+/// Parses `NAME=LO..HI[:STEP]`, at most 4096 values.
+pub fn parse_range(text: &str) -> Result<ScanRange, String> {
     const SHAPE: &str = "expected NAME=LO..HI or NAME=LO..HI:STEP";
     let (name, range) = text.split_once('=').ok_or(SHAPE)?;
     let (lo, rest) = range.split_once("..").ok_or(SHAPE)?;
@@ -128,94 +128,122 @@ fn parse_range(text: &str) -> Result<ScanRange, String> {
     Ok(range)
 }
 
-/// The result of `misses --scan`, as printed with `--json`.
+/// The result of `misses --scan`, as `--json` prints it.
 #[derive(Debug, Serialize)]
-struct ScanReport {
-    kernel: String,
+pub struct ScanReport {
+    /// The kernel file.
+    pub kernel: String,
     /// The fixed parameters (`-D`).
-    params: std::collections::BTreeMap<String, i64>,
+    pub params: BTreeMap<String, i64>,
     /// The parameter scanned.
-    parameter: String,
-    range: RangeReport,
-    model: &'static str,
-    spike_rule: &'static str,
+    pub parameter: String,
+    /// Its values.
+    pub range: RangeReport,
+    /// What was modelled, in words.
+    pub model: &'static str,
+    /// What makes a spike, in words.
+    pub spike_rule: &'static str,
     /// Values modelled at the same time (each with all its levels at once).
-    values_at_once: usize,
-    levels: Vec<LevelInfo>,
-    values: Vec<ValueReport>,
+    pub values_at_once: usize,
+    /// The cache levels.
+    pub levels: Vec<LevelInfo>,
+    /// Per value, in order.
+    pub values: Vec<ValueReport>,
     /// Every spike, level by level, in value order.
-    spikes: Vec<SpikeReport>,
-    duration_s: f64,
+    pub spikes: Vec<SpikeReport>,
+    /// Seconds the scan took.
+    pub duration_s: f64,
 }
 
+/// The values scanned: `lo, lo + step, …` up to `hi`.
 #[derive(Debug, Serialize)]
-struct RangeReport {
-    lo: i64,
-    hi: i64,
-    step: u64,
+pub struct RangeReport {
+    /// First value.
+    pub lo: i64,
+    /// Last value, when `hi − lo` is a multiple of `step`.
+    pub hi: i64,
+    /// Distance between values.
+    pub step: u64,
 }
 
+/// A cache level's geometry.
 #[derive(Debug, Serialize)]
-struct LevelInfo {
-    name: String,
-    size_bytes: u64,
-    line_bytes: u64,
-    ways: u64,
-    sets: u64,
+pub struct LevelInfo {
+    /// `L1`, `L2`, …
+    pub name: String,
+    /// Capacity.
+    pub size_bytes: u64,
+    /// Line size.
+    pub line_bytes: u64,
+    /// Associativity.
+    pub ways: u64,
+    /// Number of sets.
+    pub sets: u64,
 }
 
 /// The model at one value of the parameter.
 #[derive(Debug, Serialize)]
-struct ValueReport {
-    value: i64,
-    /// Levels in the order of `levels`.
-    levels: Vec<ValueLevel>,
+pub struct ValueReport {
+    /// The parameter's value.
+    pub value: i64,
+    /// Levels in the order of `levels`; empty when the value's worker failed.
+    pub levels: Vec<ValueLevel>,
     /// Wall-clock seconds of the value (its levels ran at once).
-    duration_s: f64,
+    pub duration_s: f64,
 }
 
 /// One level at one value; the counts are `null` when it could not be modelled (`error`).
 #[derive(Debug, Serialize)]
-struct ValueLevel {
-    name: String,
-    accesses: Option<u64>,
-    misses: Option<u64>,
-    compulsory: Option<u64>,
-    /// Capacity misses included, as in `misses`.
-    conflict: Option<u64>,
+pub struct ValueLevel {
+    /// The level's name.
+    pub name: String,
+    /// Accesses.
+    pub accesses: Option<u64>,
+    /// Misses.
+    pub misses: Option<u64>,
+    /// Compulsory misses.
+    pub compulsory: Option<u64>,
+    /// Conflict misses, capacity misses included, as in `misses`.
+    pub conflict: Option<u64>,
     /// Conflict misses per access; `null` also when the value makes no accesses.
-    conflict_fraction: Option<f64>,
-    spike: bool,
-    duration_s: f64,
-    error: Option<String>,
+    pub conflict_fraction: Option<f64>,
+    /// Whether the value is a spike at this level.
+    pub spike: bool,
+    /// Seconds the level took.
+    pub duration_s: f64,
+    /// Why the level could not be modelled at this value.
+    pub error: Option<String>,
 }
 
+/// A value whose conflict misses spike at a level.
 #[derive(Debug, Serialize)]
-struct SpikeReport {
-    level: String,
-    value: i64,
-    conflict_fraction: f64,
+pub struct SpikeReport {
+    /// The level's name.
+    pub level: String,
+    /// The parameter's value.
+    pub value: i64,
+    /// Its conflict misses per access.
+    pub conflict_fraction: f64,
     /// The bar the spike cleared: the higher of the median conflict fractions of the 8 values
     /// before it and of the 8 after it.
-    neighbourhood_median: f64,
+    pub neighbourhood_median: f64,
 }
 
 /// Runs `misses --scan`.
-pub fn run(
-    args: &MissesArgs,
+pub(super) fn run(
+    request: &MissesRequest<'_>,
     range: &ScanRange,
     levels: &[LevelConfig],
-    ui: &Ui,
-) -> anyhow::Result<()> {
+    listener: &dyn Listener,
+) -> Result<ScanReport, AnalyticError> {
     let start = Instant::now();
-    let first = load_first(args, range, ui)?;
+    let first = load_first(request, range, listener)?;
     let values = range.values();
     let at_once = values_at_once(children(levels, false).len());
-    let bar = ui.progress_bar(values.len() as u64, &format!("scanning {}", range.name));
-    let quiet = ui.silenced();
-    let model = |value| model_value(args, &range.name, value, levels, &quiet);
-    let modelled = model_values(&model, &values, at_once, &bar);
-    bar.finish_and_clear();
+    listener.begin(&format!("scanning {}", range.name), values.len() as u64);
+    let model = |value| model_value(request, &range.name, value, levels);
+    let modelled = model_values(&model, &values, at_once, listener);
+    listener.end();
     let mut params = first.param_map();
     params.remove(&range.name);
     let mut report = ScanReport {
@@ -237,60 +265,92 @@ pub fn run(
     };
     mark_spikes(&mut report);
     report.duration_s = start.elapsed().as_secs_f64();
-    finish(&report, args.json, ui)
+    nothing_modelled(&report)?;
+    Ok(report)
 }
 
-/// Prints the report, or fails when no level could be modelled at any value.
-fn finish(report: &ScanReport, json: bool, ui: &Ui) -> anyhow::Result<()> {
-    let failures = not_modelled(report);
+/// Fails when no level could be modelled at any value.
+fn nothing_modelled(report: &ScanReport) -> Result<(), AnalyticError> {
+    let failures = report.not_modelled();
     let cells = report.values.len() * report.levels.len();
     if failures.iter().map(|f| f.values.len()).sum::<usize>() == cells {
         let reasons: Vec<String> = failures
             .iter()
             .map(|f| format!("{}: {}", f.level, f.reason))
             .collect();
-        anyhow::bail!(
+        return Err(AnalyticError::NotModelled(format!(
             "{}: no cache level could be modelled at any value of {} ({})",
             report.kernel,
             report.parameter,
             reasons.join("; ")
-        );
+        )));
     }
-    if json {
-        // The text lists these below the table; JSON has them in `error`, so say so once here.
-        for f in &failures {
-            ui.warn(format!(
-                "{} not modelled at {} = {}: {}",
-                f.level,
-                report.parameter,
-                list(&f.values),
-                f.reason
-            ));
+    Ok(())
+}
+
+impl ScanReport {
+    /// The levels and values that could not be modelled, one entry per level and reason.
+    pub fn not_modelled(&self) -> Vec<Failure<'_>> {
+        let mut out: Vec<Failure<'_>> = Vec::new();
+        for v in &self.values {
+            if v.levels.is_empty() {
+                for l in &self.levels {
+                    add_failure(
+                        &mut out,
+                        &l.name,
+                        "the scan's worker thread failed",
+                        v.value,
+                    );
+                }
+            }
+            for l in &v.levels {
+                if let Some(reason) = &l.error {
+                    add_failure(&mut out, &l.name, reason, v.value);
+                }
+            }
         }
-        crate::cmd::print_json(report)
-    } else {
-        crate::cmd::print_text(&render(report))
+        out
+    }
+
+    /// One warning per level and reason not modelled, for output that does not list them
+    /// (JSON has them in each value's `error`).
+    pub fn failure_warnings(&self) -> Vec<String> {
+        self.not_modelled()
+            .iter()
+            .map(|f| {
+                format!(
+                    "{} not modelled at {} = {}: {}",
+                    f.level,
+                    self.parameter,
+                    f.values_text(),
+                    f.reason
+                )
+            })
+            .collect()
     }
 }
 
 /// The kernel at the first value, with the checks that make a bad request exit 2: `NAME` is a
 /// parameter and the kernel loads (every other parameter has a `-D` value).
-fn load_first(args: &MissesArgs, range: &ScanRange, ui: &Ui) -> anyhow::Result<LoadedKernel> {
-    let text = std::fs::read_to_string(&args.kernel)
-        .map_err(|e| bad_input(format!("{}: cannot read: {e}", args.kernel.display())))?;
-    let kernel = loopscope_kernel::parse_kernel(&text, &args.kernel.display().to_string())?;
+fn load_first(
+    request: &MissesRequest<'_>,
+    range: &ScanRange,
+    listener: &dyn Listener,
+) -> Result<LoadedKernel, AnalyticError> {
+    let (_, kernel) = read_kernel_file(request.kernel)?;
     let name = &range.name;
     if !kernel.params.iter().any(|p| p == name) {
-        return Err(bad_input(format!(
+        return Err(AnalyticError::Request(format!(
             "--scan {name}: {} has no parameter `{name}` (it has: {})",
-            args.kernel.display(),
+            kernel.origin,
             kernel.params.join(", ")
         )));
     }
-    let define = defines_at(&args.define, name, range.lo);
-    let loaded = LoadedKernel::load(&args.kernel, &define, args.base.as_deref(), ui)?;
-    program_from_kernel(&loaded.kernel, &loaded.params, &loaded.layout)
-        .map_err(|e| bad_input(format!("{}: at {name} = {}: {e}", loaded.origin, range.lo)))?;
+    let define = defines_at(request.define, name, range.lo);
+    let loaded = LoadedKernel::load(request.kernel, &define, request.base, listener)?;
+    program_from_kernel(&loaded.kernel, &loaded.params, &loaded.layout).map_err(|e| {
+        AnalyticError::Request(format!("{}: at {name} = {}: {e}", loaded.origin, range.lo))
+    })?;
     Ok(loaded)
 }
 
@@ -324,7 +384,7 @@ fn model_values(
     model: &(dyn Fn(i64) -> ValueReport + Sync),
     values: &[i64],
     at_once: usize,
-    bar: &ProgressBar,
+    listener: &dyn Listener,
 ) -> Vec<ValueReport> {
     let next = std::sync::atomic::AtomicUsize::new(0);
     let worker = || {
@@ -335,7 +395,7 @@ fn model_values(
                 return done;
             };
             done.push((i, model(value)));
-            bar.inc(1);
+            listener.advance(1);
         }
     };
     let mut slots: Vec<Option<ValueReport>> = values.iter().map(|_| None).collect();
@@ -364,28 +424,24 @@ fn model_values(
 }
 
 /// Every level at one value: the kernel is bound in this process first (cheap), so that a
-/// value the model cannot take fails once, not in each model process.
+/// value the model cannot take fails once, not in each model process. Its warnings were given
+/// at the first value.
 fn model_value(
-    args: &MissesArgs,
+    request: &MissesRequest<'_>,
     name: &str,
     value: i64,
     levels: &[LevelConfig],
-    quiet: &Ui,
 ) -> ValueReport {
     let start = Instant::now();
-    let define = defines_at(&args.define, name, value);
-    let bound = LoadedKernel::load(&args.kernel, &define, args.base.as_deref(), quiet)
-        .map_err(anyhow::Error::from)
-        .and_then(|l| {
-            program_from_kernel(&l.kernel, &l.params, &l.layout)
-                .map(|_| ())
-                .map_err(anyhow::Error::from)
-        });
+    let define = defines_at(request.define, name, value);
+    let bound = LoadedKernel::load(request.kernel, &define, request.base, &Silent)
+        .map_err(AnalyticError::from)
+        .and_then(|l| program_from_kernel(&l.kernel, &l.params, &l.layout).map(|_| ()));
     let outcomes: Vec<LevelOutcome> = match bound {
         Err(e) => levels
             .iter()
             .map(|_| LevelOutcome {
-                refs: Err(format!("{e:#}")),
+                refs: Err(e.to_string()),
                 explain: None,
                 duration_s: 0.0,
                 formulas: None,
@@ -393,9 +449,9 @@ fn model_value(
             })
             .collect(),
         Ok(()) => model_levels(
-            &ModelRequest {
+            &LevelsRequest {
                 threads_per_child: threads_per_child(children(levels, false).len()),
-                ..model_request(args, &define)
+                ..request.levels_request(&define)
             },
             levels,
         ),
@@ -427,7 +483,7 @@ fn value_level(level: &LevelConfig, outcome: LevelOutcome) -> ValueLevel {
     match outcome.refs {
         Err(e) => out.error = Some(e),
         Ok(refs) => {
-            let sum = |pick: fn(&loopscope_analytic::ReferenceMisses) -> i128| {
+            let sum = |pick: fn(&ReferenceMisses) -> i128| {
                 refs.iter()
                     .fold(0u64, |s, r| s.saturating_add(to_u64(pick(r))))
             };
@@ -514,33 +570,26 @@ fn is_spike(fraction: f64, median: f64) -> bool {
     fraction >= SPIKE_RATIO * median && fraction >= median + SPIKE_MARGIN
 }
 
-/// The levels and values that could not be modelled, one entry per level and reason.
-struct Failure<'a> {
-    level: &'a str,
-    reason: &'a str,
-    values: Vec<i64>,
+/// The values at which a level could not be modelled, for one reason.
+#[derive(Debug)]
+pub struct Failure<'a> {
+    /// The level's name.
+    pub level: &'a str,
+    /// Why not.
+    pub reason: &'a str,
+    /// The values, in order.
+    pub values: Vec<i64>,
 }
 
-fn not_modelled(report: &ScanReport) -> Vec<Failure<'_>> {
-    let mut out: Vec<Failure<'_>> = Vec::new();
-    for v in &report.values {
-        if v.levels.is_empty() {
-            for l in &report.levels {
-                add_failure(
-                    &mut out,
-                    &l.name,
-                    "the scan's worker thread failed",
-                    v.value,
-                );
-            }
-        }
-        for l in &v.levels {
-            if let Some(reason) = &l.error {
-                add_failure(&mut out, &l.name, reason, v.value);
-            }
+impl Failure<'_> {
+    /// The values as a short list: the first 12, then how many more.
+    pub fn values_text(&self) -> String {
+        let shown: Vec<String> = self.values.iter().take(12).map(i64::to_string).collect();
+        match self.values.len().saturating_sub(12) {
+            0 => shown.join(", "),
+            more => format!("{}, … ({more} more)", shown.join(", ")),
         }
     }
-    out
 }
 
 fn add_failure<'a>(out: &mut Vec<Failure<'a>>, level: &'a str, reason: &'a str, value: i64) {
@@ -554,121 +603,6 @@ fn add_failure<'a>(out: &mut Vec<Failure<'a>>, level: &'a str, reason: &'a str, 
             reason,
             values: vec![value],
         }),
-    }
-}
-
-/// Values as a short list: the first 12, then how many more.
-fn list(values: &[i64]) -> String {
-    let shown: Vec<String> = values.iter().take(12).map(i64::to_string).collect();
-    match values.len().saturating_sub(12) {
-        0 => shown.join(", "),
-        more => format!("{}, … ({more} more)", shown.join(", ")),
-    }
-}
-
-fn render(r: &ScanReport) -> String {
-    let p = &r.parameter;
-    let fixed: Vec<String> = r.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    let count = r.values.len().max(1) as f64;
-    let each_s = r.values.iter().map(|v| v.duration_s).sum::<f64>() / count;
-    let mut out = format!(
-        "kernel    {}  ({}{p} = {}..{} step {}, {} values)\nmodel     {}\ntime      {:.1} s, \
-         {:.2} s per value ({}, {each_s:.2} s each)\n\n",
-        r.kernel,
-        if fixed.is_empty() {
-            String::new()
-        } else {
-            format!("{}; ", fixed.join(", "))
-        },
-        r.range.lo,
-        r.range.hi,
-        r.range.step,
-        r.values.len(),
-        r.model,
-        r.duration_s,
-        r.duration_s / count,
-        match r.values_at_once {
-            1 => "one value at a time".to_owned(),
-            n => format!("{n} values at once"),
-        },
-    );
-    out.push_str(&render_table(r));
-    out.push_str(&format!("\nspikes: {SPIKE_RULE}\n"));
-    for l in &r.levels {
-        out.push_str(&format!("  {:<6} {}\n", l.name, spike_line(r, &l.name)));
-    }
-    let failures = not_modelled(r);
-    if !failures.is_empty() {
-        out.push_str("\nnot modelled (-):\n");
-        for f in failures {
-            out.push_str(&format!(
-                "  {} at {p} = {}: {}\n",
-                f.level,
-                list(&f.values),
-                f.reason
-            ));
-        }
-    }
-    out
-}
-
-/// Value, then per level misses, conflict, conflict % and a `*` on spikes.
-fn render_table(r: &ScanReport) -> String {
-    let mut header = vec![r.parameter.clone()];
-    for l in &r.levels {
-        header.extend([
-            format!("{} misses", l.name),
-            format!("{} conflict", l.name),
-            "conflict %".to_owned(),
-            String::new(),
-        ]);
-    }
-    let header: Vec<&str> = header.iter().map(String::as_str).collect();
-    let mut table = right_aligned(&header, 0);
-    for k in 0..r.levels.len() {
-        table = table.align(4 * k + 4, Align::Left);
-    }
-    let dash = || "-".to_owned();
-    for v in &r.values {
-        let mut row = vec![v.value.to_string()];
-        for k in 0..r.levels.len() {
-            let Some(l) = v.levels.get(k) else {
-                row.extend([dash(), dash(), dash(), String::new()]);
-                continue;
-            };
-            row.extend([
-                l.misses.map_or_else(dash, |m| m.to_string()),
-                l.conflict.map_or_else(dash, |c| c.to_string()),
-                l.conflict
-                    .zip(l.accesses)
-                    .map_or_else(dash, |(c, a)| percent(c, a)),
-                if l.spike { "*" } else { "" }.to_owned(),
-            ]);
-        }
-        table.row(row);
-    }
-    table.render()
-}
-
-/// `level`'s spikes as `value (fraction % vs median %)`, or "no spikes".
-fn spike_line(r: &ScanReport, level: &str) -> String {
-    let spikes: Vec<String> = r
-        .spikes
-        .iter()
-        .filter(|s| s.level == level)
-        .map(|s| {
-            format!(
-                "{} ({:.2} % vs {:.2} %)",
-                s.value,
-                100.0 * s.conflict_fraction,
-                100.0 * s.neighbourhood_median
-            )
-        })
-        .collect();
-    if spikes.is_empty() {
-        "no spikes".to_owned()
-    } else {
-        format!("{} = {}", r.parameter, spikes.join(", "))
     }
 }
 
@@ -772,38 +706,22 @@ mod tests {
         assert!(find_spikes(&step).is_empty(), "{:?}", find_spikes(&step));
     }
 
-    fn counted(name: &str, accesses: u64, conflict: u64) -> ValueLevel {
-        ValueLevel {
+    #[test]
+    fn spikes_are_flagged_and_listed_and_failures_grouped() {
+        let level = |name: &str, accesses: u64, conflict: Option<u64>| ValueLevel {
             name: name.into(),
-            accesses: Some(accesses),
-            misses: Some(conflict + 1),
-            compulsory: Some(1),
-            conflict: Some(conflict),
-            conflict_fraction: Some(conflict as f64 / accesses as f64),
+            accesses: conflict.map(|_| accesses),
+            misses: conflict.map(|c| c + 1),
+            compulsory: conflict.map(|_| 1),
+            conflict,
+            conflict_fraction: conflict.map(|c| c as f64 / accesses as f64),
             spike: false,
             duration_s: 0.1,
-            error: None,
-        }
-    }
-
-    fn failed(name: &str, reason: &str) -> ValueLevel {
-        ValueLevel {
-            error: Some(reason.into()),
-            accesses: None,
-            misses: None,
-            compulsory: None,
-            conflict: None,
-            conflict_fraction: None,
-            ..counted(name, 1, 0)
-        }
-    }
-
-    #[test]
-    fn text_marks_spikes_and_lists_each_failure_once() {
-        let slow = "took more than the time limit of 30 s (stopped)";
+            error: conflict.is_none().then(|| "slow".to_string()),
+        };
         let mut report = ScanReport {
             kernel: "k.c".into(),
-            params: Default::default(),
+            params: BTreeMap::new(),
             parameter: "N".into(),
             range: RangeReport {
                 lo: 1,
@@ -827,12 +745,8 @@ mod tests {
                 .map(|v| ValueReport {
                     value: v,
                     levels: vec![
-                        counted("L1", 100, if v == 3 { 70 } else { 4 }),
-                        if v == 2 {
-                            counted("L2", 100, 0)
-                        } else {
-                            failed("L2", slow)
-                        },
+                        level("L1", 100, Some(if v == 3 { 70 } else { 4 })),
+                        level("L2", 100, (v == 2).then_some(0)),
                     ],
                     duration_s: 0.5,
                 })
@@ -841,19 +755,41 @@ mod tests {
             duration_s: 2.5,
         };
         mark_spikes(&mut report);
-        let text = render(&report);
-        let row = text
-            .lines()
-            .find(|l| l.trim_start().starts_with("3 "))
-            .unwrap();
-        assert!(row.contains("70.00  *"), "{text}");
-        assert!(text.contains("L1     N = 3 (70.00 % vs 4.00 %)"), "{text}");
-        assert!(text.contains("L2     no spikes"), "{text}");
-        assert!(
-            text.contains(&format!("  L2 at N = 1, 3, 4, 5: {slow}\n")),
-            "{text}"
+        assert_eq!(report.spikes.len(), 1);
+        assert_eq!(
+            (
+                report.spikes[0].value,
+                report.spikes[0].neighbourhood_median
+            ),
+            (3, 0.04)
         );
-        assert_eq!(text.matches(slow).count(), 1, "{text}");
-        assert_eq!(not_modelled(&report).len(), 1);
+        assert!(report.values[2].levels[0].spike);
+        let failures = report.not_modelled();
+        assert_eq!(failures.len(), 1);
+        assert_eq!(failures[0].values, [1, 3, 4, 5]);
+        assert_eq!(
+            report.failure_warnings(),
+            ["L2 not modelled at N = 1, 3, 4, 5: slow"]
+        );
+        assert!(nothing_modelled(&report).is_ok());
+        let many = Failure {
+            level: "L1",
+            reason: "r",
+            values: (1..=14).collect(),
+        };
+        assert_eq!(
+            many.values_text(),
+            "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, … (2 more)"
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_range_text_parses_or_says_why(text in "\\PC{0,30}", lo in -100i64..100, n in 0u64..5000) {
+            let _ = parse_range(&text);
+            if let Ok(r) = parse_range(&format!("N={lo}..{}", lo + n as i64)) {
+                proptest::prop_assert_eq!(r.values().len() as u64, n + 1);
+            }
+        }
     }
 }

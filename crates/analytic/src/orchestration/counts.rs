@@ -1,0 +1,469 @@
+//! `loopscope misses`: each reference's compulsory and conflict misses per cache level, every
+//! level modelled in a level process, with `--sources` (which references compete for the sets
+//! of the conflict misses) and `--check` (each level simulated alone, compared).
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use loopscope_cache::{AloneLevel, CacheError, LevelConfig, simulate_each_level_alone};
+use loopscope_kernel::{Kernel, Listener, LoadedKernel, Program as Stream, RefLabel};
+use serde::Serialize;
+
+use super::MissesRequest;
+use super::process::{LevelOutcome, LevelsRequest, model_levels};
+use crate::{AnalyticError, PieceCounts, program_from_kernel};
+
+/// The result of `misses`, as `--json` prints it.
+#[derive(Debug, Serialize)]
+pub struct MissesReport {
+    /// The kernel file.
+    pub kernel: String,
+    /// Its parameters' values.
+    pub params: BTreeMap<String, i64>,
+    /// What was modelled, in words.
+    pub model: &'static str,
+    /// Per level, innermost first.
+    pub levels: Vec<MissesLevel>,
+    /// Per reference and modelled level.
+    pub references: Vec<MissesReference>,
+    /// Per array and modelled level.
+    pub arrays: Vec<MissesArray>,
+    /// Where the conflict misses come from; `null` without `--sources`.
+    pub sources: Option<Vec<ConflictSources>>,
+    /// The simulator's counts beside the model's, with `--check`.
+    pub check: Option<Check>,
+    /// Seconds the command took.
+    pub duration_s: f64,
+}
+
+/// Where one reference's conflict misses at one level come from.
+#[derive(Debug, Serialize)]
+pub struct ConflictSources {
+    /// The level's name.
+    pub level: String,
+    /// The reference's position.
+    pub id: usize,
+    /// The reference.
+    #[serde(flatten)]
+    pub label: RefLabel,
+    /// Its conflict misses.
+    pub conflict: u64,
+    /// Competing references, most misses first. A miss counts under each of them, so their
+    /// `misses` overlap.
+    pub evictors: Vec<Evictor>,
+}
+
+/// A reference competing for the sets of another's conflict misses.
+#[derive(Debug, Serialize)]
+pub struct Evictor {
+    /// The competing reference's position.
+    pub id: usize,
+    /// The competing reference.
+    #[serde(flatten)]
+    pub label: RefLabel,
+    /// Loop variables around the reference, outermost first.
+    pub loops: Vec<String>,
+    /// Conflict misses of the reference above whose set this one touched (with another line)
+    /// between the line's previous access and the miss.
+    pub misses: u64,
+}
+
+/// One level's geometry and totals.
+#[derive(Debug, Serialize)]
+pub struct MissesLevel {
+    /// `L1`, `L2`, …
+    pub name: String,
+    /// Capacity.
+    pub size_bytes: u64,
+    /// Line size.
+    pub line_bytes: u64,
+    /// Associativity.
+    pub ways: u64,
+    /// Number of sets.
+    pub sets: u64,
+    /// Accesses; `null` when the level could not be modelled (see `error`).
+    pub accesses: Option<u64>,
+    /// Hits.
+    pub hits: Option<u64>,
+    /// Misses.
+    pub misses: Option<u64>,
+    /// Compulsory misses.
+    pub compulsory: Option<u64>,
+    /// Always `null`: under LRU spec 000 counts capacity misses among the conflict ones.
+    pub capacity: Option<u64>,
+    /// Conflict misses (capacity misses included).
+    pub conflict: Option<u64>,
+    /// Lines brought in (misses × line size).
+    pub fill_bytes: Option<u64>,
+    /// Seconds the level's model took.
+    pub duration_s: f64,
+    /// Why the level could not be modelled.
+    pub error: Option<String>,
+    /// The intermediate sets, with `--explain`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub explain: Option<String>,
+}
+
+/// One reference's counts at one level.
+#[derive(Debug, Clone, Serialize)]
+pub struct MissesReference {
+    /// The reference's position.
+    pub id: usize,
+    /// The reference.
+    #[serde(flatten)]
+    pub label: RefLabel,
+    /// The level's name.
+    pub level: String,
+    /// Accesses.
+    pub accesses: u64,
+    /// Hits.
+    pub hits: u64,
+    /// Misses.
+    pub misses: u64,
+    /// Compulsory misses.
+    pub compulsory: u64,
+    /// Always `null` (see [`MissesLevel::capacity`]).
+    pub capacity: Option<u64>,
+    /// Conflict misses.
+    pub conflict: u64,
+    /// Per hit-source piece: sources, executions, conflicts (the explanation of the counts).
+    pub pieces: Vec<PieceCounts>,
+}
+
+/// One array's counts at one level, its references summed.
+#[derive(Debug, Serialize)]
+pub struct MissesArray {
+    /// The array.
+    pub array: String,
+    /// The level's name.
+    pub level: String,
+    /// Accesses.
+    pub accesses: u64,
+    /// Misses.
+    pub misses: u64,
+    /// Compulsory misses.
+    pub compulsory: u64,
+    /// Conflict misses.
+    pub conflict: u64,
+}
+
+/// The exact simulator's counts, each level alone, beside the model's.
+#[derive(Debug, Serialize)]
+pub struct Check {
+    /// True when every modelled count equals the simulator's.
+    pub equal: bool,
+    /// Per level.
+    pub levels: Vec<CheckLevel>,
+    /// Per reference and level.
+    pub references: Vec<CheckReference>,
+}
+
+/// One level simulated alone.
+#[derive(Debug, Serialize)]
+pub struct CheckLevel {
+    /// The level's name.
+    pub name: String,
+    /// Misses.
+    pub misses: u64,
+    /// Compulsory misses.
+    pub compulsory: u64,
+    /// Capacity and conflict misses together (the model's `conflict`).
+    pub conflict: u64,
+    /// Seconds the simulation took.
+    pub duration_s: f64,
+}
+
+/// One reference at one level, simulated and modelled.
+#[derive(Debug, Serialize)]
+pub struct CheckReference {
+    /// The reference's position.
+    pub id: usize,
+    /// The level's name.
+    pub level: String,
+    /// The model's misses, when the level was modelled.
+    pub model_misses: Option<u64>,
+    /// The simulator's misses.
+    pub simulated_misses: u64,
+    /// The simulator's compulsory misses.
+    pub simulated_compulsory: u64,
+    /// Capacity and conflict misses of the simulator together (the model's `conflict`).
+    pub simulated_conflict: u64,
+    /// Model minus simulator.
+    pub difference: Option<i64>,
+}
+
+/// Runs `misses` without `--scan` or `--symbolic`.
+pub(super) fn run(
+    request: &MissesRequest<'_>,
+    levels: &[LevelConfig],
+    listener: &dyn Listener,
+    start: Instant,
+) -> Result<MissesReport, AnalyticError> {
+    let loaded = LoadedKernel::load(request.kernel, request.define, request.base, listener)?;
+    // Checked here so a kernel the model cannot take is bad input (exit 2), not a level error.
+    program_from_kernel(&loaded.kernel, &loaded.params, &loaded.layout)
+        .map_err(|e| AnalyticError::Request(format!("{}: {e}", loaded.origin)))?;
+    let levels_request = LevelsRequest {
+        explain: request.explain,
+        sources: request.sources,
+        ..request.levels_request(request.define)
+    };
+    let modelled = model_levels(&levels_request, levels);
+    let labels = loaded.kernel.reference_labels();
+    let mut report = build_report(&loaded, levels, &modelled, &labels);
+    if request.sources {
+        report.sources = Some(sources(&loaded.kernel, levels, &modelled, &labels));
+    }
+    if request.check {
+        report.check = Some(check(&loaded, levels, &report)?);
+    }
+    report.duration_s = start.elapsed().as_secs_f64();
+    for l in &report.levels {
+        if let Some(e) = &l.error {
+            let hint = if e.contains("simulate") {
+                ""
+            } else {
+                "; `loopscope simulate` counts it exactly"
+            };
+            listener.warn(&format!(
+                "{}: {} not modelled: {e}{hint}",
+                loaded.origin, l.name
+            ));
+        }
+    }
+    if report.levels.iter().all(|l| l.error.is_some()) && report.check.is_none() {
+        return Err(AnalyticError::NotModelled(format!(
+            "{}: no cache level could be modelled",
+            loaded.origin
+        )));
+    }
+    Ok(report)
+}
+
+/// The simulator's error as the model's: a kernel's stays a kernel error.
+fn from_simulator(e: CacheError) -> AnalyticError {
+    match e {
+        CacheError::Kernel(e) => AnalyticError::Kernel(e),
+        other => AnalyticError::Request(other.to_string()),
+    }
+}
+
+/// A model count as a `u64` (negative counts, which the model never gives, as 0).
+pub(super) fn to_u64(v: i128) -> u64 {
+    u64::try_from(v.max(0)).unwrap_or(u64::MAX)
+}
+
+fn build_report(
+    loaded: &LoadedKernel,
+    levels: &[LevelConfig],
+    modelled: &[LevelOutcome],
+    labels: &[RefLabel],
+) -> MissesReport {
+    let mut out_levels = Vec::new();
+    let mut references = Vec::new();
+    let mut arrays: Vec<MissesArray> = Vec::new();
+    for (l, m) in levels.iter().zip(modelled) {
+        let mut level = MissesLevel {
+            name: l.name.clone(),
+            size_bytes: l.size_bytes,
+            line_bytes: l.line_bytes,
+            ways: l.ways,
+            sets: l.sets(),
+            accesses: None,
+            hits: None,
+            misses: None,
+            compulsory: None,
+            capacity: None,
+            conflict: None,
+            fill_bytes: None,
+            duration_s: m.duration_s,
+            error: None,
+            explain: m.explain.clone(),
+        };
+        match &m.refs {
+            Err(e) => level.error = Some(e.clone()),
+            Ok(refs) => {
+                let (mut acc, mut comp, mut conf) = (0u64, 0u64, 0u64);
+                for (id, (r, label)) in refs.iter().zip(labels).enumerate() {
+                    let (a, c, k) = (to_u64(r.accesses), to_u64(r.compulsory), to_u64(r.conflict));
+                    acc += a;
+                    comp += c;
+                    conf += k;
+                    references.push(MissesReference {
+                        id,
+                        label: label.clone(),
+                        level: l.name.clone(),
+                        accesses: a,
+                        hits: a.saturating_sub(c + k),
+                        misses: c + k,
+                        compulsory: c,
+                        capacity: None,
+                        conflict: k,
+                        pieces: r.pieces.clone(),
+                    });
+                    add_to_array(&mut arrays, &r.array, &l.name, a, c, k);
+                }
+                level.accesses = Some(acc);
+                level.hits = Some(acc.saturating_sub(comp + conf));
+                level.misses = Some(comp + conf);
+                level.compulsory = Some(comp);
+                level.conflict = Some(conf);
+                level.fill_bytes = Some((comp + conf).saturating_mul(l.line_bytes));
+            }
+        }
+        out_levels.push(level);
+    }
+    MissesReport {
+        kernel: loaded.origin.clone(),
+        params: loaded.param_map(),
+        model: "spec 000 (LRU, write-allocate); each level modelled alone, seeing every access",
+        levels: out_levels,
+        references,
+        arrays,
+        sources: None,
+        check: None,
+        duration_s: 0.0,
+    }
+}
+
+/// The conflict sources of every modelled level, references with conflict misses only.
+fn sources(
+    kernel: &Kernel,
+    levels: &[LevelConfig],
+    modelled: &[LevelOutcome],
+    labels: &[RefLabel],
+) -> Vec<ConflictSources> {
+    let mut out = Vec::new();
+    for (l, m) in levels.iter().zip(modelled) {
+        let Ok(refs) = &m.refs else { continue };
+        for (id, r) in refs.iter().enumerate() {
+            let (Some(label), Some(sources)) = (labels.get(id), &r.sources) else {
+                continue;
+            };
+            if r.conflict <= 0 {
+                continue;
+            }
+            let mut evictors: Vec<Evictor> = sources
+                .iter()
+                .filter_map(|s| {
+                    Some(Evictor {
+                        id: s.index,
+                        label: labels.get(s.index)?.clone(),
+                        loops: enclosing_loops(kernel, s.index),
+                        misses: to_u64(s.misses),
+                    })
+                })
+                .collect();
+            // Most misses first; position order among equals (the sort is stable).
+            evictors.sort_by_key(|e| std::cmp::Reverse(e.misses));
+            out.push(ConflictSources {
+                level: l.name.clone(),
+                id,
+                label: label.clone(),
+                conflict: to_u64(r.conflict),
+                evictors,
+            });
+        }
+    }
+    out
+}
+
+/// The loop variables around the kernel's `index`-th reference, outermost first.
+fn enclosing_loops(kernel: &Kernel, index: usize) -> Vec<String> {
+    kernel
+        .references()
+        .nth(index)
+        .and_then(|(s, _)| kernel.statements.get(s))
+        .map(|s| {
+            s.loops
+                .iter()
+                .filter_map(|&l| kernel.loops.get(l).map(|l| l.var.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn add_to_array(
+    arrays: &mut Vec<MissesArray>,
+    array: &str,
+    level: &str,
+    accesses: u64,
+    compulsory: u64,
+    conflict: u64,
+) {
+    let i = match arrays
+        .iter()
+        .position(|a| a.array == array && a.level == level)
+    {
+        Some(i) => i,
+        None => {
+            arrays.push(MissesArray {
+                array: array.to_owned(),
+                level: level.to_owned(),
+                accesses: 0,
+                misses: 0,
+                compulsory: 0,
+                conflict: 0,
+            });
+            arrays.len() - 1
+        }
+    };
+    let a = &mut arrays[i];
+    a.accesses += accesses;
+    a.compulsory += compulsory;
+    a.conflict += conflict;
+    a.misses += compulsory + conflict;
+}
+
+/// Simulates each level alone (the model's assumption), with the 3C split, and compares.
+fn check(
+    loaded: &LoadedKernel,
+    levels: &[LevelConfig],
+    report: &MissesReport,
+) -> Result<Check, AnalyticError> {
+    let stream = Stream::new(&loaded.kernel, &loaded.params, &loaded.layout)?;
+    let refs = loaded.kernel.references().count();
+    // One thread per level, as the model runs: the levels are independent simulations.
+    let simulated = simulate_each_level_alone(&stream, refs, levels);
+    let mut out = Check {
+        equal: true,
+        levels: Vec::new(),
+        references: Vec::new(),
+    };
+    for ((l, modelled), sim) in levels.iter().zip(&report.levels).zip(simulated) {
+        let AloneLevel {
+            hierarchy: sim,
+            duration_s,
+        } = sim.map_err(from_simulator)?;
+        let s = &sim.stats()[0];
+        out.levels.push(CheckLevel {
+            name: l.name.clone(),
+            misses: s.misses,
+            compulsory: s.compulsory,
+            conflict: s.capacity + s.conflict,
+            duration_s,
+        });
+        for id in 0..refs {
+            let r = sim.ref_stats(id, 0);
+            let model = report
+                .references
+                .iter()
+                .find(|m| m.id == id && m.level == l.name);
+            if modelled.error.is_none() {
+                out.equal &= model.is_some_and(|m| {
+                    m.compulsory == r.compulsory && m.conflict == r.capacity + r.conflict
+                });
+            }
+            out.references.push(CheckReference {
+                id,
+                level: l.name.clone(),
+                model_misses: model.map(|m| m.misses),
+                simulated_misses: r.misses,
+                simulated_compulsory: r.compulsory,
+                simulated_conflict: r.capacity + r.conflict,
+                difference: model.map(|m| m.misses as i64 - r.misses as i64),
+            });
+        }
+    }
+    Ok(out)
+}
