@@ -184,3 +184,33 @@ fn a_rebuilt_binary_is_refused_with_both_build_ids() {
     let out = loopscope(["report", &profile.display().to_string()]);
     assert_bad_input(&out, "differs from the recorded");
 }
+
+#[test]
+fn an_interrupted_recording_keeps_its_profile_and_exits_130() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(binary) = compile("nest.c", dir.path()) else {
+        return;
+    };
+    let profile = dir.path().join("nest.profile");
+    // 4.5 million loop iterations: seconds under markers, milliseconds once detached.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loopscope"))
+        .args(["record", "--backend", "ptrace", "--no-calibrate", "-o"])
+        .arg(&profile)
+        .arg("--")
+        .arg(&binary)
+        .arg("3000")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let killed = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(killed.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    let report = report_json(&profile);
+    assert_eq!(report["exit"]["kind"], "detached", "{report:#}");
+    let mut all = Vec::new();
+    nodes(&report["tree"], &mut all);
+    assert!(all.iter().any(|n| n["kind"] == "loop" && n["iterations"].as_u64() > Some(1000)), "{report:#}");
+}

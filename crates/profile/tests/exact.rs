@@ -162,3 +162,33 @@ fn a_failing_target_keeps_its_tree() {
     let tags = loop_tags(&binary, "nest.c");
     assert_eq!(loops_tagged(&merged(&run), &tags, "tri-inner"), vec![(5, 15, 5, Some(1), Some(5))]);
 }
+
+#[test]
+fn threads_and_forks_get_their_own_trees() {
+    if !ptrace_allowed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(binary) = compile("threads.c", &["-O1", "-pthread"], dir.path()) else {
+        return;
+    };
+    let tags = loop_tags(&binary, "threads.c");
+    let run = run(&binary, &["3"]);
+    assert_eq!(run.exit, TargetExit::Exited(0));
+    // The worker's loop in each thread: 100, 200 and 300 trips; 7 in the forked child.
+    let mut trips: Vec<(u32, Option<u64>)> = run
+        .threads
+        .iter()
+        .flat_map(|t| {
+            loops_tagged(&t.tree, &tags, "worker")
+                .into_iter()
+                .map(move |(entries, headers, ..)| (t.pid, (entries == 1).then_some(headers)))
+        })
+        .collect();
+    trips.sort_by_key(|&(_, h)| h);
+    let counts: Vec<Option<u64>> = trips.iter().map(|&(_, h)| h).collect();
+    assert_eq!(counts, vec![Some(7), Some(100), Some(200), Some(300)], "{trips:?}");
+    let root = run.threads.iter().map(|t| t.pid).min().unwrap();
+    assert_eq!(trips.iter().filter(|&&(pid, _)| pid != root).count(), 1, "one tree in the forked process");
+    assert_eq!(run.threads.len(), 5, "main thread, three workers, the forked child");
+}
