@@ -22,7 +22,6 @@ mod loops;
 mod machine;
 mod misses;
 mod probe;
-mod profile;
 mod roofline;
 mod roofline_text;
 mod simulation;
@@ -33,10 +32,6 @@ pub use loops::{innermost_loop, render_blocks, render_loops};
 pub use machine::render_machine;
 pub use misses::render_misses;
 pub use probe::{probe_plots, render_baseline, render_probe};
-pub use profile::{
-    NodeFilter, render_profile_by_loop, render_profile_dot, render_profile_header,
-    render_profile_tree,
-};
 pub use roofline::{RooflineAxis, render_roofline_svg};
 pub use roofline_text::{format_seconds, render_roofline};
 pub use simulation::{SimulationView, render_simulation};
