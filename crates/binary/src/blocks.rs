@@ -1,11 +1,9 @@
 //! Basic blocks of a decoded function and the edges between them.
 
-use std::collections::HashSet;
-
 use serde::{Deserialize, Serialize};
 
 use crate::classes::{ClassCounts, TagCounts};
-use crate::decode::{Decoded, Flow, Ranges};
+use crate::decode::{Decoded, Flow, Insn, Ranges};
 
 /// Where blocks start.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -96,15 +94,22 @@ pub(crate) fn build_blocks(
     entry: u64,
     mode: SplitMode,
 ) -> (Vec<Block>, u32) {
+    let insns = decoded.insns.sorted();
     let leaders = leaders(decoded, entry, mode);
+    let mut is_leader = leaders.iter().peekable();
     let mut blocks: Vec<Block> = Vec::new();
+    // The last instruction of each block.
+    let mut lasts: Vec<&Insn> = Vec::new();
     let mut next_ip = 0;
     let mut open = false;
-    for (&ip, insn) in &decoded.insns {
+    for (ip, insn) in insns {
+        let ip = *ip;
         if ip < next_ip && open {
             continue; // overlaps the previous instruction (misaligned decoding)
         }
-        if !open || ip != next_ip || leaders.contains(&ip) {
+        while is_leader.next_if(|&&l| l < ip).is_some() {}
+        let leader = is_leader.peek() == Some(&&ip);
+        if !open || ip != next_ip || leader {
             blocks.push(Block {
                 start: ip,
                 end: ip,
@@ -115,13 +120,15 @@ pub(crate) fn build_blocks(
                 exit: Exit::FallThrough,
                 succs: Vec::new(),
             });
+            lasts.push(insn);
         }
-        let Some(block) = blocks.last_mut() else {
+        let (Some(block), Some(last)) = (blocks.last_mut(), lasts.last_mut()) else {
             continue;
         };
         next_ip = ip + u64::from(insn.len);
         block.end = next_ip;
         block.last = ip;
+        *last = insn;
         block.instructions += 1;
         block.classes.add(insn.class);
         block.tags.add(insn.tags);
@@ -136,40 +143,48 @@ pub(crate) fn build_blocks(
         let i = starts.partition_point(|&s| s <= address).checked_sub(1)?;
         (address < ends[i]).then_some(i as u32)
     };
-    for block in &mut blocks {
-        link(block, decoded, ranges, &block_of);
+    for (block, last) in blocks.iter_mut().zip(lasts) {
+        link(block, last, decoded, ranges, &block_of);
     }
     let entry_block = block_of(entry).unwrap_or(0);
+    blocks.shrink_to_fit(); // a large library has millions of blocks to keep
     (blocks, entry_block)
 }
 
-fn leaders(decoded: &Decoded, entry: u64, mode: SplitMode) -> HashSet<u64> {
-    let mut leaders = HashSet::from([entry]);
-    for (&ip, insn) in &decoded.insns {
+/// Block start addresses, sorted.
+fn leaders(decoded: &Decoded, entry: u64, mode: SplitMode) -> Vec<u64> {
+    let mut leaders = vec![entry];
+    for &(ip, ref insn) in decoded.insns.sorted() {
         if insn.flow != Flow::Next {
-            leaders.insert(ip + u64::from(insn.len));
+            leaders.push(ip + u64::from(insn.len));
         }
         if mode == SplitMode::Leaders {
             if let (Flow::Cond | Flow::Jump, Some(t)) = (insn.flow, insn.target) {
-                leaders.insert(t);
+                leaders.push(t);
             }
         }
     }
     if mode == SplitMode::Leaders {
         leaders.extend(decoded.tables.values().flatten());
     }
+    leaders.sort_unstable();
+    leaders.dedup();
     leaders
 }
 
 fn link(
     block: &mut Block,
+    insn: &Insn,
     decoded: &Decoded,
     ranges: &Ranges,
     block_of: &dyn Fn(u64) -> Option<u32>,
 ) {
-    let Some(insn) = decoded.insns.get(&block.last) else {
-        return;
-    };
+    block.succs.reserve_exact(match insn.flow {
+        Flow::Cond => 2,
+        Flow::Next | Flow::Jump | Flow::Call | Flow::IndirectCall => 1,
+        Flow::IndirectJump => decoded.tables.get(&block.last).map_or(0, Vec::len),
+        Flow::NoReturnCall | Flow::Return | Flow::Stop => 0,
+    });
     let mut add = |address: u64, kind: EdgeKind| {
         if let Some(b) = block_of(address) {
             block.succs.push(Succ { block: b, kind });

@@ -4,9 +4,11 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::OnceLock;
 
 use iced_x86::{
-    CpuidFeature, FlowControl, Instruction, InstructionInfoFactory, Mnemonic, OpAccess, OpKind,
+    CpuidFeature, FlowControl, Instruction, InstructionInfoFactory, InstructionInfoOptions,
+    Mnemonic, OpAccess, OpKind,
 };
 use serde::{Deserialize, Serialize};
 
@@ -257,7 +259,7 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
 fn default_class(instr: &Instruction, tags: u16) -> Class {
     if instr.flow_control() != FlowControl::Next {
         Class::Br
-    } else if tags & tag::X87 != 0 || fp_stem(instr).is_some() {
+    } else if tags & tag::X87 != 0 || fp_facts(instr).arithmetic {
         Class::Fp
     } else if tags & (tag::LOAD | tag::STORE) != 0 {
         Class::Ls
@@ -274,22 +276,58 @@ const FP_CORES: [&str; 28] = [
 ];
 const FMA_CORES: [&str; 6] = ["fmaddsub", "fmsubadd", "fmadd", "fmsub", "fnmadd", "fnmsub"];
 
-/// For floating-point arithmetic, the mnemonic without its `v` prefix; `None` otherwise.
-fn fp_stem(instr: &Instruction) -> Option<String> {
+/// What a mnemonic's name says of floating point.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct FpFacts {
+    /// Floating-point arithmetic, comparison or conversion.
+    arithmetic: bool,
+    /// A fused multiply-add.
+    fma: bool,
+    /// Packed (vector) rather than scalar.
+    packed: bool,
+}
+
+impl FpFacts {
+    /// From the mnemonic without its `v` prefix.
+    fn of_stem(stem: &str) -> FpFacts {
+        let arithmetic = stem.starts_with("cvt")
+            || FP_SUFFIXES.iter().any(|suffix| {
+                stem.strip_suffix(suffix)
+                    .is_some_and(|core| FP_CORES.contains(&core) || fma_core(core))
+            });
+        if !arithmetic {
+            return FpFacts::default();
+        }
+        FpFacts {
+            arithmetic,
+            fma: fma_core(&stem[..stem.len().saturating_sub(2)]),
+            packed: is_packed(stem),
+        }
+    }
+}
+
+/// The floating-point facts of an instruction. Names are looked at once per mnemonic and
+/// encoding (formatting them per instruction was a fifth of the analysis of a large library).
+fn fp_facts(instr: &Instruction) -> FpFacts {
+    static TABLE: OnceLock<Vec<[FpFacts; 2]>> = OnceLock::new();
     if instr.is_string_instruction() {
-        return None; // `cmpsd` the string compare, not the SSE one
+        return FpFacts::default(); // `cmpsd` the string compare, not the SSE one
     }
-    let name = format!("{:?}", instr.mnemonic()).to_ascii_lowercase();
-    let stem = match instr.encoding() {
-        iced_x86::EncodingKind::Legacy => name.as_str(),
-        _ => name.strip_prefix('v').unwrap_or(&name),
-    };
-    if stem.starts_with("cvt") {
-        return Some(stem.to_owned());
-    }
-    let suffix = FP_SUFFIXES.iter().find(|s| stem.ends_with(*s))?;
-    let core = &stem[..stem.len() - suffix.len()];
-    (FP_CORES.contains(&core) || fma_core(core)).then(|| stem.to_owned())
+    let table = TABLE.get_or_init(|| {
+        let mut table = vec![[FpFacts::default(); 2]; Mnemonic::values().len()];
+        for m in Mnemonic::values() {
+            let name = format!("{m:?}").to_ascii_lowercase();
+            let unprefixed = name.strip_prefix('v').unwrap_or(&name);
+            if let Some(slot) = table.get_mut(m as usize) {
+                *slot = [FpFacts::of_stem(&name), FpFacts::of_stem(unprefixed)];
+            }
+        }
+        table
+    });
+    let legacy = instr.encoding() == iced_x86::EncodingKind::Legacy;
+    table
+        .get(instr.mnemonic() as usize)
+        .map_or(FpFacts::default(), |f| f[usize::from(!legacy)])
 }
 
 fn fma_core(core: &str) -> bool {
@@ -301,7 +339,8 @@ fn fma_core(core: &str) -> bool {
 
 fn tags_of(instr: &Instruction, info: &mut InstructionInfoFactory) -> u16 {
     let mut tags = 0;
-    for mem in info.info(instr).used_memory() {
+    let info = info.info_options(instr, InstructionInfoOptions::NO_REGISTER_USAGE);
+    for mem in info.used_memory() {
         match mem.access() {
             OpAccess::Read | OpAccess::CondRead => tags |= tag::LOAD,
             OpAccess::Write | OpAccess::CondWrite => tags |= tag::STORE,
@@ -315,11 +354,12 @@ fn tags_of(instr: &Instruction, info: &mut InstructionInfoFactory) -> u16 {
     if instr.cpuid_features().iter().any(is_x87_feature) {
         tags |= tag::X87;
     }
-    if let Some(stem) = fp_stem(instr) {
-        if fma_core(&stem[..stem.len().saturating_sub(2)]) {
+    let fp = fp_facts(instr);
+    if fp.arithmetic {
+        if fp.fma {
             tags |= tag::FMA;
         }
-        if !is_packed(&stem) {
+        if !fp.packed {
             return tags; // scalar arithmetic in a vector register is not SIMD
         }
         tags |= tag::VECTOR_FP;

@@ -2,7 +2,8 @@
 //! the entry, inside the function's ranges (its body and its `.cold` parts), recovering the
 //! usual gcc/clang jump tables and stopping after calls that never return.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use iced_x86::{
     Decoder, DecoderOptions, FlowControl, Instruction, InstructionInfoFactory, Mnemonic, OpKind,
@@ -44,22 +45,106 @@ pub(crate) enum Flow {
     Stop,
 }
 
-/// One decoded instruction.
-#[derive(Debug, Clone)]
+/// A hasher for code addresses: one multiplication, where SipHash was a noticeable part of
+/// the analysis of a large library. Not for keys an adversary chooses freely (addresses of
+/// decoded instructions are bounded by the function's size).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct AddressHasher(u64);
+
+impl Hasher for AddressHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(29) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// A set of addresses.
+pub(crate) type AddressSet = HashSet<u64, BuildHasherDefault<AddressHasher>>;
+/// A map keyed by address.
+pub(crate) type AddressMap<V> = HashMap<u64, V, BuildHasherDefault<AddressHasher>>;
+
+/// One decoded instruction (its iced form is decoded again where needed: keeping it would
+/// triple the memory of decoding).
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Insn {
+    pub target: Option<u64>,
+    pub tags: u16,
     pub len: u8,
     pub flow: Flow,
-    /// The direct near target of a branch or call.
-    pub target: Option<u64>,
     pub class: Class,
-    pub tags: u16,
-    instr: Instruction,
+}
+
+/// Decoded instructions: in decoding order while decoding, then sorted by address.
+#[derive(Debug, Default)]
+pub(crate) struct Insns {
+    list: Vec<(u64, Insn)>,
+    /// Index into `list` of the instruction at each address.
+    at: AddressMap<u32>,
+}
+
+impl Insns {
+    /// Room for the instructions of `bytes` bytes of code (about four bytes each).
+    fn for_code_bytes(bytes: u64) -> Insns {
+        let count = (bytes / 4).min(1 << 16) as usize;
+        let mut at = AddressMap::default();
+        at.reserve(count);
+        Insns {
+            list: Vec::with_capacity(count),
+            at,
+        }
+    }
+
+    fn insert(&mut self, ip: u64, insn: Insn) {
+        self.at.insert(ip, self.list.len() as u32);
+        self.list.push((ip, insn));
+    }
+
+    fn contains(&self, ip: u64) -> bool {
+        self.at.contains_key(&ip)
+    }
+
+    fn get(&self, ip: u64) -> Option<&Insn> {
+        self.at.get(&ip).map(|&i| &self.list[i as usize].1)
+    }
+
+    /// Sorts by address, once decoding is done.
+    fn finish(&mut self) {
+        self.list.sort_unstable_by_key(|e| e.0);
+        self.at = AddressMap::default();
+    }
+
+    /// The instructions in address order, once decoding is done.
+    pub fn sorted(&self) -> &[(u64, Insn)] {
+        &self.list
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// The nearest decoded instruction below `end`, if it ends exactly there.
+    fn ending_at(&self, end: u64) -> Option<(u64, &Insn)> {
+        let (ip, insn) = (1..=15u64).find_map(|distance| {
+            let ip = end.checked_sub(distance)?;
+            self.get(ip).map(|insn| (ip, insn))
+        })?;
+        (ip + u64::from(insn.len) == end).then_some((ip, insn))
+    }
 }
 
 /// What decoding one function found.
 #[derive(Debug, Default)]
 pub(crate) struct Decoded {
-    pub insns: BTreeMap<u64, Insn>,
+    pub insns: Insns,
     /// Jump-table targets per indirect `jmp` address.
     pub tables: BTreeMap<u64, Vec<u64>>,
     /// Direct call targets.
@@ -74,7 +159,7 @@ pub(crate) struct DecodeContext<'a> {
     pub image: &'a Image,
     pub classifier: &'a Classifier,
     /// Addresses of functions and PLT stubs that never return.
-    pub noreturn: &'a HashSet<u64>,
+    pub noreturn: &'a AddressSet,
 }
 
 /// Decodes a function from `entry`, following control flow within `ranges`.
@@ -84,13 +169,17 @@ pub(crate) fn decode_function(
     entry: u64,
     info: &mut InstructionInfoFactory,
 ) -> Decoded {
-    let mut out = Decoded::default();
+    let mut out = Decoded {
+        insns: Insns::for_code_bytes(ranges.0.iter().map(|r| r.1.saturating_sub(r.0)).sum()),
+        ..Decoded::default()
+    };
     let mut work = vec![entry];
     while let Some(start) = work.pop() {
-        if !out.insns.contains_key(&start) {
+        if !out.insns.contains(start) {
             decode_run(cx, ranges, start, info, &mut out, &mut work);
         }
     }
+    out.insns.finish();
     out
 }
 
@@ -111,7 +200,7 @@ fn decode_run(
     let mut instr = Instruction::default();
     loop {
         let ip = decoder.ip();
-        if ip != start && out.insns.contains_key(&ip) {
+        if ip != start && out.insns.contains(ip) {
             return;
         }
         if !decoder.can_decode() {
@@ -121,7 +210,7 @@ fn decode_run(
         decoder.decode_out(&mut instr);
         if instr.is_invalid() {
             out.undecodable += 1;
-            out.insns.insert(ip, stop_insn(instr));
+            out.insns.insert(ip, STOP_INSN);
             return;
         }
         let (class, tags) = cx.classifier.classify(&instr, info);
@@ -157,12 +246,11 @@ fn decode_run(
         out.insns.insert(
             ip,
             Insn {
+                target,
+                tags,
                 len,
                 flow,
-                target,
                 class,
-                tags,
-                instr,
             },
         );
         if !matches!(
@@ -174,16 +262,13 @@ fn decode_run(
     }
 }
 
-fn stop_insn(instr: Instruction) -> Insn {
-    Insn {
-        len: 1,
-        flow: Flow::Stop,
-        target: None,
-        class: Class::Int,
-        tags: 0,
-        instr,
-    }
-}
+const STOP_INSN: Insn = Insn {
+    target: None,
+    tags: 0,
+    len: 1,
+    flow: Flow::Stop,
+    class: Class::Int,
+};
 
 fn direct_target(instr: &Instruction) -> Option<u64> {
     match instr.op0_kind() {
@@ -214,22 +299,27 @@ fn flow_of(instr: &Instruction) -> Flow {
     }
 }
 
+/// Decodes the one instruction at `ip` again.
+fn decode_at(image: &Image, ip: u64, len: u8) -> Option<Instruction> {
+    let bytes = image.bytes_from(ip)?;
+    let bytes = bytes.get(..usize::from(len))?;
+    let instr = Decoder::with_ip(64, bytes, ip, DecoderOptions::NONE).decode();
+    (!instr.is_invalid()).then_some(instr)
+}
+
 /// The instructions straight before `ip` (nearest first), as far as they run contiguously.
-fn preceding<'m>(
-    insns: &'m BTreeMap<u64, Insn>,
-    ip: u64,
-) -> impl Iterator<Item = &'m Instruction> + 'm {
-    let mut expected = ip;
-    insns
-        .range(..ip)
-        .rev()
-        .take(16)
-        .take_while(move |&(&a, insn)| {
-            let contiguous = a + u64::from(insn.len) == expected;
-            expected = a;
-            contiguous
-        })
-        .map(|(_, insn)| &insn.instr)
+fn preceding(image: &Image, insns: &Insns, ip: u64) -> Vec<Instruction> {
+    let mut out = Vec::new();
+    let mut end = ip;
+    while out.len() < 16 {
+        let Some((start, insn)) = insns.ending_at(end) else {
+            break;
+        };
+        // Undecodable bytes stay in the run, as an invalid instruction nothing matches.
+        out.push(decode_at(image, start, insn.len).unwrap_or_default());
+        end = start;
+    }
+    out
 }
 
 const MAX_TABLE_ENTRIES: u64 = 1 << 14;
@@ -241,10 +331,11 @@ const MAX_TABLE_ENTRIES: u64 = 1 << 14;
 fn jump_table(
     cx: &DecodeContext<'_>,
     ranges: &Ranges,
-    insns: &BTreeMap<u64, Insn>,
+    insns: &Insns,
     jmp: &Instruction,
 ) -> Option<Vec<u64>> {
-    let entries = table_bound(insns, jmp.ip())?;
+    let before = preceding(cx.image, insns, jmp.ip());
+    let entries = table_bound(&before)?;
     let targets: Vec<u64> = if jmp.op0_kind() == OpKind::Memory {
         if jmp.memory_base() != Register::None || jmp.memory_index_scale() != 8 {
             return None;
@@ -254,7 +345,7 @@ fn jump_table(
             .map_while(|i| cx.image.read_at::<8>(table + 8 * i).map(u64::from_le_bytes))
             .collect()
     } else {
-        let table = relative_table(insns, jmp.ip())?;
+        let table = relative_table(cx.image, insns, &before, jmp.ip())?;
         (0..entries)
             .map_while(|i| {
                 let entry = cx.image.read_at::<4>(table.checked_add(4 * i)?)?;
@@ -274,10 +365,15 @@ fn jump_table(
 
 /// The table address of the relative (PIC) shape: the `lea` feeding the `movsxd`'s base, or
 /// (gcc -O0: `mov eax,[rdx+rax]; cdqe`) the nearest RIP-relative `lea`.
-fn relative_table(insns: &BTreeMap<u64, Insn>, jmp_ip: u64) -> Option<u64> {
+fn relative_table(
+    image: &Image,
+    insns: &Insns,
+    before: &[Instruction],
+    jmp_ip: u64,
+) -> Option<u64> {
     let mut base = None;
     let mut nearest_lea = None;
-    for instr in preceding(insns, jmp_ip) {
+    for instr in before {
         if instr.mnemonic() == Mnemonic::Lea && instr.is_ip_rel_memory_operand() {
             nearest_lea = nearest_lea.or(Some(instr.ip_rel_memory_address()));
         }
@@ -298,12 +394,10 @@ fn relative_table(insns: &BTreeMap<u64, Insn>, jmp_ip: u64) -> Option<u64> {
     }
     // The `lea` of the base is often hoisted out of the loop that holds the switch.
     let hoisted = base.and_then(|b| {
-        insns
-            .range(..jmp_ip)
-            .rev()
-            .take(4096)
-            .find_map(|(_, insn)| {
-                let i = &insn.instr;
+        nearest_below(insns, jmp_ip, 4096)
+            .into_iter()
+            .filter_map(|(ip, len)| decode_at(image, ip, len))
+            .find_map(|i| {
                 let is_base =
                     i.mnemonic() == Mnemonic::Lea && i.op0_register().full_register() == b;
                 (is_base && i.is_ip_rel_memory_operand()).then(|| i.ip_rel_memory_address())
@@ -312,10 +406,26 @@ fn relative_table(insns: &BTreeMap<u64, Insn>, jmp_ip: u64) -> Option<u64> {
     hoisted.or(nearest_lea)
 }
 
+/// Up to `count` decoded instructions below `ip`, nearest first, as (address, length).
+fn nearest_below(insns: &Insns, ip: u64, count: usize) -> Vec<(u64, u8)> {
+    let mut below: Vec<(u64, u8)> = insns
+        .list
+        .iter()
+        .filter(|e| e.0 < ip)
+        .map(|e| (e.0, e.1.len))
+        .collect();
+    if below.len() > count {
+        below.select_nth_unstable_by(count, |a, b| b.0.cmp(&a.0));
+        below.truncate(count);
+    }
+    below.sort_unstable_by_key(|e| std::cmp::Reverse(e.0));
+    below
+}
+
 /// The number of table entries, from the nearest `cmp reg, imm` and the `ja`/`jae` after it.
-fn table_bound(insns: &BTreeMap<u64, Insn>, jmp_ip: u64) -> Option<u64> {
+fn table_bound(before: &[Instruction]) -> Option<u64> {
     let mut inclusive = true;
-    for instr in preceding(insns, jmp_ip) {
+    for instr in before {
         match instr.mnemonic() {
             Mnemonic::Jae | Mnemonic::Jb => inclusive = false,
             Mnemonic::Ja | Mnemonic::Jbe => inclusive = true,

@@ -185,6 +185,11 @@ impl Image {
             .find(|s| address >= s.address && address - s.address < s.len as u64)
     }
 
+    /// The name of the function a PLT stub at `address` calls (`printf@plt`'s `printf`).
+    pub fn plt_name(&self, address: u64) -> Option<&str> {
+        self.plt_names.get(&address).map(String::as_str)
+    }
+
     /// Whether `address` is inside a PLT section.
     pub fn is_plt(&self, address: u64) -> bool {
         self.plt.iter().any(|p| (p.start..p.end).contains(&address))

@@ -35,6 +35,133 @@ pub struct ForestLoop {
 
 pub(crate) type RawLoop = ForestLoop;
 
+/// A graph as successor lists packed in one array (one allocation for a function's edges,
+/// where a list per node was a good part of the analysis time of a large library).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Graph {
+    /// Node `v`'s successors are `targets[offsets[v]..offsets[v + 1]]`.
+    offsets: Vec<u32>,
+    targets: Vec<u32>,
+}
+
+impl Graph {
+    /// From one successor list per node; `None` when an edge names a node that is not there.
+    pub fn from_lists(succs: &[Vec<u32>]) -> Option<Graph> {
+        Graph::from_iter(succs.len(), succs.iter().map(|l| l.iter().copied()))
+    }
+
+    /// From `nodes` successor lists; `None` when an edge names a node that is not there.
+    pub fn from_iter<L: IntoIterator<Item = u32>>(
+        nodes: usize,
+        lists: impl IntoIterator<Item = L>,
+    ) -> Option<Graph> {
+        let mut graph = Graph {
+            offsets: Vec::with_capacity(nodes + 1),
+            targets: Vec::with_capacity(nodes * 2),
+        };
+        graph.offsets.push(0);
+        for list in lists {
+            for s in list {
+                if s as usize >= nodes {
+                    return None;
+                }
+                graph.targets.push(s);
+            }
+            graph.offsets.push(u32::try_from(graph.targets.len()).ok()?);
+        }
+        (graph.offsets.len() == nodes + 1).then_some(graph)
+    }
+
+    fn len(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    fn succs(&self, v: u32) -> &[u32] {
+        let v = v as usize;
+        &self.targets[self.offsets[v] as usize..self.offsets[v + 1] as usize]
+    }
+}
+
+/// Lists of node numbers packed in one array, with lists that may grow afterwards (Havlak
+/// adds predecessors to irreducible headers).
+struct Lists {
+    offsets: Vec<u32>,
+    items: Vec<u32>,
+    added: Vec<Vec<u32>>,
+}
+
+impl Lists {
+    /// From (list, item) pairs; each list comes out sorted and without repeats.
+    fn from_pairs(count: usize, pairs: &[(u32, u32)]) -> Lists {
+        let mut offsets = vec![0u32; count + 1];
+        for &(list, _) in pairs {
+            offsets[list as usize + 1] += 1;
+        }
+        for i in 0..count {
+            offsets[i + 1] += offsets[i];
+        }
+        let mut fill = offsets.clone();
+        let mut items = vec![0u32; pairs.len()];
+        for &(list, item) in pairs {
+            items[fill[list as usize] as usize] = item;
+            fill[list as usize] += 1;
+        }
+        // Sort and dedup each list in place, packing them again.
+        let mut write = 0usize;
+        let mut start = 0usize;
+        for i in 0..count {
+            let end = offsets[i + 1] as usize;
+            let list = &mut items[start..end];
+            list.sort_unstable();
+            let mut kept = 0usize;
+            for j in 0..list.len() {
+                if j == 0 || list[j] != list[j - 1] {
+                    list[kept] = list[j];
+                    kept += 1;
+                }
+            }
+            items.copy_within(start..start + kept, write);
+            offsets[i] = write as u32;
+            write += kept;
+            start = end;
+        }
+        offsets[count] = write as u32;
+        items.truncate(write);
+        Lists {
+            offsets,
+            items,
+            added: vec![Vec::new(); count],
+        }
+    }
+
+    fn len_of(&self, list: usize) -> usize {
+        (self.offsets[list + 1] - self.offsets[list]) as usize + self.added[list].len()
+    }
+
+    fn get(&self, list: usize, i: usize) -> u32 {
+        let start = self.offsets[list] as usize;
+        let packed = self.offsets[list + 1] as usize - start;
+        if i < packed {
+            self.items[start + i]
+        } else {
+            self.added[list][i - packed]
+        }
+    }
+
+    fn iter(&self, list: usize) -> impl Iterator<Item = u32> + '_ {
+        let packed = &self.items[self.offsets[list] as usize..self.offsets[list + 1] as usize];
+        packed.iter().chain(&self.added[list]).copied()
+    }
+
+    fn contains(&self, list: usize, item: u32) -> bool {
+        self.iter(list).any(|x| x == item)
+    }
+
+    fn push(&mut self, list: usize, item: u32) {
+        self.added[list].push(item);
+    }
+}
+
 const UNVISITED: usize = usize::MAX;
 
 /// Depth-first preorder numbers and last-descendant numbers from `entry`.
@@ -48,8 +175,8 @@ struct Dfs {
 }
 
 impl Dfs {
-    fn new(succs: &[Vec<u32>], entry: u32) -> Dfs {
-        let n = succs.len();
+    fn new(graph: &Graph, entry: u32) -> Dfs {
+        let n = graph.len();
         let mut dfs = Dfs {
             num: vec![UNVISITED; n],
             node: Vec::with_capacity(n),
@@ -65,7 +192,7 @@ impl Dfs {
         dfs.last.push(0);
         while let Some(top) = stack.last_mut() {
             let (v, i) = *top;
-            if let Some(&w) = succs[v as usize].get(i) {
+            if let Some(&w) = graph.succs(v).get(i) {
                 top.1 += 1;
                 if dfs.num[w as usize] == UNVISITED {
                     dfs.num[w as usize] = dfs.node.len();
@@ -112,39 +239,41 @@ enum NodeType {
 /// The loop forest of a graph given as successor lists, from `entry`. Loops are listed in
 /// preorder of their headers, so a parent always comes before its children.
 pub fn havlak_forest(succs: &[Vec<u32>], entry: u32) -> Vec<ForestLoop> {
-    if (entry as usize) >= succs.len() || succs.iter().flatten().any(|&s| s as usize >= succs.len())
-    {
-        return Vec::new();
+    match Graph::from_lists(succs) {
+        Some(graph) if (entry as usize) < graph.len() => havlak(&graph, entry),
+        _ => Vec::new(),
     }
-    havlak(succs, entry)
 }
 
-pub(crate) fn havlak(succs: &[Vec<u32>], entry: u32) -> Vec<RawLoop> {
-    let dfs = Dfs::new(succs, entry);
+pub(crate) fn havlak(graph: &Graph, entry: u32) -> Vec<RawLoop> {
+    let dfs = Dfs::new(graph, entry);
     let count = dfs.node.len();
-    let mut back_preds: Vec<Vec<usize>> = vec![Vec::new(); count];
-    let mut non_back_preds: Vec<Vec<usize>> = vec![Vec::new(); count];
+    // (w, v) for each edge v → w, in preorder numbers.
+    let mut back: Vec<(u32, u32)> = Vec::new();
+    let mut non_back: Vec<(u32, u32)> = Vec::new();
     for (v, &node) in dfs.node.iter().enumerate() {
-        for &succ in &succs[node as usize] {
+        for &succ in graph.succs(node) {
             let w = dfs.num[succ as usize];
+            let pair = (w as u32, v as u32);
             if dfs.is_ancestor(w, v) {
-                back_preds[w].push(v);
+                back.push(pair);
             } else {
-                non_back_preds[w].push(v);
+                non_back.push(pair);
             }
         }
     }
-    for list in back_preds.iter_mut().chain(non_back_preds.iter_mut()) {
-        list.sort_unstable();
-        list.dedup();
-    }
+    let back_preds = Lists::from_pairs(count, &back);
+    let mut non_back_preds = Lists::from_pairs(count, &non_back);
     let mut uf: Vec<usize> = (0..count).collect();
     let mut header: Vec<Option<usize>> = vec![None; count];
     let mut kind = vec![NodeType::NonHeader; count];
     let mut in_p = vec![usize::MAX; count]; // in_p[x] == w marks x ∈ P while visiting w
+    let mut p: Vec<usize> = Vec::new();
+    let mut worklist: Vec<usize> = Vec::new();
     for w in (0..count).rev() {
-        let mut p: Vec<usize> = Vec::new();
-        for &v in &back_preds[w] {
+        p.clear();
+        for v in back_preds.iter(w) {
+            let v = v as usize;
             if v == w {
                 kind[w] = NodeType::SelfLoop;
             } else {
@@ -158,14 +287,15 @@ pub(crate) fn havlak(succs: &[Vec<u32>], entry: u32) -> Vec<RawLoop> {
         if !p.is_empty() {
             kind[w] = NodeType::Reducible;
         }
-        let mut worklist = p.clone();
+        worklist.clear();
+        worklist.extend_from_slice(&p);
         while let Some(x) = worklist.pop() {
-            for i in 0..non_back_preds[x].len() {
-                let y = find(&mut uf, non_back_preds[x][i]);
+            for i in 0..non_back_preds.len_of(x) {
+                let y = find(&mut uf, non_back_preds.get(x, i) as usize);
                 if !dfs.is_ancestor(w, y) {
                     kind[w] = NodeType::Irreducible;
-                    if !non_back_preds[w].contains(&y) {
-                        non_back_preds[w].push(y);
+                    if !non_back_preds.contains(w, y as u32) {
+                        non_back_preds.push(w, y as u32);
                     }
                 } else if in_p[y] != w && y != w {
                     in_p[y] = w;
@@ -174,20 +304,20 @@ pub(crate) fn havlak(succs: &[Vec<u32>], entry: u32) -> Vec<RawLoop> {
                 }
             }
         }
-        for x in p {
+        for &x in &p {
             header[x] = Some(w);
             uf[x] = w;
         }
     }
-    collect_loops(succs, &dfs, &header, &kind, &back_preds)
+    collect_loops(graph, &dfs, &header, &kind, &back_preds)
 }
 
 fn collect_loops(
-    succs: &[Vec<u32>],
+    graph: &Graph,
     dfs: &Dfs,
     header: &[Option<usize>],
     kind: &[NodeType],
-    back_preds: &[Vec<usize>],
+    back_preds: &Lists,
 ) -> Vec<RawLoop> {
     let count = dfs.node.len();
     let mut loop_of = vec![usize::MAX; count];
@@ -201,9 +331,9 @@ fn collect_loops(
         };
         loop_of[w] = loops.len();
         let parent = header[w].map(|h| loop_of[h]);
-        let back_edges = back_preds[w]
-            .iter()
-            .map(|&v| (dfs.node[v], dfs.node[w]))
+        let back_edges = back_preds
+            .iter(w)
+            .map(|v| (dfs.node[v as usize], dfs.node[w]))
             .collect();
         loops.push(RawLoop {
             header: dfs.node[w],
@@ -214,6 +344,9 @@ fn collect_loops(
             entry_edges: Vec::new(),
             exit_edges: Vec::new(),
         });
+    }
+    if loops.is_empty() {
+        return loops;
     }
     for x in 0..count {
         let mut h = if kind[x] != NodeType::NonHeader {
@@ -226,22 +359,31 @@ fn collect_loops(
             h = header[w];
         }
     }
-    for l in &mut loops {
+    let preds = reachable_preds(graph, dfs);
+    // mark[b] == i + 1 while loop i's edges are collected.
+    let mut mark = vec![0usize; graph.len()];
+    let mut sources: Vec<u32> = Vec::new();
+    for (i, l) in loops.iter_mut().enumerate() {
         l.blocks.sort_unstable();
-        let inside = |b: u32| l.blocks.binary_search(&b).is_ok();
         for &b in &l.blocks {
-            for &s in &succs[b as usize] {
+            mark[b as usize] = i + 1;
+        }
+        let inside = |b: u32| mark[b as usize] == i + 1;
+        for &b in &l.blocks {
+            for &s in graph.succs(b) {
                 if !inside(s) {
                     l.exit_edges.push((b, s));
                 }
             }
         }
-        for (u, list) in succs.iter().enumerate() {
-            let u = u as u32;
-            if dfs.num[u as usize] == UNVISITED || inside(u) {
-                continue;
-            }
-            for &s in list {
+        sources.clear();
+        for &b in &l.blocks {
+            sources.extend(preds.succs(b).iter().filter(|&&u| !inside(u)));
+        }
+        sources.sort_unstable();
+        sources.dedup();
+        for &u in &sources {
+            for &s in graph.succs(u) {
                 if inside(s) {
                     l.entry_edges.push((u, s));
                 }
@@ -251,10 +393,26 @@ fn collect_loops(
     loops
 }
 
+/// The predecessors of each node among the nodes the DFS reached.
+fn reachable_preds(graph: &Graph, dfs: &Dfs) -> Graph {
+    let mut pairs: Vec<(u32, u32)> = Vec::new();
+    for &u in &dfs.node {
+        pairs.extend(graph.succs(u).iter().map(|&s| (s, u)));
+    }
+    let lists = Lists::from_pairs(graph.len(), &pairs);
+    Graph {
+        offsets: lists.offsets,
+        targets: lists.items,
+    }
+}
+
 /// Immediate dominators (Cooper, Harvey and Kennedy's iterative algorithm): `idom[entry] ==
 /// Some(entry)`, `None` for unreachable nodes.
 pub fn dominators(succs: &[Vec<u32>], entry: u32) -> Vec<Option<u32>> {
-    let dfs = Dfs::new(succs, entry);
+    let Some(graph) = Graph::from_lists(succs).filter(|g| (entry as usize) < g.len()) else {
+        return vec![None; succs.len()];
+    };
+    let dfs = Dfs::new(&graph, entry);
     let n = succs.len();
     let mut idom: Vec<Option<u32>> = vec![None; n];
     if dfs.node.is_empty() {

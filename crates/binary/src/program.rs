@@ -1,17 +1,15 @@
 //! The whole analysis of a binary: functions, blocks, loops, classes and source lines.
 
-use std::collections::HashSet;
-
 use iced_x86::InstructionInfoFactory;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::blocks::{Block, EdgeKind, SplitMode, build_blocks};
 use crate::classes::{ClassCounts, Classifier, TagCounts};
-use crate::decode::{DecodeContext, Ranges, decode_function};
+use crate::decode::{AddressSet, DecodeContext, Ranges, decode_function};
 use crate::elf::{BinaryKind, Image, LoadSegment, PltRange, demangle};
 use crate::lines::{Frame, SourceLines};
-use crate::loops::{LoopKind, RawLoop, havlak};
+use crate::loops::{Graph, LoopKind, RawLoop, havlak};
 use crate::seeds::{Seed, SeedSource, call_target_seeds, function_seeds, is_noreturn_name};
 
 /// How to analyse.
@@ -150,7 +148,7 @@ impl Program {
     pub fn analyze(image: &Image, options: &Options) -> Program {
         let mut seeds = function_seeds(image);
         let stripped = !seeds.iter().any(|s| s.source == SeedSource::Symbol);
-        let mut noreturn: HashSet<u64> = image
+        let mut noreturn: AddressSet = image
             .plt_names
             .iter()
             .filter(|(_, name)| is_noreturn_name(name, name))
@@ -223,10 +221,10 @@ fn refine_noreturn(
     options: &Options,
     seeds: &[Seed],
     done: &mut [Analysed],
-    noreturn: &mut HashSet<u64>,
+    noreturn: &mut AddressSet,
 ) {
     for _ in 0..3 {
-        let found: HashSet<u64> = done
+        let found: AddressSet = done
             .iter()
             .filter(|a| !a.may_return && a.function.instructions > 0)
             .map(|a| a.function.address)
@@ -256,7 +254,7 @@ fn analyse_all(
     image: &Image,
     options: &Options,
     seeds: &[Seed],
-    noreturn: &HashSet<u64>,
+    noreturn: &AddressSet,
 ) -> Vec<Analysed> {
     seeds
         .par_iter()
@@ -269,7 +267,7 @@ fn analyse_all(
 fn analyse_one(
     image: &Image,
     options: &Options,
-    noreturn: &HashSet<u64>,
+    noreturn: &AddressSet,
     seed: &Seed,
     info: &mut InstructionInfoFactory,
 ) -> Analysed {
@@ -281,14 +279,13 @@ fn analyse_one(
     let ranges = Ranges(seed.ranges.clone());
     let decoded = decode_function(&cx, &ranges, seed.address, info);
     let (blocks, entry_block) = build_blocks(&decoded, &ranges, seed.address, options.split);
-    let succs: Vec<Vec<u32>> = blocks
-        .iter()
-        .map(|b| b.succs.iter().map(|s| s.block).collect())
-        .collect();
-    let raw = if blocks.is_empty() {
-        Vec::new()
-    } else {
-        havlak(&succs, entry_block)
+    let graph = Graph::from_iter(
+        blocks.len(),
+        blocks.iter().map(|b| b.succs.iter().map(|s| s.block)),
+    );
+    let raw = match graph {
+        Some(graph) if !blocks.is_empty() => havlak(&graph, entry_block),
+        _ => Vec::new(),
     };
     let loops = make_loops(&blocks, raw);
     let mut classes = ClassCounts::default();

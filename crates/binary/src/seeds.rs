@@ -59,10 +59,11 @@ pub(crate) fn function_seeds(image: &Image) -> Vec<Seed> {
     }
     let fde_len: HashMap<u64, u64> = image.fde_ranges.iter().map(|&(s, e)| (s, e - s)).collect();
     let cold_starts: HashSet<u64> = colds.iter().map(|c| c.1).collect();
+    let by_symbols = Coverage::of(&starts);
     let extra: Vec<Start> = image
         .fde_ranges
         .iter()
-        .filter(|&&(s, _)| usable(s) && !cold_starts.contains(&s) && !covered(&starts, s))
+        .filter(|&&(s, _)| usable(s) && !cold_starts.contains(&s) && !by_symbols.covers(s))
         .map(|&(s, e)| Start {
             symbol: format!("func_{s:#x}"),
             address: s,
@@ -71,7 +72,7 @@ pub(crate) fn function_seeds(image: &Image) -> Vec<Seed> {
         })
         .collect();
     starts.extend(extra);
-    if usable(image.entry) && !covered(&starts, image.entry) {
+    if usable(image.entry) && !Coverage::of(&starts).covers(image.entry) {
         starts.push(Start {
             symbol: "_start".into(),
             address: image.entry,
@@ -91,7 +92,9 @@ pub(crate) fn function_seeds(image: &Image) -> Vec<Seed> {
         if size > 0 {
             return (address, address.saturating_add(size));
         }
-        let next = boundaries.iter().find(|&&b| b > address).copied();
+        let next = boundaries
+            .get(boundaries.partition_point(|&b| b <= address))
+            .copied();
         let section_end = image
             .section_of(address)
             .map_or(address, |s| s.address + s.len as u64);
@@ -130,11 +133,40 @@ pub(crate) fn function_seeds(image: &Image) -> Vec<Seed> {
     seeds
 }
 
-/// Whether `address` lies inside a start's declared extent.
-fn covered(starts: &[Start], address: u64) -> bool {
-    starts
-        .iter()
-        .any(|s| address >= s.address && address < s.address.saturating_add(s.size.max(1)))
+/// The declared extents `[address, address + max(size, 1))` of function starts, for asking
+/// whether an address lies inside one (a large library has a hundred thousand of each, so not
+/// by comparing every pair).
+struct Coverage {
+    /// Start addresses, sorted.
+    starts: Vec<u64>,
+    /// The largest end among the extents starting at or before each start.
+    reach: Vec<u64>,
+}
+
+impl Coverage {
+    fn of(starts: &[Start]) -> Coverage {
+        let mut extents: Vec<(u64, u64)> = starts
+            .iter()
+            .map(|s| (s.address, s.address.saturating_add(s.size.max(1))))
+            .collect();
+        extents.sort_unstable();
+        let mut reach = Vec::with_capacity(extents.len());
+        let mut furthest = 0;
+        for &(_, end) in &extents {
+            furthest = furthest.max(end);
+            reach.push(furthest);
+        }
+        Coverage {
+            starts: extents.iter().map(|e| e.0).collect(),
+            reach,
+        }
+    }
+
+    /// Whether `address` lies inside some extent.
+    fn covers(&self, address: u64) -> bool {
+        let i = self.starts.partition_point(|&s| s <= address);
+        i > 0 && address < self.reach[i - 1]
+    }
 }
 
 /// New functions at direct call targets that no known function covers.
@@ -158,20 +190,19 @@ pub(crate) fn call_target_seeds<'a>(
         .collect();
     targets.sort_unstable();
     targets.dedup();
-    let starts: Vec<u64> = known
+    let mut starts: Vec<u64> = known
         .iter()
         .map(|r| r.0)
         .chain(targets.iter().copied())
         .collect();
+    starts.sort_unstable();
     targets
         .iter()
         .filter_map(|&t| {
             let section = image.section_of(t)?;
             let section_end = section.address + section.len as u64;
             let end = starts
-                .iter()
-                .filter(|&&s| s > t)
-                .min()
+                .get(starts.partition_point(|&s| s <= t))
                 .copied()
                 .unwrap_or(section_end);
             let symbol = format!("func_{t:#x}");
