@@ -50,4 +50,4 @@ pub use model::{
     Bandwidth, Cache, CacheKind, IsaFeature, Machine, Measured, MeasuredCache, PeakFlops,
     PeakGflops,
 };
-pub use units::{parse_frequency_hz, parse_size_bytes};
+pub use units::{format_bytes, parse_frequency_hz, parse_size_bytes};

@@ -39,6 +39,21 @@ pub fn parse_frequency_hz(text: &str) -> Option<u64> {
     (hz.is_finite() && (0.0..1.8e19).contains(&hz)).then_some(hz.round() as u64)
 }
 
+/// A byte count with a binary prefix and at most two decimals, as [`parse_size_bytes`] reads
+/// it back: `64 B`, `32 KiB`, `35.75 MiB`.
+pub fn format_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    let text = format!("{value:.2}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    format!("{text} {}", UNITS[unit])
+}
+
 fn split_number(text: &str) -> Option<(f64, &str)> {
     let text = text.trim();
     let end = text
@@ -66,6 +81,20 @@ mod tests {
         assert_eq!(parse_size_bytes("lots"), None);
         assert_eq!(parse_size_bytes("3 parsecs"), None);
         assert_eq!(parse_size_bytes("0.3 B"), None);
+    }
+
+    #[test]
+    fn sizes_written() {
+        assert_eq!(format_bytes(0), "0 B");
+        assert_eq!(format_bytes(64), "64 B");
+        assert_eq!(format_bytes(32768), "32 KiB");
+        assert_eq!(format_bytes(1 << 20), "1 MiB");
+        assert_eq!(format_bytes(37_486_592), "35.75 MiB");
+        assert_eq!(format_bytes(u64::MAX), "16 EiB");
+        assert_eq!(
+            parse_size_bytes(&format_bytes(37_486_592)),
+            Some(37_486_592)
+        );
     }
 
     #[test]

@@ -33,7 +33,7 @@ pub use machine::render_machine;
 pub use misses::render_misses;
 pub use probe::{probe_plots, render_baseline, render_probe};
 pub use roofline::{RooflineAxis, render_roofline_svg};
-pub use roofline_text::{format_seconds, render_roofline};
+pub use roofline_text::{format_seconds, render_roofline, render_roofline_report};
 pub use simulation::{SimulationView, render_simulation};
 
 /// A plot could not be drawn (a plotting-library failure, not bad input).

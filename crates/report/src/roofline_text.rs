@@ -3,9 +3,43 @@
 
 use std::fmt::Write;
 
-use loopscope_roofline::{Analysis, BandwidthFn, Counts, Limit};
+use loopscope_roofline::{Analysis, BandwidthFn, Counts, KernelInput, Limit, Roofline};
 
 use crate::{Align, Table};
+
+/// `loopscope roofline`'s result as text: the kernel file and where its traffic came from, when
+/// there is one, then the analysis.
+pub fn render_roofline_report(roofline: &Roofline) -> String {
+    let mut text = String::new();
+    if let Some(input) = &roofline.kernel {
+        text.push_str(&render_kernel_input(input));
+    }
+    text.push_str(&render_roofline(&roofline.analysis, roofline.counts.as_ref()));
+    text
+}
+
+fn render_kernel_input(input: &KernelInput) -> String {
+    let params: Vec<String> = input
+        .params
+        .iter()
+        .map(|(name, value)| format!("{name}={value}"))
+        .collect();
+    let mut out = format!(
+        "kernel       {} ({}), traffic from the {} of {}, steady state of repeated runs\n",
+        input.file,
+        params.join(", "),
+        input.traffic_source,
+        input.caches.join(", ")
+    );
+    if let Some(h) = &input.harness {
+        out.push_str(&format!(
+            "measured     {}: {:.3e} s per run, fastest of 5 samples of {} runs (thread CPU time)\n",
+            h.compiler, h.seconds_per_run, h.repetitions
+        ));
+    }
+    out.push('\n');
+    out
+}
 
 /// Renders an analysis as text, echoing the per-iteration counts it came from when given;
 /// warnings are left to the caller (they go to stderr).

@@ -53,6 +53,14 @@ pub enum RooflineError {
     /// The harness could not be written, run, or did not report a timing.
     #[error("{0}")]
     Harness(String),
+    /// An error said of one input (`--bandwidth: …`, `triad.c: --measure: …`).
+    #[error("{context}: {source}")]
+    Context {
+        /// The input.
+        context: String,
+        /// What is wrong with it.
+        source: Box<RooflineError>,
+    },
 }
 
 impl RooflineError {
@@ -63,6 +71,7 @@ impl RooflineError {
         match self {
             RooflineError::Harness(_) => false,
             RooflineError::Kernel { bad_input, .. } => *bad_input,
+            RooflineError::Context { source, .. } => source.is_bad_input(),
             _ => true,
         }
     }

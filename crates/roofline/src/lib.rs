@@ -43,6 +43,7 @@
 
 mod ceilings;
 mod chains;
+mod command;
 mod error;
 mod harness;
 mod kernel_file;
@@ -59,6 +60,10 @@ pub use ceilings::{
     effective_bandwidth_gb_per_s, parse_bandwidths, parse_volumes, round2, theoretical_peak_gflops,
 };
 pub use chains::{BASELINE_VECTOR_BYTES, in_order_sums};
+pub use command::{
+    HarnessReport, KernelInput, KernelInputRequest, MachineInput, ModelBudget, Roofline,
+    RooflineInput, RooflineRequest, run_roofline,
+};
 pub use error::RooflineError;
 pub use harness::{HarnessArray, HarnessKernel, HarnessRun, harness_source, run_harness};
 pub use kernel_file::{KernelHarness, simulated_accesses, simulated_traffic};

@@ -1,27 +1,19 @@
 //! `loopscope roofline`: the cache-aware roofline prediction of a kernel, with the classic
 //! roofline beside it.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use loopscope_cache::{levels_from_machine, parse_cache_spec};
-use loopscope_kernel::Kernel;
+use loopscope_cache::{LevelConfig, levels_from_machine, parse_cache_spec};
 use loopscope_machine::{Machine, read_machine_file, write_atomically};
-use loopscope_report::format_bytes;
-use loopscope_report::{RooflineAxis, render_roofline, render_roofline_svg};
+use loopscope_report::{RooflineAxis, render_roofline_report, render_roofline_svg};
 use loopscope_roofline::{
-    Analysis, BASELINE_VECTOR_BYTES, BandwidthFn, Ceilings, Counts, HarnessKernel, HarnessRun,
-    KernelHarness, ModelledLevel, Options, PAPER_PROFILES, Traffic, analyse, check_model_caches,
-    harness_source, in_order_sums, modelled_traffic, paper_profile, parse_bandwidths, parse_counts,
-    parse_volumes, run_harness, simulated_accesses, simulated_traffic, theoretical_peak_gflops,
+    KernelInputRequest, MachineInput, ModelBudget, RooflineInput, RooflineRequest, run_roofline,
 };
-use serde::Serialize;
 
-use crate::failure::bad_input;
+use crate::inputs::{level_command, load_machine};
 use crate::ui::Ui;
-use loopscope_analytic::{LevelsRequest, model_levels};
 
 /// Arguments of `roofline`.
 #[derive(Debug, Args)]
@@ -159,502 +151,87 @@ pub enum Axis {
     BytesPerFlop,
 }
 
-/// The JSON document: the analysis plus the counts or kernel it came from.
-#[derive(Serialize)]
-struct Output<'a> {
-    #[serde(flatten)]
-    analysis: &'a Analysis,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    counts: Option<&'a Counts>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    kernel: Option<&'a KernelInput>,
-}
-
-/// Where a kernel file's traffic came from, for the JSON document.
-#[derive(Serialize)]
-struct KernelInput {
-    file: String,
-    params: BTreeMap<String, i64>,
-    traffic_source: String,
-    caches: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    harness: Option<HarnessReport>,
-    /// The kernel as the harness compiles it, with --measure.
-    #[serde(skip)]
-    to_measure: Option<KernelHarness>,
-}
-
-/// The timed run of `--measure`.
-#[derive(Serialize)]
-struct HarnessReport {
-    compiler: String,
-    seconds_per_run: f64,
-    repetitions: u64,
-}
-
 /// Runs `roofline`.
 pub fn run(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<()> {
-    let build = Build::from_args(args);
-    let mut ceilings = ceilings(args, &build, ui)?;
-    let options = Options {
+    let described = match (&args.profile, &args.machine) {
+        (Some(_), _) => None,
+        (None, Some(path)) => Some((read_machine_file(path)?, path.display().to_string())),
+        (None, None) if args.peak_gflops.is_some() => Some((Machine::unknown(), String::new())),
+        (None, None) => Some((load_machine(None, ui)?, "this machine".to_owned())),
+    };
+    // Only this machine's add latency can be timed here.
+    let time_add_latency = || {
+        let timer = loopscope_probe::Timer::calibrate(std::time::Duration::from_millis(20));
+        loopscope_probe::add_latency_ns(&timer, 30)
+    };
+    let machine = match &described {
+        Some((machine, name)) => MachineInput::Machine {
+            machine,
+            name,
+            time_add_latency: args.machine.is_none().then_some(&time_add_latency as _),
+        },
+        None => MachineInput::Profile(args.profile.as_deref().unwrap_or_default()),
+    };
+    let command = level_command()?;
+    let input = match (&args.counts, &args.kernel) {
+        (Some(text), _) => RooflineInput::Counts {
+            text,
+            simd_loads: !args.scalar_loads,
+        },
+        (None, Some(path)) => RooflineInput::Kernel(KernelInputRequest {
+            path,
+            define: &args.define,
+            levels: simulated_levels(args, ui)?,
+            model: (args.traffic == TrafficSource::Model).then_some(ModelBudget {
+                time_limit_s: args.time_limit,
+                max_operations: args.max_operations,
+                command: &command,
+            }),
+            cflags: args.cflags.as_deref(),
+            measure: args.measure.then_some(args.cc.as_path()),
+            native_vector_bytes: loopscope_probe::Simd::detect().vector_bytes(),
+        }),
+        (None, None) => return Err(crate::failure::bad_input("give --counts or a kernel file")),
+    };
+    let request = RooflineRequest {
+        input,
+        machine,
+        bandwidth: args.bandwidth.as_deref(),
+        store_bandwidth: args.store_bandwidth.as_deref(),
+        volume: args.volume.as_deref(),
+        threads: args.threads,
+        peak_gflops: args.peak_gflops,
+        effective_gflops: args.effective_gflops,
+        add_latency_ns: args.add_latency_ns,
+        measured_gflops: args.measured_gflops,
         paper_rounding: args.paper_rounding,
-        ..Options::default()
     };
-    let (mut traffic, counts, mut kernel) = match (&args.counts, &args.kernel) {
-        (Some(text), _) => {
-            let mut counts = parse_counts(text)?;
-            counts.simd_loads = !args.scalar_loads;
-            (counts.traffic(), Some(counts), None)
-        }
-        (None, Some(path)) => {
-            let (traffic, input) = kernel_traffic(args, &build, path, &ceilings, ui)?;
-            (traffic, None, Some(input))
-        }
-        (None, None) => return Err(bad_input("give --counts or a kernel file")),
-    };
-    if let Some(text) = &args.volume {
-        for (level, bytes) in parse_volumes(text)? {
-            let slot = traffic
-                .levels
-                .iter_mut()
-                .find(|l| l.level == level)
-                .ok_or_else(|| {
-                    bad_input(format!(
-                        "--volume: {level} is not among the levels the kernel moves data through"
-                    ))
-                })?;
-            slot.volume_bytes = Some(bytes);
-        }
-    }
-    if traffic.chained_adds > 0 {
-        time_add_latency(args, &mut ceilings)?;
-    }
-    let mut analysis = analyse(&traffic, &ceilings, options)?;
-    if let Some(gflops) = args.measured_gflops {
-        analysis = analysis.with_measured(gflops)?;
-    }
-    if let Some(input) = kernel.as_mut()
-        && let Some(harness) = input.to_measure.take()
-    {
-        let run = measure(args, &build, &input.file, &harness, ui)?;
-        analysis = analysis.with_measured(run.gflops)?;
-        input.harness = Some(HarnessReport {
-            compiler: format!("{} {}", args.cc.display(), build.flags.join(" ")),
-            seconds_per_run: run.seconds_per_run,
-            repetitions: run.repetitions,
-        });
-    }
-    for warning in &analysis.warnings {
-        ui.warn(warning);
-    }
+    let roofline = run_roofline(&request, ui)?;
     if let Some(path) = &args.plot {
         let axis = match args.axis {
             Axis::FlopPerByte => RooflineAxis::FlopPerByte,
             Axis::BytesPerFlop => RooflineAxis::BytesPerFlop,
         };
-        let svg = render_roofline_svg(&analysis, axis)?;
+        let svg = render_roofline_svg(&roofline.analysis, axis)?;
         write_atomically(path, svg.as_bytes())?;
         ui.note(format!("wrote {}", path.display()));
     }
     if args.json {
-        crate::cmd::print_json(&Output {
-            analysis: &analysis,
-            counts: counts.as_ref(),
-            kernel: kernel.as_ref(),
-        })
+        crate::cmd::print_json(&roofline)
     } else {
-        let mut text = String::new();
-        if let Some(input) = &kernel {
-            text.push_str(&render_kernel_input(input));
-        }
-        text.push_str(&render_roofline(&analysis, counts.as_ref()));
-        crate::cmd::print_text(&text)
+        crate::cmd::print_text(&render_roofline_report(&roofline))
     }
 }
 
-/// The flags `--measure` compiles with by default: a plain optimised build, no `-march`, so the
-/// measurement reflects what a default build of the kernel does.
-const DEFAULT_CFLAGS: &str = "-O2";
-
-/// The build a kernel file is predicted and measured for, from --cflags.
-struct Build {
-    flags: Vec<String>,
-    /// Bytes of the vectors it uses, when the flags tell (`None`: an unknown `-march`).
-    vector_bytes: Option<u32>,
-    /// Whether the compiler may reassociate floating-point sums (no in-order chains).
-    reassociates: bool,
-}
-
-impl Build {
-    fn from_args(args: &RooflineArgs) -> Build {
-        let flags: Vec<String> = args
-            .cflags
-            .as_deref()
-            .unwrap_or(DEFAULT_CFLAGS)
-            .split_whitespace()
-            .map(str::to_owned)
-            .collect();
-        let reassociates = flags
-            .iter()
-            .any(|f| matches!(f.as_str(), "-ffast-math" | "-Ofast" | "-fassociative-math"));
-        // The last flag that sets the vector width wins, as with the compiler.
-        let vector_bytes = flags
-            .iter()
-            .rev()
-            .find_map(|flag| match flag.as_str() {
-                "-march=native" => {
-                    Some(Some(loopscope_probe::Simd::detect().vector_bytes().max(16)))
-                }
-                "-mavx512f" => Some(Some(64)),
-                "-mavx2" | "-mavx" => Some(Some(32)),
-                other if other.starts_with("-march=") => Some(None),
-                _ => None,
-            })
-            .unwrap_or(Some(16));
-        Build {
-            flags,
-            vector_bytes,
-            reassociates,
-        }
+/// The cache levels a kernel file's traffic goes through: `--cache`, else the machine's.
+fn simulated_levels(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<Vec<LevelConfig>> {
+    if let Some(spec) = &args.cache {
+        return Ok(parse_cache_spec(spec)?);
     }
-}
-
-fn render_kernel_input(input: &KernelInput) -> String {
-    let params: Vec<String> = input
-        .params
-        .iter()
-        .map(|(name, value)| format!("{name}={value}"))
-        .collect();
-    let mut out = format!(
-        "kernel       {} ({}), traffic from the {} of {}, steady state of repeated runs\n",
-        input.file,
-        params.join(", "),
-        input.traffic_source,
-        input.caches.join(", ")
-    );
-    if let Some(h) = &input.harness {
-        out.push_str(&format!(
-            "measured     {}: {:.3e} s per run, fastest of 5 samples of {} runs (thread CPU time)\n",
-            h.compiler, h.seconds_per_run, h.repetitions
-        ));
-    }
-    out.push('\n');
-    out
-}
-
-fn read_kernel(
-    args: &RooflineArgs,
-    path: &Path,
-    ui: &Ui,
-) -> anyhow::Result<(String, Kernel, Vec<i64>)> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| bad_input(format!("{}: cannot read: {e}", path.display())))?;
-    let kernel = loopscope_kernel::parse_kernel(&text, &path.display().to_string())?;
-    for unused in kernel.unused_definitions(&args.define) {
-        ui.warn(format!("-D {unused}: the kernel does not use `{unused}`"));
-    }
-    let params = kernel.param_values(&args.define)?;
-    Ok((text, kernel, params))
-}
-
-/// Per-level traffic of a kernel file, from the simulator of the given or the machine's caches.
-fn kernel_traffic(
-    args: &RooflineArgs,
-    build: &Build,
-    path: &Path,
-    ceilings: &Ceilings,
-    ui: &Ui,
-) -> anyhow::Result<(Traffic, KernelInput)> {
-    let (text, kernel, params) = read_kernel(args, path, ui)?;
-    // Built before simulating, so a kernel the harness cannot take fails fast.
-    let to_measure = args
-        .measure
-        .then(|| KernelHarness::new(&kernel, &params, &text))
-        .transpose()?;
-    let levels = match &args.cache {
-        Some(spec) => parse_cache_spec(spec)?,
-        None => {
-            let machine = crate::inputs::load_machine(args.machine.as_deref(), ui)?;
-            levels_from_machine(&machine).with_context(|| match &args.machine {
-                Some(p) => format!("{}: cannot simulate its caches (give --cache)", p.display()),
-                None => "cannot simulate this machine's caches (give --cache)".to_owned(),
-            })?
-        }
-    };
-    let layout = kernel.layout(&params, &[])?;
-    let timed = |level| ceilings.level(level).is_some();
-    let simulate = || -> anyhow::Result<Traffic> {
-        let bar = ui.progress_bar(simulated_accesses(&kernel, &params, &layout)?, "simulating");
-        let traffic = simulated_traffic(&kernel, &params, &layout, &levels, timed, &mut |n| {
-            bar.inc(n)
-        })?;
-        bar.finish_and_clear();
-        Ok(traffic)
-    };
-    let (traffic, traffic_source) = match args.traffic {
-        TrafficSource::Sim => (simulate()?, "exact cache simulator".to_owned()),
-        TrafficSource::Model => {
-            check_model_caches(&levels)?;
-            let command = crate::inputs::level_command()?;
-            let request = LevelsRequest::counts(
-                path,
-                &args.define,
-                None,
-                args.max_operations,
-                args.time_limit,
-                &command,
-            );
-            let bar = ui.progress_bar(0, "modelling");
-            let outcomes: Vec<_> = model_levels(&request, &levels)
-                .into_iter()
-                .map(|o| (o.refs, o.duration_s))
-                .collect();
-            bar.finish_and_clear();
-            let (traffic, per_level) =
-                modelled_traffic(&kernel, &params, &layout, &levels, timed, &outcomes)?;
-            with_simulated_fallback(traffic, &per_level, path, ui, simulate)?
-        }
-    };
-    let traffic = for_build(traffic, build, &kernel, &params, &layout, ui)?;
-    let input = KernelInput {
-        file: path.display().to_string(),
-        params: kernel.params.iter().cloned().zip(params).collect(),
-        traffic_source,
-        caches: levels
-            .iter()
-            .map(|l| format!("{} {}", l.name, format_bytes(l.size_bytes)))
-            .collect(),
-        harness: None,
-        to_measure,
-    };
-    Ok((traffic, input))
-}
-
-/// The in-order sums as the build compiles them: none when it may reassociate them, and as
-/// many side by side as its vectors hold.
-fn for_build(
-    mut traffic: Traffic,
-    build: &Build,
-    kernel: &Kernel,
-    params: &[i64],
-    layout: &loopscope_kernel::Layout,
-    ui: &Ui,
-) -> anyhow::Result<Traffic> {
-    if traffic.chained_adds == 0 {
-        return Ok(traffic);
-    }
-    if build.reassociates {
-        ui.note("--cflags let the compiler reassociate floating-point sums: no chain term");
-        traffic.chained_adds = 0;
-    } else if let Some(bytes) = build
-        .vector_bytes
-        .filter(|&b| u64::from(b) != BASELINE_VECTOR_BYTES)
-    {
-        traffic.chained_adds = in_order_sums(kernel, params, layout, u64::from(bytes))?;
-    }
-    Ok(traffic)
-}
-
-/// The model's traffic, with the levels it could not do taken from the simulator (with a
-/// warning naming each and why), and the description of where the traffic came from.
-fn with_simulated_fallback(
-    mut traffic: Traffic,
-    per_level: &[ModelledLevel],
-    path: &Path,
-    ui: &Ui,
-    simulate: impl FnOnce() -> anyhow::Result<Traffic>,
-) -> anyhow::Result<(Traffic, String)> {
-    let failed: Vec<&ModelledLevel> = per_level.iter().filter(|l| l.bytes.is_err()).collect();
-    let modelled: Vec<&str> = per_level
-        .iter()
-        .filter(|l| l.bytes.is_ok())
-        .map(|l| l.name.as_str())
-        .collect();
-    let seconds = per_level.iter().map(|l| l.duration_s).fold(0.0, f64::max);
-    let mut source = format!(
-        "analytic cache model ({}: {seconds:.2} s)",
-        if modelled.is_empty() {
-            "no level".to_owned()
-        } else {
-            modelled.join(", ")
-        }
-    );
-    if failed.is_empty() {
-        return Ok((traffic, source));
-    }
-    for l in &failed {
-        if let Err(e) = &l.bytes {
-            ui.warn(format!(
-                "{}: {} not modelled ({e}); its traffic comes from the simulator",
-                path.display(),
-                l.name
-            ));
-        }
-    }
-    let simulated = simulate()?;
-    for l in &failed {
-        if let Some(sim) = simulated.level(l.outer) {
-            traffic.levels.push(sim.clone());
-        }
-    }
-    traffic.levels.sort_by_key(|l| l.level);
-    let names: Vec<&str> = failed.iter().map(|l| l.name.as_str()).collect();
-    source.push_str(&format!(
-        " and exact cache simulator ({})",
-        names.join(", ")
-    ));
-    Ok((traffic, source))
-}
-
-/// Compiles and times the kernel file in the generated harness.
-fn measure(
-    args: &RooflineArgs,
-    build: &Build,
-    file: &str,
-    harness: &KernelHarness,
-    ui: &Ui,
-) -> anyhow::Result<HarnessRun> {
-    let flags: Vec<&str> = build.flags.iter().map(String::as_str).collect();
-    let dir = tempfile::tempdir().context("cannot create a directory for the harness")?;
-    let bar = ui.progress_bar(0, "measuring");
-    let run = run_harness(
-        &harness_source(harness),
-        harness.flops(),
-        &args.cc,
-        &flags,
-        dir.path(),
-    );
-    bar.finish_and_clear();
-    run.with_context(|| format!("{file}: --measure"))
-}
-
-/// Ppeak, Peff and bandwidths: a paper profile or a machine (file or detected), then flags.
-fn ceilings(args: &RooflineArgs, build: &Build, ui: &Ui) -> anyhow::Result<Ceilings> {
-    let mut ceilings = match &args.profile {
-        Some(name) => paper_profile(name).ok_or_else(|| {
-            bad_input(format!(
-                "--profile: unknown profile `{name}` (expected one of {})",
-                PAPER_PROFILES.join(", ")
-            ))
-        })?,
-        None => machine_ceilings(args, build, ui)?,
-    };
-    if args.peak_gflops.is_some() || args.effective_gflops.is_some() {
-        let peak = args.peak_gflops.unwrap_or(ceilings.peak_gflops);
-        let effective = args
-            .effective_gflops
-            .unwrap_or(ceilings.effective_gflops.min(peak));
-        let mut updated = Ceilings::new(peak, effective, "--peak-gflops/--effective-gflops")
-            .context("--peak-gflops/--effective-gflops")?;
-        updated.levels = std::mem::take(&mut ceilings.levels);
-        updated.add_latency = ceilings.add_latency.take();
-        ceilings = updated;
-    }
-    if let Some(text) = &args.bandwidth {
-        for (level, bandwidth) in parse_bandwidths(text)? {
-            ceilings
-                .set_bandwidth(level, bandwidth, "--bandwidth")
-                .context("--bandwidth")?;
-        }
-    }
-    if let Some(text) = &args.store_bandwidth {
-        for (level, bandwidth) in parse_bandwidths(text)? {
-            let BandwidthFn::Constant { gb_per_s } = bandwidth else {
-                return Err(bad_input(format!(
-                    "--store-bandwidth: {level}: a store bandwidth is one number of GB/s"
-                )));
-            };
-            ceilings
-                .set_store_bandwidth(level, gb_per_s, "--store-bandwidth")
-                .context("--store-bandwidth")?;
-        }
-    }
-    if let Some(ns) = args.add_latency_ns {
-        ceilings
-            .set_add_latency(ns, "--add-latency-ns")
-            .context("--add-latency-ns")?;
-    }
-    Ok(ceilings)
-}
-
-/// For a kernel with in-order sums and no add latency from the flag or the machine file: on
-/// this machine, timed on the spot (a 10 ms chain of dependent additions); for another
-/// machine's file or a profile, none (the analysis warns).
-fn time_add_latency(args: &RooflineArgs, ceilings: &mut Ceilings) -> anyhow::Result<()> {
-    if ceilings.add_latency.is_none() && args.machine.is_none() && args.profile.is_none() {
-        let timer = loopscope_probe::Timer::calibrate(std::time::Duration::from_millis(20));
-        let ns = loopscope_probe::add_latency_ns(&timer, 30);
-        ceilings.set_add_latency(ns, "timed on this machine, dependent-add chain")?;
-    }
-    Ok(())
-}
-
-fn machine_ceilings(args: &RooflineArgs, build: &Build, ui: &Ui) -> anyhow::Result<Ceilings> {
-    let (machine, mut name) = match &args.machine {
-        Some(path) => (read_machine_file(path)?, path.display().to_string()),
-        None if args.peak_gflops.is_some() => (Machine::unknown(), String::new()),
-        None => (
-            crate::inputs::load_machine(None, ui)?,
-            "this machine".to_owned(),
-        ),
-    };
-    let threads = args.threads.or(args.measure.then_some(1));
-    let measured_peak = machine
-        .measured
-        .as_ref()
-        .and_then(|m| m.peak_gflops.as_ref())
-        .map(|p| match threads {
-            // The FMA kernel scales with the cores it runs on.
-            Some(t) if p.threads > 0 => p.dp / f64::from(p.threads) * f64::from(t),
-            _ => p.dp,
-        })
-        .filter(|p| p.is_finite() && *p > 0.0);
-    let theoretical = theoretical_peak_gflops(&machine, threads);
-    let (peak, effective, source) = match (args.peak_gflops, theoretical, measured_peak) {
-        (Some(peak), _, measured) => (peak, measured.unwrap_or(peak).min(peak), "--peak-gflops"),
-        // A turbo clock can beat the nominal one: the measured rate is then the better peak.
-        (None, Some(t), Some(m)) => (
-            t.max(m),
-            m,
-            "theoretical from the nominal clock; Peff measured",
-        ),
-        (None, Some(t), None) => (t, t, "theoretical from the nominal clock"),
-        (None, None, Some(m)) => (m, m, "measured peak"),
-        (None, None, None) => {
-            return Err(bad_input(format!(
-                "{}: no peak FLOP rate (no nominal clock, no measured peak): run `loopscope \
-                 probe --out machine.toml` or give --peak-gflops",
-                if name.is_empty() {
-                    "machine"
-                } else {
-                    name.as_str()
-                }
-            )));
-        }
-    };
-    if name.is_empty() {
-        name = "machine".to_owned();
-    }
-    let source = match threads {
-        Some(t) => format!(
-            "{name}: {source}, for {t} thread{}",
-            if t == 1 { "" } else { "s" }
-        ),
-        None => format!("{name}: {source}"),
-    };
-    let mut ceilings = Ceilings::new(peak, effective, source).context("--peak-gflops")?;
-    if let Some(measured) = &machine.measured {
-        // L1's bandwidth at the width the build uses, when the build is known.
-        let l1_vector_bytes = (args.measure || args.cflags.is_some())
-            .then_some(build.vector_bytes)
-            .flatten();
-        ceilings.add_measured(measured, threads, &name, l1_vector_bytes)?;
-        if let Some(ns) = measured.add_latency_ns {
-            ceilings.set_add_latency(ns, format!("{name}: measured"))?;
-        }
-    }
-    if ceilings.levels.is_empty() && args.bandwidth.is_none() {
-        ui.note(format!("{name}: no measured bandwidths"));
-    }
-    Ok(ceilings)
+    let machine = load_machine(args.machine.as_deref(), ui)?;
+    let levels = levels_from_machine(&machine).with_context(|| match &args.machine {
+        Some(p) => format!("{}: cannot simulate its caches (give --cache)", p.display()),
+        None => "cannot simulate this machine's caches (give --cache)".to_owned(),
+    })?;
+    Ok(levels)
 }

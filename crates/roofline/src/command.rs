@@ -1,0 +1,576 @@
+//! `loopscope roofline` as one call: the ceilings (a paper profile, or a machine and the
+//! flags), the kernel's traffic (the paper's counts, or a kernel file through the simulator or
+//! the analytic model, with the build's vectors and in-order sums), the analysis and, with
+//! `--measure`, the kernel timed in the generated harness.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use loopscope_analytic::{LevelCommand, LevelsRequest, model_levels};
+use loopscope_cache::LevelConfig;
+use loopscope_kernel::{Layout, Listener, LoadedKernel};
+use loopscope_machine::{Machine, format_bytes};
+use serde::Serialize;
+
+use crate::kernel_file::kernel_error;
+use crate::{
+    Analysis, BASELINE_VECTOR_BYTES, BandwidthFn, Ceilings, Counts, HarnessKernel, KernelHarness,
+    ModelledLevel, Options, PAPER_PROFILES, RooflineError, Traffic, analyse, check_model_caches,
+    harness_source, in_order_sums, modelled_traffic, paper_profile, parse_bandwidths, parse_counts,
+    parse_volumes, run_harness, simulated_accesses, simulated_traffic, theoretical_peak_gflops,
+};
+
+/// What `loopscope roofline` was asked, with what the caller found out about this machine.
+#[derive(Debug, Clone)]
+pub struct RooflineRequest<'a> {
+    /// The kernel's traffic: the paper's counts or a kernel file.
+    pub input: RooflineInput<'a>,
+    /// Where the peak and bandwidths come from.
+    pub machine: MachineInput<'a>,
+    /// Effective bandwidths overriding the machine's (`--bandwidth L2=146,MEM=46`).
+    pub bandwidth: Option<&'a str>,
+    /// Store bandwidths of levels with ports of their own (`--store-bandwidth L1=56`).
+    pub store_bandwidth: Option<&'a str>,
+    /// Access volumes at which volume-dependent bandwidths are evaluated (`--volume`).
+    pub volume: Option<&'a str>,
+    /// Threads the kernel runs on.
+    pub threads: Option<u32>,
+    /// Ppeak in GFLOP/s.
+    pub peak_gflops: Option<f64>,
+    /// Peff in GFLOP/s.
+    pub effective_gflops: Option<f64>,
+    /// Latency of a dependent floating-point addition in ns.
+    pub add_latency_ns: Option<f64>,
+    /// A measured rate to print beside the prediction.
+    pub measured_gflops: Option<f64>,
+    /// The paper's rounded coefficients.
+    pub paper_rounding: bool,
+}
+
+/// Where the kernel's traffic comes from.
+#[derive(Debug, Clone)]
+pub enum RooflineInput<'a> {
+    /// The paper's per-iteration counts (`--counts`).
+    Counts {
+        /// `mem=3,l2=6,flops=78`.
+        text: &'a str,
+        /// Whether the loads are SIMD (the L1 conditions assume they are).
+        simd_loads: bool,
+    },
+    /// A kernel file.
+    Kernel(KernelInputRequest<'a>),
+}
+
+/// A kernel file and how to get its traffic.
+#[derive(Debug, Clone)]
+pub struct KernelInputRequest<'a> {
+    /// The kernel file.
+    pub path: &'a Path,
+    /// Its parameters' values.
+    pub define: &'a [(String, i64)],
+    /// The cache levels, innermost first.
+    pub levels: Vec<LevelConfig>,
+    /// The analytic model's budget, when the traffic comes from it (else the simulator's).
+    pub model: Option<ModelBudget<'a>>,
+    /// The build's compiler flags (`--cflags`); `None` for the default, `-O2`.
+    pub cflags: Option<&'a str>,
+    /// The compiler to time the kernel with (`--measure`).
+    pub measure: Option<&'a Path>,
+    /// Bytes of this machine's widest vectors, for `-march=native`.
+    pub native_vector_bytes: u32,
+}
+
+/// How much the analytic model may spend per level.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelBudget<'a> {
+    /// Seconds per level.
+    pub time_limit_s: f64,
+    /// isl operations per reference of a level.
+    pub max_operations: u64,
+    /// How to start a level process.
+    pub command: &'a LevelCommand,
+}
+
+/// Where the peak FLOP rate and the bandwidths come from.
+#[derive(Clone, Copy)]
+pub enum MachineInput<'a> {
+    /// One of the paper's machines (`--profile`).
+    Profile(&'a str),
+    /// A machine description, as the messages name it (a file's path, `this machine`, or empty
+    /// for none: only the flags' peak). `time_add_latency` times a dependent-add chain on this
+    /// machine, for a machine detected here.
+    Machine {
+        /// The description.
+        machine: &'a Machine,
+        /// Its name in messages and sources.
+        name: &'a str,
+        /// Times the add latency in ns, when the machine is this one.
+        time_add_latency: Option<&'a dyn Fn() -> f64>,
+    },
+}
+
+impl std::fmt::Debug for MachineInput<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MachineInput::Profile(name) => write!(f, "Profile({name})"),
+            MachineInput::Machine { name, .. } => write!(f, "Machine({name})"),
+        }
+    }
+}
+
+/// The result of `roofline`, as `--json` prints it: the analysis, and the counts or the kernel
+/// it came from.
+#[derive(Debug, Serialize)]
+pub struct Roofline {
+    /// The analysis.
+    #[serde(flatten)]
+    pub analysis: Analysis,
+    /// The paper's counts, when given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub counts: Option<Counts>,
+    /// The kernel file, when given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<KernelInput>,
+}
+
+/// Where a kernel file's traffic came from.
+#[derive(Debug, Serialize)]
+pub struct KernelInput {
+    /// The kernel file.
+    pub file: String,
+    /// Its parameters' values.
+    pub params: BTreeMap<String, i64>,
+    /// The simulator or the model, in words.
+    pub traffic_source: String,
+    /// The cache levels, `L1 32 KiB`.
+    pub caches: Vec<String>,
+    /// The timed run of `--measure`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub harness: Option<HarnessReport>,
+}
+
+/// The timed run of `--measure`.
+#[derive(Debug, Serialize)]
+pub struct HarnessReport {
+    /// The compiler and its flags.
+    pub compiler: String,
+    /// Seconds per run of the kernel.
+    pub seconds_per_run: f64,
+    /// Runs per sample.
+    pub repetitions: u64,
+}
+
+/// Runs `roofline`: ceilings, traffic, analysis and the measured run. Warnings and notes (the
+/// analysis's, levels the model could not do) and progress go to `listener`.
+pub fn run_roofline(
+    request: &RooflineRequest<'_>,
+    listener: &dyn Listener,
+) -> Result<Roofline, RooflineError> {
+    let build = match &request.input {
+        RooflineInput::Kernel(k) => Build::from_flags(k.cflags, k.native_vector_bytes),
+        RooflineInput::Counts { .. } => Build::from_flags(None, 16),
+    };
+    let mut ceilings = ceilings(request, &build, listener)?;
+    let options = Options {
+        paper_rounding: request.paper_rounding,
+        ..Options::default()
+    };
+    let (mut traffic, counts, mut kernel) = match &request.input {
+        RooflineInput::Counts { text, simd_loads } => {
+            let mut counts = parse_counts(text)?;
+            counts.simd_loads = *simd_loads;
+            (counts.traffic(), Some(counts), None)
+        }
+        RooflineInput::Kernel(k) => {
+            let (traffic, input, harness) = kernel_traffic(k, &build, &ceilings, listener)?;
+            (traffic, None, Some((input, harness, k)))
+        }
+    };
+    if let Some(text) = request.volume {
+        set_volumes(&mut traffic, text)?;
+    }
+    if traffic.chained_adds > 0 && ceilings.add_latency.is_none() {
+        if let MachineInput::Machine {
+            time_add_latency: Some(time),
+            ..
+        } = request.machine
+        {
+            ceilings.set_add_latency(time(), "timed on this machine, dependent-add chain")?;
+        }
+    }
+    let mut analysis = analyse(&traffic, &ceilings, options)?;
+    if let Some(gflops) = request.measured_gflops {
+        analysis = analysis.with_measured(gflops)?;
+    }
+    if let Some((input, Some(harness), k)) = kernel.as_mut()
+        && let Some(cc) = k.measure
+    {
+        let run = measure(cc, &build, &input.file, harness, listener)?;
+        analysis = analysis.with_measured(run.gflops)?;
+        input.harness = Some(HarnessReport {
+            compiler: format!("{} {}", cc.display(), build.flags.join(" ")),
+            seconds_per_run: run.seconds_per_run,
+            repetitions: run.repetitions,
+        });
+    }
+    for warning in &analysis.warnings {
+        listener.warn(warning);
+    }
+    Ok(Roofline {
+        analysis,
+        counts,
+        kernel: kernel.map(|(input, _, _)| input),
+    })
+}
+
+/// Sets the access volumes of `--volume` on the levels the kernel moves data through.
+fn set_volumes(traffic: &mut Traffic, text: &str) -> Result<(), RooflineError> {
+    for (level, bytes) in parse_volumes(text)? {
+        let slot = traffic
+            .levels
+            .iter_mut()
+            .find(|l| l.level == level)
+            .ok_or_else(|| {
+                RooflineError::Invalid(format!(
+                    "--volume: {level} is not among the levels the kernel moves data through"
+                ))
+            })?;
+        slot.volume_bytes = Some(bytes);
+    }
+    Ok(())
+}
+
+/// The flags `--measure` compiles with by default: a plain optimised build, no `-march`, so the
+/// measurement reflects what a default build of the kernel does.
+const DEFAULT_CFLAGS: &str = "-O2";
+
+/// The build a kernel file is predicted and measured for, from --cflags.
+struct Build {
+    flags: Vec<String>,
+    /// Whether the flags were given (then L1's bandwidth is taken at the build's width).
+    given: bool,
+    /// Bytes of the vectors it uses, when the flags tell (`None`: an unknown `-march`).
+    vector_bytes: Option<u32>,
+    /// Whether the compiler may reassociate floating-point sums (no in-order chains).
+    reassociates: bool,
+}
+
+impl Build {
+    fn from_flags(cflags: Option<&str>, native_vector_bytes: u32) -> Build {
+        let flags: Vec<String> = cflags
+            .unwrap_or(DEFAULT_CFLAGS)
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        let reassociates = flags
+            .iter()
+            .any(|f| matches!(f.as_str(), "-ffast-math" | "-Ofast" | "-fassociative-math"));
+        // The last flag that sets the vector width wins, as with the compiler.
+        let vector_bytes = flags
+            .iter()
+            .rev()
+            .find_map(|flag| match flag.as_str() {
+                "-march=native" => Some(Some(native_vector_bytes.max(16))),
+                "-mavx512f" => Some(Some(64)),
+                "-mavx2" | "-mavx" => Some(Some(32)),
+                other if other.starts_with("-march=") => Some(None),
+                _ => None,
+            })
+            .unwrap_or(Some(16));
+        Build {
+            flags,
+            given: cflags.is_some(),
+            vector_bytes,
+            reassociates,
+        }
+    }
+}
+
+/// Per-level traffic of a kernel file from the simulator or the model of its cache levels, the
+/// description of where it came from, and the kernel as the harness compiles it (`--measure`).
+fn kernel_traffic(
+    k: &KernelInputRequest<'_>,
+    build: &Build,
+    ceilings: &Ceilings,
+    listener: &dyn Listener,
+) -> Result<(Traffic, KernelInput, Option<KernelHarness>), RooflineError> {
+    let loaded = LoadedKernel::load(k.path, k.define, None, listener).map_err(kernel_error)?;
+    let (kernel, params, layout) = (&loaded.kernel, &loaded.params, &loaded.layout);
+    // Built before simulating, so a kernel the harness cannot take fails fast.
+    let to_measure = k
+        .measure
+        .map(|_| KernelHarness::new(kernel, params, &loaded.text))
+        .transpose()?;
+    let levels = &k.levels;
+    let timed = |level| ceilings.level(level).is_some();
+    let simulate = || -> Result<Traffic, RooflineError> {
+        listener.begin("simulating", simulated_accesses(kernel, params, layout)?);
+        let traffic = simulated_traffic(kernel, params, layout, levels, timed, &mut |n| {
+            listener.advance(n)
+        })?;
+        listener.end();
+        Ok(traffic)
+    };
+    let (traffic, traffic_source) = match k.model {
+        None => (simulate()?, "exact cache simulator".to_owned()),
+        Some(budget) => {
+            check_model_caches(levels)?;
+            let request = LevelsRequest::counts(
+                k.path,
+                k.define,
+                None,
+                budget.max_operations,
+                budget.time_limit_s,
+                budget.command,
+            );
+            listener.begin("modelling", 0);
+            let outcomes: Vec<_> = model_levels(&request, levels)
+                .into_iter()
+                .map(|o| (o.refs, o.duration_s))
+                .collect();
+            listener.end();
+            let (traffic, per_level) =
+                modelled_traffic(kernel, params, layout, levels, timed, &outcomes)?;
+            with_simulated_fallback(traffic, &per_level, k.path, listener, simulate)?
+        }
+    };
+    let traffic = for_build(traffic, build, &loaded, layout, listener)?;
+    let input = KernelInput {
+        file: loaded.origin.clone(),
+        params: loaded.param_map(),
+        traffic_source,
+        caches: levels
+            .iter()
+            .map(|l| format!("{} {}", l.name, format_bytes(l.size_bytes)))
+            .collect(),
+        harness: None,
+    };
+    Ok((traffic, input, to_measure))
+}
+
+/// The in-order sums as the build compiles them: none when it may reassociate them, and as
+/// many side by side as its vectors hold.
+fn for_build(
+    mut traffic: Traffic,
+    build: &Build,
+    loaded: &LoadedKernel,
+    layout: &Layout,
+    listener: &dyn Listener,
+) -> Result<Traffic, RooflineError> {
+    if traffic.chained_adds == 0 {
+        return Ok(traffic);
+    }
+    if build.reassociates {
+        listener.note("--cflags let the compiler reassociate floating-point sums: no chain term");
+        traffic.chained_adds = 0;
+    } else if let Some(bytes) = build
+        .vector_bytes
+        .filter(|&b| u64::from(b) != BASELINE_VECTOR_BYTES)
+    {
+        traffic.chained_adds =
+            in_order_sums(&loaded.kernel, &loaded.params, layout, u64::from(bytes))?;
+    }
+    Ok(traffic)
+}
+
+/// The model's traffic, with the levels it could not do taken from the simulator (with a
+/// warning naming each and why), and the description of where the traffic came from.
+fn with_simulated_fallback(
+    mut traffic: Traffic,
+    per_level: &[ModelledLevel],
+    path: &Path,
+    listener: &dyn Listener,
+    simulate: impl FnOnce() -> Result<Traffic, RooflineError>,
+) -> Result<(Traffic, String), RooflineError> {
+    let failed: Vec<&ModelledLevel> = per_level.iter().filter(|l| l.bytes.is_err()).collect();
+    let modelled: Vec<&str> = per_level
+        .iter()
+        .filter(|l| l.bytes.is_ok())
+        .map(|l| l.name.as_str())
+        .collect();
+    let seconds = per_level.iter().map(|l| l.duration_s).fold(0.0, f64::max);
+    let mut source = format!(
+        "analytic cache model ({}: {seconds:.2} s)",
+        if modelled.is_empty() {
+            "no level".to_owned()
+        } else {
+            modelled.join(", ")
+        }
+    );
+    if failed.is_empty() {
+        return Ok((traffic, source));
+    }
+    for l in &failed {
+        if let Err(e) = &l.bytes {
+            listener.warn(&format!(
+                "{}: {} not modelled ({e}); its traffic comes from the simulator",
+                path.display(),
+                l.name
+            ));
+        }
+    }
+    let simulated = simulate()?;
+    for l in &failed {
+        if let Some(sim) = simulated.level(l.outer) {
+            traffic.levels.push(sim.clone());
+        }
+    }
+    traffic.levels.sort_by_key(|l| l.level);
+    let names: Vec<&str> = failed.iter().map(|l| l.name.as_str()).collect();
+    source.push_str(&format!(
+        " and exact cache simulator ({})",
+        names.join(", ")
+    ));
+    Ok((traffic, source))
+}
+
+/// Compiles and times the kernel file in the generated harness.
+fn measure(
+    cc: &Path,
+    build: &Build,
+    file: &str,
+    harness: &KernelHarness,
+    listener: &dyn Listener,
+) -> Result<crate::HarnessRun, RooflineError> {
+    let flags: Vec<&str> = build.flags.iter().map(String::as_str).collect();
+    let dir = tempfile::tempdir().map_err(|e| {
+        RooflineError::Harness(format!("cannot create a directory for the harness: {e}"))
+    })?;
+    listener.begin("measuring", 0);
+    let run = run_harness(
+        &harness_source(harness),
+        harness.flops(),
+        cc,
+        &flags,
+        dir.path(),
+    );
+    listener.end();
+    run.map_err(|e| within(format!("{file}: --measure"), e))
+}
+
+/// `error` said of `context` (`--bandwidth: …`).
+fn within(context: impl Into<String>, error: RooflineError) -> RooflineError {
+    RooflineError::Context {
+        context: context.into(),
+        source: Box::new(error),
+    }
+}
+
+/// Ppeak, Peff and bandwidths: a paper profile or a machine, then flags.
+fn ceilings(
+    request: &RooflineRequest<'_>,
+    build: &Build,
+    listener: &dyn Listener,
+) -> Result<Ceilings, RooflineError> {
+    let mut ceilings = match request.machine {
+        MachineInput::Profile(name) => paper_profile(name).ok_or_else(|| {
+            RooflineError::Invalid(format!(
+                "--profile: unknown profile `{name}` (expected one of {})",
+                PAPER_PROFILES.join(", ")
+            ))
+        })?,
+        MachineInput::Machine { machine, name, .. } => {
+            machine_ceilings(request, machine, name, build, listener)?
+        }
+    };
+    if request.peak_gflops.is_some() || request.effective_gflops.is_some() {
+        let peak = request.peak_gflops.unwrap_or(ceilings.peak_gflops);
+        let effective = request
+            .effective_gflops
+            .unwrap_or(ceilings.effective_gflops.min(peak));
+        let flags = "--peak-gflops/--effective-gflops";
+        let mut updated = Ceilings::new(peak, effective, flags).map_err(|e| within(flags, e))?;
+        updated.levels = std::mem::take(&mut ceilings.levels);
+        updated.add_latency = ceilings.add_latency.take();
+        ceilings = updated;
+    }
+    if let Some(text) = request.bandwidth {
+        for (level, bandwidth) in parse_bandwidths(text)? {
+            ceilings
+                .set_bandwidth(level, bandwidth, "--bandwidth")
+                .map_err(|e| within("--bandwidth", e))?;
+        }
+    }
+    if let Some(text) = request.store_bandwidth {
+        for (level, bandwidth) in parse_bandwidths(text)? {
+            let BandwidthFn::Constant { gb_per_s } = bandwidth else {
+                return Err(RooflineError::Invalid(format!(
+                    "--store-bandwidth: {level}: a store bandwidth is one number of GB/s"
+                )));
+            };
+            ceilings
+                .set_store_bandwidth(level, gb_per_s, "--store-bandwidth")
+                .map_err(|e| within("--store-bandwidth", e))?;
+        }
+    }
+    if let Some(ns) = request.add_latency_ns {
+        ceilings
+            .set_add_latency(ns, "--add-latency-ns")
+            .map_err(|e| within("--add-latency-ns", e))?;
+    }
+    Ok(ceilings)
+}
+
+fn machine_ceilings(
+    request: &RooflineRequest<'_>,
+    machine: &Machine,
+    name: &str,
+    build: &Build,
+    listener: &dyn Listener,
+) -> Result<Ceilings, RooflineError> {
+    let measuring = matches!(&request.input, RooflineInput::Kernel(k) if k.measure.is_some());
+    let threads = request.threads.or(measuring.then_some(1));
+    let measured_peak = machine
+        .measured
+        .as_ref()
+        .and_then(|m| m.peak_gflops.as_ref())
+        .map(|p| match threads {
+            // The FMA kernel scales with the cores it runs on.
+            Some(t) if p.threads > 0 => p.dp / f64::from(p.threads) * f64::from(t),
+            _ => p.dp,
+        })
+        .filter(|p| p.is_finite() && *p > 0.0);
+    let theoretical = theoretical_peak_gflops(machine, threads);
+    let (peak, effective, source) = match (request.peak_gflops, theoretical, measured_peak) {
+        (Some(peak), _, measured) => (peak, measured.unwrap_or(peak).min(peak), "--peak-gflops"),
+        // A turbo clock can beat the nominal one: the measured rate is then the better peak.
+        (None, Some(t), Some(m)) => (
+            t.max(m),
+            m,
+            "theoretical from the nominal clock; Peff measured",
+        ),
+        (None, Some(t), None) => (t, t, "theoretical from the nominal clock"),
+        (None, None, Some(m)) => (m, m, "measured peak"),
+        (None, None, None) => {
+            return Err(RooflineError::Invalid(format!(
+                "{}: no peak FLOP rate (no nominal clock, no measured peak): run `loopscope \
+                 probe --out machine.toml` or give --peak-gflops",
+                if name.is_empty() { "machine" } else { name }
+            )));
+        }
+    };
+    let name = if name.is_empty() { "machine" } else { name };
+    let source = match threads {
+        Some(t) => format!(
+            "{name}: {source}, for {t} thread{}",
+            if t == 1 { "" } else { "s" }
+        ),
+        None => format!("{name}: {source}"),
+    };
+    let mut ceilings =
+        Ceilings::new(peak, effective, source).map_err(|e| within("--peak-gflops", e))?;
+    if let Some(measured) = &machine.measured {
+        // L1's bandwidth at the width the build uses, when the build is known.
+        let l1_vector_bytes = (measuring || build.given)
+            .then_some(build.vector_bytes)
+            .flatten();
+        ceilings.add_measured(measured, threads, name, l1_vector_bytes)?;
+        if let Some(ns) = measured.add_latency_ns {
+            ceilings.set_add_latency(ns, format!("{name}: measured"))?;
+        }
+    }
+    if ceilings.levels.is_empty() && request.bandwidth.is_none() {
+        listener.note(&format!("{name}: no measured bandwidths"));
+    }
+    Ok(ceilings)
+}
