@@ -186,6 +186,7 @@ mod tests {
             exit: TargetExit::Exited(0),
             wall_ns: 5,
             static_analysis_ns: 1,
+            blocks: Vec::new(),
         };
         Profile::exact(vec!["true".into()], run)
     }

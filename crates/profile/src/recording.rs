@@ -33,6 +33,14 @@ pub struct Sample {
     /// The unwinder stopped before the outermost frame (no unwind information, a damaged
     /// stack, or the copied stack was too short).
     pub truncated: bool,
+    /// The event count the sample stands for (its period: nanoseconds for `cpu-clock`, cycles
+    /// or instructions for those events); 0 in profiles written before it was kept.
+    #[serde(default)]
+    pub period: u64,
+    /// Instructions the thread retired since its previous sample, when the sampling event
+    /// was a group with an instruction counter (spec 001 embodiments 1 and 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<u64>,
 }
 
 /// How the target's first process ended.

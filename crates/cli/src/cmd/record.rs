@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use clap::{Args, ValueEnum};
 use loopscope_profile::{
-    DEFAULT_FREQUENCY_HZ, ExactOptions, Profile, SampleOptions, TargetExit, measure_trap_cost,
-    record_exact, record_sampled,
+    DEFAULT_FREQUENCY_HZ, EventChoice, ExactOptions, Profile, SampleOptions, TargetExit,
+    measure_trap_cost, record_exact, record_sampled,
 };
 
 use crate::failure::bad_input;
@@ -24,6 +24,19 @@ pub enum Backend {
     Ptrace,
 }
 
+/// Which event drives the sample back-end.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Event {
+    /// {cycles,instructions}, else cycles, else cpu-clock (no hardware counters).
+    Auto,
+    /// Precise instructions (the best for `mix`), else as auto.
+    Instructions,
+    /// {cache-misses,instructions}, else as auto.
+    CacheMisses,
+    /// The cpu-clock timer only.
+    CpuClock,
+}
+
 /// Arguments of `record`.
 #[derive(Debug, Args)]
 pub struct RecordArgs {
@@ -31,8 +44,20 @@ pub struct RecordArgs {
     #[arg(long, value_enum, default_value = "sample")]
     pub backend: Backend,
     /// Where to write the profile.
-    #[arg(short, long, value_name = "PROFILE", default_value = "loopscope.profile")]
+    #[arg(
+        short,
+        long,
+        value_name = "PROFILE",
+        default_value = "loopscope.profile"
+    )]
     pub output: PathBuf,
+    /// Count every block execution with a marker at each block (implies the ptrace back-end;
+    /// one stop per block, so for small runs): the exact reference of `loopscope mix`.
+    #[arg(long)]
+    pub exact: bool,
+    /// The sampling event (sample back-end).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub event: Event,
     /// Samples per second and thread (sample back-end).
     #[arg(long, value_name = "HZ", default_value_t = DEFAULT_FREQUENCY_HZ)]
     pub freq: u64,
@@ -43,44 +68,75 @@ pub struct RecordArgs {
     #[arg(long)]
     pub no_calibrate: bool,
     /// The command to profile and its arguments (after `--`).
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CMD"
+    )]
     pub command: Vec<OsString>,
 }
 
 /// Runs `record`.
 pub fn run(args: &RecordArgs, ui: &Ui) -> anyhow::Result<()> {
     if args.freq == 0 || args.freq > 100_000 {
-        return Err(bad_input(format!("--freq {}: expected 1 to 100000 samples per second", args.freq)));
+        return Err(bad_input(format!(
+            "--freq {}: expected 1 to 100000 samples per second",
+            args.freq
+        )));
     }
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     if let Err(e) = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst)) {
-        ui.warn(&format!("cannot catch Ctrl-C ({e}); an interrupted run loses its profile"));
+        ui.warn(&format!(
+            "cannot catch Ctrl-C ({e}); an interrupted run loses its profile"
+        ));
     }
     let search_path = std::env::var_os("PATH");
-    let native_wall_ns = if args.native { Some(run_native(&args.command, search_path.as_deref())?) } else { None };
-    let text: Vec<String> = args.command.iter().map(|a| a.to_string_lossy().into_owned()).collect();
-    let mut profile = match args.backend {
+    let native_wall_ns = if args.native {
+        Some(run_native(&args.command, search_path.as_deref())?)
+    } else {
+        None
+    };
+    let text: Vec<String> = args
+        .command
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let backend = if args.exact { Backend::Ptrace } else { args.backend };
+    let mut profile = match backend {
         Backend::Sample => {
+            let event = match args.event {
+                Event::Auto => EventChoice::Auto,
+                Event::Instructions => EventChoice::Instructions,
+                Event::CacheMisses => EventChoice::CacheMisses,
+                Event::CpuClock => EventChoice::CpuClock,
+            };
             let options = SampleOptions {
                 frequency_hz: args.freq,
                 search_path: search_path.clone(),
+                event,
                 ..SampleOptions::default()
             };
             Profile::sampled(text, record_sampled(&args.command, &options, &stop)?)
         }
         Backend::Ptrace => {
-            let trap_cost = if args.no_calibrate { None } else { Some(measure_trap_cost(20_000)?) };
+            let trap_cost = if args.no_calibrate {
+                None
+            } else {
+                Some(measure_trap_cost(20_000)?)
+            };
             let options = ExactOptions {
                 search_path,
                 trap_cost,
+                count_blocks: args.exact,
             };
             Profile::exact(text, record_exact(&args.command, &options, &stop)?)
         }
     };
     profile.native_wall_ns = native_wall_ns;
     profile.write(&args.output)?;
-    ui.note(&summary(&profile, &args.output));
+    ui.done(summary(&profile, &args.output));
     if stop.load(Ordering::SeqCst) {
         std::process::exit(130);
     }
@@ -99,10 +155,18 @@ fn run_native(command: &[OsString], search_path: Option<&std::ffi::OsStr>) -> an
 
 fn summary(profile: &Profile, output: &std::path::Path) -> String {
     let (what, exit, wall_ns) = match &profile.recording {
-        loopscope_profile::Recording::Sample(run) => (format!("{} samples", run.samples.len()), run.exit, run.wall_ns),
+        loopscope_profile::Recording::Sample(run) => (
+            format!("{} samples", run.samples.len()),
+            run.exit,
+            run.wall_ns,
+        ),
         loopscope_profile::Recording::Ptrace(run) => {
             let events: u64 = run.threads.iter().map(|t| t.events).sum();
-            (format!("{events} markers in {} threads", run.threads.len()), run.exit, run.wall_ns)
+            (
+                format!("{events} markers in {} threads", run.threads.len()),
+                run.exit,
+                run.wall_ns,
+            )
         }
     };
     let exit = match exit {

@@ -8,7 +8,9 @@
 //!   that return there;
 //! - every loop header, every target of an entry edge (irreducible loops) and every target of an
 //!   exit edge, where the thread's active loops are compared with the loops holding the block;
-//! - every direct call to a PLT stub, which opens a `name@plt` node for the library's time.
+//! - every direct call to a PLT stub, which opens a `name@plt` node for the library's time;
+//! - with block counting (`record --exact`), every block start, where a counter per block
+//!   counts its executions (the exact reference of `mix`, spec 001 §6.8).
 //!
 //! A stopped thread never has the original byte put back under it (which would let other
 //! threads run past the marker unseen): it resumes at a displaced copy of the instruction,
@@ -39,6 +41,8 @@ pub struct Site {
     pub block: Option<LoopBlock>,
     /// A direct call to a PLT stub.
     pub plt_call: bool,
+    /// The start of a counted block: its index in [`counted_blocks`]' order.
+    pub counted_block: Option<u32>,
 }
 
 /// A block where loop entries, iterations and exits are decided.
@@ -52,9 +56,28 @@ pub struct LoopBlock {
     pub header_of: Option<u32>,
 }
 
-/// Every marker site of a program, sorted by address. PLT call sites are found from the call
-/// instructions themselves, so the caller passes `call_target(address)` to decode one.
-pub fn marker_sites(program: &Program, call_target: impl Fn(u64) -> Option<u64>) -> Vec<Site> {
+/// The start addresses of the blocks counted in block-counting mode, in the order of their
+/// counters: every block of every function, functions and blocks in address order, each
+/// address once.
+pub fn counted_blocks(program: &Program) -> Vec<u64> {
+    let mut starts: Vec<u64> = program
+        .functions
+        .iter()
+        .flat_map(|f| f.blocks.iter().map(|b| b.start))
+        .collect();
+    starts.sort_unstable();
+    starts.dedup();
+    starts
+}
+
+/// Every marker site of a program, sorted by address; with `count_blocks`, every block start
+/// too. PLT call sites are found from the call instructions themselves, so the caller passes
+/// `call_target(address)` to decode one.
+pub fn marker_sites(
+    program: &Program,
+    call_target: impl Fn(u64) -> Option<u64>,
+    count_blocks: bool,
+) -> Vec<Site> {
     let index = CodeIndex::new(program);
     let mut sites: BTreeMap<u64, Site> = BTreeMap::new();
     let is_plt = |t: u64| program.plt.iter().any(|p| (p.start..p.end).contains(&t));
@@ -85,6 +108,11 @@ pub fn marker_sites(program: &Program, call_target: impl Fn(u64) -> Option<u64>)
             if call_target(block.last).is_some_and(is_plt) {
                 site(&mut sites, block.last).plt_call = true;
             }
+        }
+    }
+    if count_blocks {
+        for (i, start) in counted_blocks(program).into_iter().enumerate() {
+            site(&mut sites, start).counted_block = Some(i as u32);
         }
     }
     sites.into_values().collect()

@@ -15,4 +15,4 @@ mod tracer;
 
 pub use calibrate::{TrapCost, measure_trap_cost};
 pub use thread::ThreadTree;
-pub use tracer::{ExactOptions, ExactRun, record_exact};
+pub use tracer::{BlockCounts, ExactOptions, ExactRun, record_exact};

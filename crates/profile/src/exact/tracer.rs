@@ -14,7 +14,9 @@ use loopscope_binary::{Image, Options, Program};
 use serde::{Deserialize, Serialize};
 
 use super::calibrate::TrapCost;
-use super::markers::{COPY_BYTES, Resume, Site, decode_at, direct_call_target, marker_sites, plan_resume};
+use super::markers::{
+    COPY_BYTES, Resume, Site, counted_blocks, decode_at, direct_call_target, marker_sites, plan_resume,
+};
 use super::sys::{self, Memory, Stop};
 use super::thread::{ThreadState, ThreadTree};
 use crate::lcct::NodeKey;
@@ -27,6 +29,20 @@ pub struct ExactOptions {
     pub search_path: Option<OsString>,
     /// The measured cost of one marker, subtracted from the times (kept raw as well).
     pub trap_cost: Option<TrapCost>,
+    /// Also put a marker at every block start of the executable and count each block's
+    /// executions (much slower: one stop per block executed).
+    pub count_blocks: bool,
+}
+
+/// How often each block of one instrumented program ran (block-counting mode).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlockCounts {
+    /// Index of the program in [`ExactRun::objects`].
+    pub object: u32,
+    /// Static start address of each counted block, ascending.
+    pub starts: Vec<u64>,
+    /// Executions of each block, summed over every thread and process running the program.
+    pub executions: Vec<u64>,
 }
 
 /// What the exact back-end measured.
@@ -52,6 +68,9 @@ pub struct ExactRun {
     pub wall_ns: u64,
     /// Time spent analysing the programs before they ran, in nanoseconds (inside `wall_ns`).
     pub static_analysis_ns: u64,
+    /// Executions per block, when blocks were counted (from `main`'s entry to its return).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocks: Vec<BlockCounts>,
 }
 
 /// A program analysed and ready to be armed in any process that maps it at `bias`.
@@ -60,6 +79,8 @@ struct Instrumented {
     program: Program,
     sites: HashMap<u64, Armed>,
     main_entry: Option<u64>,
+    /// Static start address of each counted block (empty unless blocks are counted).
+    counted: Vec<u64>,
 }
 
 /// One marker as armed in the target: its roles, the byte under it and how to resume.
@@ -95,6 +116,9 @@ struct Tracer {
     sites: u64,
     stepped_sites: u64,
     static_analysis: Duration,
+    count_blocks: bool,
+    /// Per instrumented object, the executions of each counted block.
+    block_counts: HashMap<u32, Vec<u64>>,
 }
 
 /// Runs `command` under the exact back-end until it ends or `stop` is set (then the target is
@@ -123,7 +147,7 @@ pub fn record_exact(
         .collect::<Result<Vec<_>, _>>()?;
     let tsc_hz = crate::tsc::tsc_hz();
     let pid = sys::spawn_traced(&path, &argv).map_err(system("fork"))?;
-    let mut tracer = Tracer::new(pid);
+    let mut tracer = Tracer::new(pid, options.count_blocks);
     let watched = Arc::new(AtomicI32::new(pid));
     let outcome = std::thread::scope(|scope| {
         let watcher = watched.clone();
@@ -133,6 +157,7 @@ pub fn record_exact(
         result
     });
     outcome?;
+    let blocks = tracer.block_counts();
     Ok(ExactRun {
         objects: tracer.objects,
         threads: tracer.finished,
@@ -144,6 +169,7 @@ pub fn record_exact(
         exit: tracer.exit.unwrap_or(TargetExit::Detached),
         wall_ns: started.elapsed().as_nanos() as u64,
         static_analysis_ns: tracer.static_analysis.as_nanos() as u64,
+        blocks,
     })
 }
 
@@ -171,7 +197,7 @@ fn system(what: &'static str) -> impl Fn(std::io::Error) -> ProfileError {
 }
 
 impl Tracer {
-    fn new(root_pid: i32) -> Tracer {
+    fn new(root_pid: i32, count_blocks: bool) -> Tracer {
         Tracer {
             root_pid,
             processes: HashMap::new(),
@@ -186,7 +212,28 @@ impl Tracer {
             sites: 0,
             stepped_sites: 0,
             static_analysis: Duration::ZERO,
+            count_blocks,
+            block_counts: HashMap::new(),
         }
+    }
+
+    /// The block counters of every program, by object.
+    fn block_counts(&mut self) -> Vec<BlockCounts> {
+        let mut out: Vec<BlockCounts> = self
+            .programs
+            .values()
+            .filter(|p| !p.counted.is_empty())
+            .map(|p| BlockCounts {
+                object: p.object,
+                starts: p.counted.clone(),
+                executions: self
+                    .block_counts
+                    .remove(&p.object)
+                    .unwrap_or_else(|| vec![0; p.counted.len()]),
+            })
+            .collect();
+        out.sort_by_key(|b| b.object);
+        out
     }
 
     /// The first stop is the target's `exec`.
@@ -355,9 +402,15 @@ impl Tracer {
             memory.read(address + bias, &mut bytes).ok()?;
             decode_at(address + bias, &bytes)
         };
-        let sites = marker_sites(&program, |a| {
-            read_instr(a).and_then(|i| direct_call_target(&i)).map(|t| t - bias)
-        });
+        let sites = marker_sites(
+            &program,
+            |a| read_instr(a).and_then(|i| direct_call_target(&i)).map(|t| t - bias),
+            self.count_blocks,
+        );
+        let counted = if self.count_blocks { counted_blocks(&program) } else { Vec::new() };
+        if self.count_blocks {
+            self.block_counts.insert(object, vec![0; counted.len()]);
+        }
         let lowest = program.segments.iter().map(|s| s.vaddr).min().unwrap_or(0) + bias;
         let scratch_bytes = (sites.len() as u64 * COPY_BYTES).div_ceil(4096) * 4096;
         let scratch = super::calibrate::map_scratch(pid, lowest, scratch_bytes.max(4096))
@@ -392,6 +445,7 @@ impl Tracer {
             program,
             sites: armed,
             main_entry,
+            counted,
         })
     }
 
@@ -422,6 +476,11 @@ impl Tracer {
         }
         if Some(at) == program.main_entry && !self.processes[&pid].armed {
             self.arm_all(pid, &program, regs.rsp)?;
+        }
+        if let Some(i) = marker.site.counted_block
+            && let Some(count) = self.block_counts.get_mut(&program.object).and_then(|c| c.get_mut(i as usize))
+        {
+            *count += 1;
         }
         let memory = &self.processes[&pid].memory;
         let state = self.threads.get_mut(&tid).expect("every traced thread has a state");

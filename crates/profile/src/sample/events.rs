@@ -5,7 +5,7 @@ use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 
 use perf_event::events::{Hardware, Software};
-use perf_event::{Builder, Clock, SampleFlag, Sampler};
+use perf_event::{Builder, Clock, Counter, ReadFormat, SampleFlag, SampleSkid, Sampler};
 
 use super::records::{self, Queue};
 use super::{SampleOptions, SampledEvent, maps};
@@ -66,7 +66,10 @@ pub(super) fn check_options(options: &SampleOptions) -> Result<(), ProfileError>
 /// The open events of one recording, one ring buffer per CPU.
 pub(super) struct Rings {
     event: SampledEvent,
+    precise_ip: u8,
     samplers: Vec<Sampler>,
+    /// The instruction counters of group events, kept open with their leaders.
+    _members: Vec<Counter>,
     /// Per sampler: still polled (false once the kernel says the target it was opened on
     /// has exited; its buffer still receives the records of the target's other threads).
     polled: Vec<bool>,
@@ -75,28 +78,49 @@ pub(super) struct Rings {
 }
 
 impl Rings {
-    /// Opens `cycles` on every online CPU for `pid` (still waiting to `exec`), or `cpu-clock`
-    /// where `cycles` is refused, and maps the largest buffers the kernel lets us lock.
+    /// Opens the first of `options.event`'s candidates the kernel accepts on every online CPU
+    /// for `pid` (still waiting to `exec`), each at the most precise `precise_ip` it takes,
+    /// and maps the largest buffers the kernel lets us lock.
     pub(super) fn open(pid: libc::pid_t, options: &SampleOptions) -> Result<Rings, ProfileError> {
         let cpus = online_cpus();
         let stack_bytes = options.stack_bytes & !7;
-        let opened = |event| open_all(event, pid, &cpus, options, stack_bytes);
-        let (event, samplers, buffer_bytes) = match opened(SampledEvent::Cycles) {
-            Ok((samplers, bytes)) => (SampledEvent::Cycles, samplers, bytes),
-            // Like perf and samply: any refusal of the hardware event (none in a VM, an
-            // unsupported exclude bit, a busy PMU) falls back to the software timer.
-            Err(_) => match opened(SampledEvent::CpuClock) {
-                Ok((samplers, bytes)) => (SampledEvent::CpuClock, samplers, bytes),
-                Err(error) => return Err(error.into_profile_error()),
+        let mut last_error = None;
+        for event in options.event.candidates() {
+            for precise_ip in precise_levels(event) {
+                let wanted = Wanted {
+                    event,
+                    precise_ip,
+                    stack_bytes,
+                };
+                // Like perf and samply: any refusal of a hardware event (none in a VM, an
+                // unsupported exclude bit, a busy PMU) falls back to the next candidate.
+                match open_all(&wanted, pid, &cpus, options) {
+                    Ok(opened) => {
+                        return Ok(Rings {
+                            event,
+                            precise_ip,
+                            polled: vec![true; opened.samplers.len()],
+                            samplers: opened.samplers,
+                            _members: opened.members,
+                            buffer_bytes: opened.bytes,
+                            stack_bytes,
+                        });
+                    }
+                    Err(error) => last_error = Some(error),
+                }
+            }
+        }
+        Err(last_error.map_or_else(
+            || ProfileError::PerfUnavailable {
+                what: "no sampling event to try".to_string(),
             },
-        };
-        Ok(Rings {
-            event,
-            polled: vec![true; samplers.len()],
-            samplers,
-            buffer_bytes,
-            stack_bytes,
-        })
+            OpenError::into_profile_error,
+        ))
+    }
+
+    /// The `precise_ip` the event was opened with.
+    pub(super) fn precise_ip(&self) -> u8 {
+        self.precise_ip
     }
 
     /// The event sampled.
@@ -119,7 +143,7 @@ impl Rings {
     pub(super) fn nominal_period(&self, frequency_hz: u64) -> u64 {
         match self.event {
             SampledEvent::CpuClock => 1_000_000_000 / frequency_hz.max(1),
-            SampledEvent::Cycles => 0,
+            _ => 0,
         }
     }
 
@@ -266,23 +290,45 @@ fn online_cpus() -> Vec<usize> {
         })
 }
 
-/// Opens `event` on every CPU and maps a buffer for each, halving the buffer size while the
+/// What to open: the event, its precision and the stack copy.
+pub(super) struct Wanted {
+    pub(super) event: SampledEvent,
+    pub(super) precise_ip: u8,
+    pub(super) stack_bytes: u32,
+}
+
+/// The `precise_ip` levels to try, most precise first: only the instruction event asks for
+/// precision (spec 001 §6.5: the sampled address is then the instruction that overflowed).
+fn precise_levels(event: SampledEvent) -> Vec<u8> {
+    match event {
+        SampledEvent::Instructions => vec![3, 2, 1, 0],
+        _ => vec![0],
+    }
+}
+
+/// Events open on every CPU, with their buffers.
+struct Opened {
+    samplers: Vec<Sampler>,
+    members: Vec<Counter>,
+    bytes: usize,
+}
+
+/// Opens the event on every CPU and maps a buffer for each, halving the buffer size while the
 /// kernel refuses to lock it.
 fn open_all(
-    event: SampledEvent,
+    wanted: &Wanted,
     pid: libc::pid_t,
     cpus: &[usize],
     options: &SampleOptions,
-    stack_bytes: u32,
-) -> Result<(Vec<Sampler>, usize), OpenError> {
-    let builder = builder(event, options, stack_bytes);
+) -> Result<Opened, OpenError> {
+    let builder = builder(wanted, options);
     let mut bytes = options
         .buffer_bytes
         .max(MIN_BUFFER_BYTES)
         .checked_next_power_of_two()
         .unwrap_or(MIN_BUFFER_BYTES);
     loop {
-        match open_sized(&builder, event, pid, cpus, bytes) {
+        match open_sized(&builder, wanted.event, pid, cpus, bytes) {
             Err(error) if error.step.starts_with("mapping") && bytes > MIN_BUFFER_BYTES => {
                 let errno = error.source.raw_os_error();
                 if errno != Some(libc::EPERM) && errno != Some(libc::ENOMEM) {
@@ -290,7 +336,13 @@ fn open_all(
                 }
                 bytes /= 2;
             }
-            result => return result.map(|samplers| (samplers, bytes)),
+            result => {
+                return result.map(|(samplers, members)| Opened {
+                    samplers,
+                    members,
+                    bytes,
+                });
+            }
         }
     }
 }
@@ -301,19 +353,30 @@ fn open_sized(
     pid: libc::pid_t,
     cpus: &[usize],
     bytes: usize,
-) -> Result<Vec<Sampler>, OpenError> {
+) -> Result<(Vec<Sampler>, Vec<Counter>), OpenError> {
     let mut samplers = Vec::with_capacity(cpus.len());
+    let mut members = Vec::new();
     for &cpu in cpus {
         let mut builder = builder.clone();
         builder.observe_pid(pid).one_cpu(cpu);
         // Wake up with three quarters still free: the time to fill them is how late this
         // process may be scheduled (or busy unwinding) before the kernel drops samples.
         builder.wakeup_watermark(bytes / 4);
-        let counter = builder.build().map_err(|source| OpenError {
+        let mut counter = builder.build().map_err(|source| OpenError {
             event,
             step: "opening",
             source,
         })?;
+        if event.reads_instructions() {
+            let member = instruction_counter(pid, cpu)
+                .build_with_group(&mut counter)
+                .map_err(|source| OpenError {
+                    event,
+                    step: "adding the instruction counter to its group",
+                    source,
+                })?;
+            members.push(member);
+        }
         let sampler = counter.sampled(bytes).map_err(|source| OpenError {
             event,
             step: "mapping its ring buffer",
@@ -321,38 +384,62 @@ fn open_sized(
         })?;
         samplers.push(sampler);
     }
-    Ok(samplers)
+    Ok((samplers, members))
+}
+
+/// The group member of embodiments 1 and 2: user-mode instructions, counted, not sampled; it
+/// is enabled and disabled with its leader.
+fn instruction_counter(pid: libc::pid_t, cpu: usize) -> Builder<'static> {
+    let mut builder = Builder::new(Hardware::INSTRUCTIONS);
+    builder
+        .enabled(true)
+        .inherit(true)
+        .exclude_kernel(true)
+        .exclude_hv(true)
+        .observe_pid(pid)
+        .one_cpu(cpu);
+    builder
 }
 
 /// The event's attributes: user space only, inherited by threads and children, enabled at
 /// `exec`, sampling IP, thread, time, period, the unwinding registers and a stack copy, with
 /// the side-band records that keep track of mappings, `exec`s and processes.
-pub(super) fn builder(
-    event: SampledEvent,
-    options: &SampleOptions,
-    stack_bytes: u32,
-) -> Builder<'static> {
-    let mut builder = match event {
-        SampledEvent::Cycles => Builder::new(Hardware::CPU_CYCLES),
+pub(super) fn builder(wanted: &Wanted, options: &SampleOptions) -> Builder<'static> {
+    let mut builder = match wanted.event {
+        SampledEvent::Cycles | SampledEvent::CyclesWithInstructions => {
+            Builder::new(Hardware::CPU_CYCLES)
+        }
         SampledEvent::CpuClock => Builder::new(Software::CPU_CLOCK),
+        SampledEvent::Instructions => Builder::new(Hardware::INSTRUCTIONS),
+        SampledEvent::CacheMissesWithInstructions => Builder::new(Hardware::CACHE_MISSES),
     };
+    let mut flags = SampleFlag::IP
+        | SampleFlag::TID
+        | SampleFlag::TIME
+        | SampleFlag::PERIOD
+        | SampleFlag::REGS_USER
+        | SampleFlag::STACK_USER;
+    if wanted.event.reads_instructions() {
+        // Leader sampling: every sample carries the group's counters (leader first).
+        flags |= SampleFlag::READ;
+        builder.read_format(ReadFormat::GROUP | ReadFormat::ID);
+    }
     builder
         .enabled(false)
         .enable_on_exec(true)
         .inherit(true)
         .exclude_kernel(true)
         .exclude_hv(true)
+        .precise_ip(match wanted.precise_ip {
+            0 => SampleSkid::Arbitrary,
+            1 => SampleSkid::Constant,
+            2 => SampleSkid::RequestZero,
+            _ => SampleSkid::RequireZero,
+        })
         .sample_frequency(options.frequency_hz)
-        .sample(
-            SampleFlag::IP
-                | SampleFlag::TID
-                | SampleFlag::TIME
-                | SampleFlag::PERIOD
-                | SampleFlag::REGS_USER
-                | SampleFlag::STACK_USER,
-        )
+        .sample(flags)
         .sample_regs_user(REGS_USER_MASK)
-        .sample_stack_user(stack_bytes)
+        .sample_stack_user(wanted.stack_bytes)
         .mmap(true)
         .mmap2(true)
         .comm(true)

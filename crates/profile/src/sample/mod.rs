@@ -51,6 +51,8 @@ pub struct SampleOptions {
     pub buffer_bytes: usize,
     /// The `PATH` used to find the command (the default search list when `None`).
     pub search_path: Option<OsString>,
+    /// The events to try.
+    pub event: EventChoice,
 }
 
 impl Default for SampleOptions {
@@ -60,6 +62,7 @@ impl Default for SampleOptions {
             stack_bytes: DEFAULT_STACK_BYTES,
             buffer_bytes: DEFAULT_BUFFER_BYTES,
             search_path: None,
+            event: EventChoice::Auto,
         }
     }
 }
@@ -67,12 +70,24 @@ impl Default for SampleOptions {
 /// The event that drove the sampling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum SampledEvent {
-    /// `PERF_COUNT_HW_CPU_CYCLES`, user-mode cycles: chosen where the kernel offers it.
+    /// `PERF_COUNT_HW_CPU_CYCLES`, user-mode cycles.
     #[serde(rename = "cycles")]
     Cycles,
     /// `PERF_COUNT_SW_CPU_CLOCK`, a per-CPU timer: the fallback without hardware counters.
     #[serde(rename = "cpu-clock")]
     CpuClock,
+    /// `PERF_COUNT_HW_INSTRUCTIONS`, user-mode instructions, as precise as the PMU offers
+    /// (spec 001 embodiment 3): each sample stands for its period of instructions.
+    #[serde(rename = "instructions")]
+    Instructions,
+    /// A group led by cycles with an instruction counter read at every sample (spec 001
+    /// embodiment 1, `perf record -e '{cycles,instructions}:S'`).
+    #[serde(rename = "cycles+instructions")]
+    CyclesWithInstructions,
+    /// A group led by cache misses with an instruction counter read at every sample (spec 001
+    /// embodiment 2).
+    #[serde(rename = "cache-misses+instructions")]
+    CacheMissesWithInstructions,
 }
 
 impl SampledEvent {
@@ -81,15 +96,61 @@ impl SampledEvent {
         match self {
             SampledEvent::Cycles => "cycles",
             SampledEvent::CpuClock => "cpu-clock",
+            SampledEvent::Instructions => "instructions",
+            SampledEvent::CyclesWithInstructions => "{cycles,instructions}",
+            SampledEvent::CacheMissesWithInstructions => "{cache-misses,instructions}",
         }
     }
 
     /// What the event counts, the unit of [`SampledRun::period`].
     pub fn unit(self) -> &'static str {
         match self {
-            SampledEvent::Cycles => "cycles",
+            SampledEvent::Cycles | SampledEvent::CyclesWithInstructions => "cycles",
             SampledEvent::CpuClock => "ns",
+            SampledEvent::Instructions => "instructions",
+            SampledEvent::CacheMissesWithInstructions => "cache misses",
         }
+    }
+
+    /// Whether each sample carries the instructions retired since the thread's previous one.
+    pub fn reads_instructions(self) -> bool {
+        matches!(
+            self,
+            SampledEvent::CyclesWithInstructions | SampledEvent::CacheMissesWithInstructions
+        )
+    }
+}
+
+/// Which events `record_sampled` tries, in order, until the kernel accepts one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum EventChoice {
+    /// Cycles with an instruction counter (one recording serves the time tree and the
+    /// instruction mix), else cycles, else `cpu-clock`.
+    #[default]
+    Auto,
+    /// Precise instructions (the instruction mix's best estimate), else as `Auto`.
+    Instructions,
+    /// Cache misses with an instruction counter, else as `Auto`.
+    CacheMisses,
+    /// `cpu-clock` only.
+    CpuClock,
+}
+
+impl EventChoice {
+    /// The events to try, most wanted first.
+    pub fn candidates(self) -> Vec<SampledEvent> {
+        let auto = [
+            SampledEvent::CyclesWithInstructions,
+            SampledEvent::Cycles,
+            SampledEvent::CpuClock,
+        ];
+        let first = match self {
+            EventChoice::Auto => None,
+            EventChoice::Instructions => Some(SampledEvent::Instructions),
+            EventChoice::CacheMisses => Some(SampledEvent::CacheMissesWithInstructions),
+            EventChoice::CpuClock => return vec![SampledEvent::CpuClock],
+        };
+        first.into_iter().chain(auto).collect()
     }
 }
 
@@ -112,6 +173,9 @@ pub struct Exec {
 pub struct SampledRun {
     /// The event that drove the sampling.
     pub event: SampledEvent,
+    /// `precise_ip` the event was opened with (0: arbitrary skid … 3: zero skid).
+    #[serde(default)]
+    pub precise_ip: u8,
     /// The requested sampling frequency.
     pub frequency_hz: u64,
     /// Mean event count between two samples ([`SampledEvent::unit`]: nanoseconds for
@@ -129,6 +193,14 @@ pub struct SampledRun {
     pub execs: Vec<Exec>,
     /// Samples the kernel dropped because a ring buffer was full.
     pub lost_samples: u64,
+    /// Times the kernel throttled the event because samples came faster than it allows
+    /// (`perf_event_max_sample_rate`); each throttled interval has no samples.
+    #[serde(default)]
+    pub throttled: u64,
+    /// TSC ticks per second over the run (the clock the time-based instruction estimate
+    /// converts nanoseconds with), when measured.
+    #[serde(default)]
+    pub tsc_hz: Option<f64>,
     /// How the target's first process ended.
     pub exit: TargetExit,
     /// From the target's `exec` to its first process's exit, in nanoseconds.
@@ -150,22 +222,33 @@ impl SampledRun {
     /// the process had after its last `exec` before `time_ns`, the latest one containing
     /// the address.
     pub fn mapping_at(&self, pid: u32, time_ns: u64, address: u64) -> Option<&Mapping> {
-        let mut first = 0;
-        let mut end = self.mappings.len();
-        for exec in self.execs.iter().filter(|exec| exec.pid == pid) {
-            if exec.time_ns <= time_ns {
-                first = exec.first_mapping;
-            } else {
-                end = exec.first_mapping;
-                break;
-            }
-        }
-        self.mappings
-            .get(first..end.max(first))?
-            .iter()
-            .rev()
-            .find(|m| m.pid == pid && m.start <= address && address < m.end)
+        mapping_at(&self.mappings, &self.execs, pid, time_ns, address)
     }
+}
+
+/// [`SampledRun::mapping_at`] over any list of mappings and `exec`s recorded the same way.
+pub(crate) fn mapping_at<'a>(
+    mappings: &'a [Mapping],
+    execs: &[Exec],
+    pid: u32,
+    time_ns: u64,
+    address: u64,
+) -> Option<&'a Mapping> {
+    let mut first = 0;
+    let mut end = mappings.len();
+    for exec in execs.iter().filter(|exec| exec.pid == pid) {
+        if exec.time_ns <= time_ns {
+            first = exec.first_mapping;
+        } else {
+            end = exec.first_mapping;
+            break;
+        }
+    }
+    mappings
+        .get(first..end.max(first))?
+        .iter()
+        .rev()
+        .find(|m| m.pid == pid && m.start <= address && address < m.end)
 }
 
 /// Runs `command` (its first word looked up in `options.search_path` unless it holds a `/`)
@@ -186,6 +269,7 @@ pub fn record_sampled(
     stop: &AtomicBool,
 ) -> Result<SampledRun, ProfileError> {
     let called_ns = events::monotonic_ns();
+    let called_tsc = crate::tsc::read();
     events::check_options(options)?;
     let Some(first) = command.first() else {
         return Err(ProfileError::Command {
@@ -207,9 +291,13 @@ pub fn record_sampled(
     let mut tracker = tracker::Tracker::new(called_ns, child.pid() as u32);
     let exit = watch(&mut child, &mut rings, &mut tracker, stop)?;
     let ended_ns = events::monotonic_ns();
+    let elapsed_ns = ended_ns.saturating_sub(called_ns);
+    let tsc_hz = (elapsed_ns > 0)
+        .then(|| crate::tsc::read().saturating_sub(called_tsc) as f64 * 1e9 / elapsed_ns as f64);
     let period_nominal = rings.nominal_period(options.frequency_hz);
     Ok(tracker.finish(tracker::Finish {
         event: rings.event(),
+        precise_ip: rings.precise_ip(),
         frequency_hz: options.frequency_hz,
         period_nominal,
         exit,
@@ -217,6 +305,7 @@ pub fn record_sampled(
         ended_ns,
         stack_bytes: rings.stack_bytes(),
         buffer_bytes: rings.buffer_bytes() as u64,
+        tsc_hz,
     }))
 }
 

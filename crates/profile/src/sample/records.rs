@@ -6,7 +6,9 @@ use std::collections::BinaryHeap;
 
 use perf_event::data::endian::Native;
 use perf_event::data::parse::{ParseConfig, Parser};
-use perf_event::data::{Comm, Exit, Lost, Mmap2, RecordMetadata, Sample, SampleRegsAbi, Visitor};
+use perf_event::data::{
+    Comm, Exit, Lost, Mmap2, RecordMetadata, Sample, SampleRegsAbi, Throttle, Visitor,
+};
 
 use super::events::REGS_USER_MASK;
 
@@ -40,6 +42,8 @@ pub(super) struct RawSample {
     pub(super) tid: u32,
     pub(super) ip: u64,
     pub(super) period: u64,
+    /// The group's instruction counter (cumulative), when the event reads one.
+    pub(super) instructions: Option<u64>,
     /// `None` when the kernel had no user registers (the sample cannot be unwound).
     pub(super) regs: Option<UserRegs>,
     /// The stack from `regs.sp` upwards.
@@ -76,6 +80,8 @@ pub(super) enum EventKind {
     Lost {
         count: u64,
     },
+    /// The kernel stopped sampling for a while (too many samples per second).
+    Throttle,
 }
 
 /// A record with its kernel timestamp (`CLOCK_MONOTONIC` ns).
@@ -128,6 +134,11 @@ impl<'a> Visitor<'a> for Convert {
             tid: sample.tid()?,
             ip: sample.ip()?,
             period: sample.period().unwrap_or(0),
+            // A group's second counter is the instruction counter (see `events::builder`).
+            instructions: sample
+                .values()
+                .and_then(|group| group.get(1))
+                .map(|e| e.value()),
             regs,
             stack: sample.stack_user().map(<[u8]>::to_vec).unwrap_or_default(),
         });
@@ -188,6 +199,13 @@ impl<'a> Visitor<'a> for Convert {
         Some(Event {
             time_ns: metadata.sample_id().time().unwrap_or(record.time),
             kind,
+        })
+    }
+
+    fn visit_throttle(self, _: Throttle, metadata: RecordMetadata) -> Option<Event> {
+        Some(Event {
+            time_ns: metadata.sample_id().time().unwrap_or(0),
+            kind: EventKind::Throttle,
         })
     }
 
@@ -268,7 +286,12 @@ mod tests {
     use proptest::prelude::*;
 
     fn config() -> ParseConfig<Native> {
-        let builder = events::builder(SampledEvent::CpuClock, &SampleOptions::default(), 64);
+        let wanted = events::Wanted {
+            event: SampledEvent::CpuClock,
+            precise_ip: 0,
+            stack_bytes: 64,
+        };
+        let builder = events::builder(&wanted, &SampleOptions::default());
         ParseConfig::from(*builder.attrs())
     }
 
@@ -304,6 +327,7 @@ mod tests {
                 tid: 7,
                 ip: 0x401234,
                 period: 250_000,
+                instructions: None,
                 regs: Some(UserRegs {
                     ip: 0x401234,
                     sp: 0x7ffd_0000_0000,
@@ -312,6 +336,63 @@ mod tests {
                 stack: stack[..24].to_vec(),
             })
         );
+    }
+
+    /// A leader-sampled group record (spec 001 embodiment 1): the READ part, after the
+    /// period, holds the number of counters and (value, id) for the leader then the member.
+    #[test]
+    fn a_group_sample_gives_the_instruction_counter() {
+        let wanted = events::Wanted {
+            event: SampledEvent::CyclesWithInstructions,
+            precise_ip: 0,
+            stack_bytes: 64,
+        };
+        let config =
+            ParseConfig::from(*events::builder(&wanted, &SampleOptions::default()).attrs());
+        let mut data = Vec::new();
+        let mut put = |v: u64| data.extend_from_slice(&v.to_ne_bytes());
+        put(0x401234); // ip
+        put((7u64 << 32) | 5); // pid, tid
+        put(1_000); // time
+        put(2_000_000); // period (cycles)
+        put(2); // nr
+        put(123_456_789); // cycles, cumulative
+        put(41); // its id
+        put(98_765_432); // instructions, cumulative
+        put(42); // its id
+        put(2); // PERF_SAMPLE_REGS_ABI_64
+        put(0x7ffd_0000_0100);
+        put(0x7ffd_0000_0000);
+        put(0x401234);
+        put(8); // the stack copy: 8 bytes, all used
+        put(0x1122);
+        put(8);
+        let event = convert(9, 2, &data, &config).expect("a sample");
+        let EventKind::Sample(sample) = event.kind else {
+            panic!("{event:?}")
+        };
+        assert_eq!(
+            (sample.period, sample.instructions),
+            (2_000_000, Some(98_765_432))
+        );
+        // The same bytes under a configuration without READ are another layout: refused or
+        // read without an instruction count, never a wrong count.
+        if let Some(Event {
+            kind: EventKind::Sample(s),
+            ..
+        }) = convert(9, 2, &data, &config_for(SampledEvent::Cycles))
+        {
+            assert_eq!(s.instructions, None);
+        }
+    }
+
+    fn config_for(event: SampledEvent) -> ParseConfig<Native> {
+        let wanted = events::Wanted {
+            event,
+            precise_ip: 0,
+            stack_bytes: 64,
+        };
+        ParseConfig::from(*events::builder(&wanted, &SampleOptions::default()).attrs())
     }
 
     #[test]

@@ -23,6 +23,7 @@ struct Process {
 /// What the caller knows at the end of a run.
 pub(super) struct Finish {
     pub(super) event: SampledEvent,
+    pub(super) precise_ip: u8,
     pub(super) frequency_hz: u64,
     pub(super) period_nominal: u64,
     pub(super) exit: TargetExit,
@@ -32,6 +33,7 @@ pub(super) struct Finish {
     pub(super) ended_ns: u64,
     pub(super) stack_bytes: u32,
     pub(super) buffer_bytes: u64,
+    pub(super) tsc_hz: Option<f64>,
 }
 
 /// Builds a [`SampledRun`] from events handed in time order.
@@ -46,6 +48,9 @@ pub(super) struct Tracker {
     mappings: Vec<Mapping>,
     execs: Vec<Exec>,
     lost: u64,
+    throttled: u64,
+    /// Per thread, the instruction counter's value at its last sample (group sampling).
+    last_instructions: HashMap<u32, u64>,
     pids: HashSet<u32>,
     tids: HashSet<u32>,
     period_sum: u64,
@@ -65,6 +70,8 @@ impl Tracker {
             mappings: Vec::new(),
             execs: Vec::new(),
             lost: 0,
+            throttled: 0,
+            last_instructions: HashMap::new(),
             pids: HashSet::from([root]),
             tids: HashSet::from([root]),
             period_sum: 0,
@@ -112,6 +119,7 @@ impl Tracker {
                 }
             }
             EventKind::Lost { count } => self.lost += count,
+            EventKind::Throttle => self.throttled += 1,
         }
     }
 
@@ -137,12 +145,20 @@ impl Tracker {
             None => (vec![ip], true),
         };
         self.period_sum = self.period_sum.saturating_add(sample.period);
+        // The counter is cumulative per thread (inherited counters start at 0 with the
+        // thread): a sample stands for what the thread retired since its previous one.
+        let instructions = sample.instructions.map(|value| {
+            let before = self.last_instructions.insert(tid, value).unwrap_or(0);
+            value.saturating_sub(before)
+        });
         self.samples.push(Sample {
             pid,
             tid,
             time_ns: self.since_origin(time_ns),
             stack: frames,
             truncated,
+            period: sample.period,
+            instructions,
         });
     }
 
@@ -229,6 +245,7 @@ impl Tracker {
         };
         SampledRun {
             event: finish.event,
+            precise_ip: finish.precise_ip,
             frequency_hz: finish.frequency_hz,
             period,
             sampled_total: self.period_sum,
@@ -236,6 +253,8 @@ impl Tracker {
             mappings: self.mappings,
             execs: self.execs,
             lost_samples: self.lost,
+            throttled: self.throttled,
+            tsc_hz: finish.tsc_hz,
             exit: finish.exit,
             wall_ns: end_ns.saturating_sub(exec_ns),
             startup_ns: exec_ns.saturating_sub(self.origin_ns),
@@ -306,6 +325,7 @@ mod tests {
         });
         let run = tracker.finish(Finish {
             event: SampledEvent::CpuClock,
+            precise_ip: 0,
             frequency_hz: 1000,
             period_nominal: 1_000_000,
             exit: TargetExit::Exited(0),
@@ -313,6 +333,7 @@ mod tests {
             ended_ns: 999,
             stack_bytes: 64,
             buffer_bytes: 4096,
+            tsc_hz: None,
         });
         let paths: Vec<(u32, &str)> = run
             .mappings
@@ -342,6 +363,54 @@ mod tests {
         assert_eq!(run.period, 1_000_000);
     }
 
+    /// Group sampling (spec 001 §6.5, embodiment 1): the instruction counter is cumulative
+    /// per thread, so each sample stands for the difference from the thread's previous one.
+    #[test]
+    fn group_samples_carry_per_thread_instruction_deltas() {
+        let mut tracker = Tracker::new(0, 1);
+        let sample = |time_ns, tid, instructions| Event {
+            time_ns,
+            kind: EventKind::Sample(RawSample {
+                pid: 1,
+                tid,
+                ip: 0x42,
+                period: 1_000_000,
+                instructions: Some(instructions),
+                regs: None,
+                stack: Vec::new(),
+            }),
+        };
+        for event in [
+            sample(1, 1, 1_000),
+            sample(2, 2, 700),
+            sample(3, 1, 2_500),
+            sample(4, 2, 1_900),
+            sample(5, 1, 2_600),
+        ] {
+            tracker.handle(event);
+        }
+        let deltas: Vec<(u32, Option<u64>)> = tracker
+            .samples
+            .iter()
+            .map(|s| (s.tid, s.instructions))
+            .collect();
+        assert_eq!(
+            deltas,
+            [
+                (1, Some(1_000)),
+                (2, Some(700)),
+                (1, Some(1_500)),
+                (2, Some(1_200)),
+                (1, Some(100))
+            ]
+        );
+        tracker.handle(Event {
+            time_ns: 6,
+            kind: EventKind::Throttle,
+        });
+        assert_eq!(tracker.throttled, 1);
+    }
+
     #[test]
     fn a_sample_of_an_unknown_process_is_kept_with_its_ip() {
         let mut tracker = Tracker::new(0, 1);
@@ -352,6 +421,7 @@ mod tests {
                 tid: u32::MAX,
                 ip: 0x42,
                 period: 7,
+                instructions: None,
                 regs: None,
                 stack: Vec::new(),
             }),
