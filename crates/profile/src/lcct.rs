@@ -80,9 +80,6 @@ pub struct Node {
     pub trips_min: Option<u64>,
     /// Most header executions in one entry.
     pub trips_max: Option<u64>,
-    /// Header executions in the entry still open.
-    #[serde(skip)]
-    pub(crate) trips_current: u64,
 }
 
 impl Node {
@@ -100,7 +97,6 @@ impl Node {
             exits: 0,
             trips_min: None,
             trips_max: None,
-            trips_current: 0,
         }
     }
 
@@ -177,26 +173,23 @@ impl Lcct {
 
     /// Counts one entry into `node` (a call or a loop entry).
     pub fn enter(&mut self, node: NodeId) {
-        let n = &mut self.nodes[node as usize];
-        n.entries += 1;
-        n.trips_current = 0;
+        self.nodes[node as usize].entries += 1;
     }
 
     /// Counts one execution of a loop's header; `back_edge` when the loop was already active.
     pub fn header(&mut self, node: NodeId, back_edge: bool) {
         let n = &mut self.nodes[node as usize];
         n.header_executions += 1;
-        n.trips_current += 1;
         if back_edge {
             n.back_edges += 1;
         }
     }
 
-    /// Closes the open entry of a loop: its trips go into min and max.
-    pub fn exit(&mut self, node: NodeId) {
+    /// Closes one entry of a loop that made `trips` header executions (counted by the caller
+    /// per activation: with recursion folded, one node can have several entries open at once).
+    pub fn exit(&mut self, node: NodeId, trips: u64) {
         let n = &mut self.nodes[node as usize];
         n.exits += 1;
-        let trips = std::mem::take(&mut n.trips_current);
         n.trips_min = Some(n.trips_min.map_or(trips, |m| m.min(trips)));
         n.trips_max = Some(n.trips_max.map_or(trips, |m| m.max(trips)));
     }
@@ -301,7 +294,7 @@ mod tests {
             for i in 0..trips {
                 t.header(l, i > 0);
             }
-            t.exit(l);
+            t.exit(l, trips);
         }
         let n = &t.nodes[l as usize];
         assert_eq!((n.entries, n.header_executions, n.back_edges), (2, 8, 6));

@@ -144,7 +144,8 @@ fn open_objects(profile: &Profile, used: &[bool], notes: &mut Vec<String>) -> Re
             lines: true,
             ..Options::default()
         });
-        if !program.warnings.is_empty() && program.functions.iter().all(|f| f.loops.iter().all(|l| l.file.is_none())) {
+        let mut loops = program.functions.iter().flat_map(|f| &f.loops).peekable();
+        if loops.peek().is_some() && loops.all(|l| l.file.is_none()) {
             notes.push(format!("{}: no debug line information; loops have no file:line", o.path));
         }
         if program.stripped {

@@ -19,8 +19,16 @@ struct Frame {
     node: NodeId,
     /// Function index in its program (`None` for PLT frames, which have no loops).
     function: Option<u32>,
-    /// Active loops of this activation, outermost first: (static loop id, node).
-    loops: Vec<(u32, NodeId)>,
+    /// Active loops of this activation, outermost first.
+    loops: Vec<ActiveLoop>,
+}
+
+/// A loop entered and not yet left, with the header executions of this entry.
+#[derive(Debug, Clone, Copy)]
+struct ActiveLoop {
+    id: u32,
+    node: NodeId,
+    trips: u64,
 }
 
 /// A thread's tree and where it is in it.
@@ -137,8 +145,8 @@ impl ThreadState {
         };
         while self.frames.len() > depth {
             let frame = self.frames.pop().expect("depth < len");
-            for &(_, node) in frame.loops.iter().rev() {
-                self.result.tree.exit(node);
+            for active in frame.loops.iter().rev() {
+                self.result.tree.exit(active.node, active.trips);
             }
             self.cur = frame.caller;
         }
@@ -162,25 +170,27 @@ impl ThreadState {
             .loops
             .iter()
             .zip(chain)
-            .take_while(|((id, _), c)| id == *c)
+            .take_while(|(active, c)| active.id == **c)
             .count();
         let back_edge = common == chain.len() && header_of == chain.last().copied();
         while frame.loops.len() > common {
-            let (_, node) = frame.loops.pop().expect("len > common");
-            tree.exit(node);
+            let active = frame.loops.pop().expect("len > common");
+            tree.exit(active.node, active.trips);
         }
-        let mut at = frame.loops.last().map_or(frame.node, |&(_, n)| n);
+        let mut at = frame.loops.last().map_or(frame.node, |a| a.node);
         for &id in &chain[common..] {
             at = tree.child(at, NodeKey::Loop {
                 object: key_object(tree, frame.node),
                 id,
             });
             tree.enter(at);
-            frame.loops.push((id, at));
+            frame.loops.push(ActiveLoop { id, node: at, trips: 0 });
         }
         if let Some(h) = header_of
             && chain.last() == Some(&h)
+            && let Some(active) = frame.loops.last_mut()
         {
+            active.trips += 1;
             tree.header(at, back_edge);
         }
         self.cur = at;
@@ -189,8 +199,8 @@ impl ThreadState {
     /// Closes every open activation (the thread ended) and returns its tree.
     pub fn finish(mut self) -> ThreadTree {
         for frame in self.frames.drain(..).rev() {
-            for &(_, node) in frame.loops.iter().rev() {
-                self.result.tree.exit(node);
+            for active in frame.loops.iter().rev() {
+                self.result.tree.exit(active.node, active.trips);
             }
         }
         self.result
