@@ -90,6 +90,13 @@ pub enum Command {
         loopscope blocks ./a.out --function main\n  \
         loopscope blocks ./a.out --function 0x401126 --classes my-classes.toml --json")]
     Blocks(cmd::blocks::BlocksArgs),
+    /// Count the executed instructions per type (fp, SIMD, FMA, load/store, branch, integer)
+    /// from a profile's samples or a perf.data file (spec 001), per function, loop or block.
+    #[command(after_help = "Examples:\n  \
+        loopscope record -o run.profile -- ./app && loopscope mix run.profile\n  \
+        loopscope record --exact -o exact.profile -- ./app && loopscope mix exact.profile --by block\n  \
+        loopscope mix perf.data --binary ./app --types fp,other --json")]
+    Mix(cmd::mix::MixArgs),
     /// Print a shell completion script.
     #[command(after_help = "Example:\n  \
         loopscope completions bash > /etc/bash_completion.d/loopscope")]

@@ -24,7 +24,7 @@ pub use file::{PROFILE_MAGIC, PROFILE_VERSION, Profile, Recording, build_id};
 pub use lcct::{Lcct, Node, NodeId, NodeKey, hot_threshold};
 pub use mix::{
     BlockCost, BlockMap, Bound, InstrType, MODEL_RELATIVE_ERROR, MapBlock, MixBy, MixEstimate, MixOptions,
-    MixReport, MixRow, TypeCount, TypeCounts, block_cost, build_mix, method,
+    MixReport, MixRow, TypeCount, TypeCounts, block_cost, build_mix, method, mix_of_perf_data,
 };
 pub use view::{HotRule, Overhead, ProfileReport, TreeNode, build_report};
 pub use sites::{CodeIndex, Place};

@@ -21,6 +21,7 @@
 mod loops;
 mod machine;
 mod misses;
+mod mix;
 mod probe;
 mod roofline;
 mod roofline_text;
@@ -31,6 +32,7 @@ mod units;
 pub use loops::{innermost_loop, render_blocks, render_loops};
 pub use machine::render_machine;
 pub use misses::render_misses;
+pub use mix::{format_compact, format_count, render_mix, render_mix_rows, render_mix_summary};
 pub use probe::{probe_plots, render_baseline, render_probe};
 pub use roofline::{RooflineAxis, render_roofline_svg};
 pub use roofline_text::{format_seconds, render_roofline, render_roofline_report};

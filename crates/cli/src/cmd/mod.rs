@@ -5,6 +5,7 @@ pub mod completions;
 pub mod loops;
 pub mod machine;
 pub mod misses;
+pub mod mix;
 pub mod model_level;
 pub mod probe;
 pub mod roofline;
@@ -22,6 +23,7 @@ pub fn run(command: Command, ui: &Ui) -> anyhow::Result<()> {
         Command::Roofline(args) => roofline::run(&args, ui),
         Command::Simulate(args) => simulate::run(&args, ui),
         Command::Misses(args) => misses::run(&args, ui),
+        Command::Mix(args) => mix::run(&args, ui),
         Command::ModelLevel(args) => model_level::run(&args, ui),
         Command::Loops(args) => loops::run(&args, ui),
         Command::Blocks(args) => blocks::run(&args, ui),

@@ -44,6 +44,7 @@
 mod cost;
 mod estimate;
 pub mod method;
+mod perfdata;
 
 pub use cost::{BlockCost, Bound, block_cost};
 pub use estimate::{
@@ -51,3 +52,4 @@ pub use estimate::{
     build_mix,
 };
 pub use method::{BlockMap, InstrType, MapBlock, TypeCounts};
+pub use perfdata::mix_of_perf_data;

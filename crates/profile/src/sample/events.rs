@@ -420,8 +420,9 @@ pub(super) fn builder(wanted: &Wanted, options: &SampleOptions) -> Builder<'stat
         | SampleFlag::REGS_USER
         | SampleFlag::STACK_USER;
     if wanted.event.reads_instructions() {
-        // Leader sampling: every sample carries the group's counters (leader first).
-        flags |= SampleFlag::READ;
+        // Leader sampling: every sample carries the group's counters (leader first), and the
+        // CPU, since a thread's counter on each CPU is a counter of its own.
+        flags |= SampleFlag::READ | SampleFlag::CPU;
         builder.read_format(ReadFormat::GROUP | ReadFormat::ID);
     }
     builder

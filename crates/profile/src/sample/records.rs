@@ -44,6 +44,8 @@ pub(super) struct RawSample {
     pub(super) period: u64,
     /// The group's instruction counter (cumulative), when the event reads one.
     pub(super) instructions: Option<u64>,
+    /// The CPU the sample was taken on (group events: each CPU's counter is its own).
+    pub(super) cpu: Option<u32>,
     /// `None` when the kernel had no user registers (the sample cannot be unwound).
     pub(super) regs: Option<UserRegs>,
     /// The stack from `regs.sp` upwards.
@@ -139,6 +141,7 @@ impl<'a> Visitor<'a> for Convert {
                 .values()
                 .and_then(|group| group.get(1))
                 .map(|e| e.value()),
+            cpu: sample.cpu(),
             regs,
             stack: sample.stack_user().map(<[u8]>::to_vec).unwrap_or_default(),
         });
@@ -328,6 +331,7 @@ mod tests {
                 ip: 0x401234,
                 period: 250_000,
                 instructions: None,
+                cpu: None,
                 regs: Some(UserRegs {
                     ip: 0x401234,
                     sp: 0x7ffd_0000_0000,
@@ -354,6 +358,7 @@ mod tests {
         put(0x401234); // ip
         put((7u64 << 32) | 5); // pid, tid
         put(1_000); // time
+        put(3); // cpu 3, reserved 0
         put(2_000_000); // period (cycles)
         put(2); // nr
         put(123_456_789); // cycles, cumulative
@@ -372,8 +377,8 @@ mod tests {
             panic!("{event:?}")
         };
         assert_eq!(
-            (sample.period, sample.instructions),
-            (2_000_000, Some(98_765_432))
+            (sample.period, sample.instructions, sample.cpu),
+            (2_000_000, Some(98_765_432), Some(3))
         );
         // The same bytes under a configuration without READ are another layout: refused or
         // read without an instruction count, never a wrong count.

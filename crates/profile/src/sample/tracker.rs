@@ -49,8 +49,9 @@ pub(super) struct Tracker {
     execs: Vec<Exec>,
     lost: u64,
     throttled: u64,
-    /// Per thread, the instruction counter's value at its last sample (group sampling).
-    last_instructions: HashMap<u32, u64>,
+    /// Per thread and CPU, the instruction counter's value at its last sample (group
+    /// sampling: an inherited per-CPU event is one counter per thread and CPU).
+    last_instructions: HashMap<(u32, u32), u64>,
     pids: HashSet<u32>,
     tids: HashSet<u32>,
     period_sum: u64,
@@ -145,10 +146,12 @@ impl Tracker {
             None => (vec![ip], true),
         };
         self.period_sum = self.period_sum.saturating_add(sample.period);
-        // The counter is cumulative per thread (inherited counters start at 0 with the
-        // thread): a sample stands for what the thread retired since its previous one.
+        // The counter is cumulative per thread and CPU (inherited counters start at 0 with
+        // the thread): a sample stands for what the thread retired on that CPU since its
+        // previous sample there.
         let instructions = sample.instructions.map(|value| {
-            let before = self.last_instructions.insert(tid, value).unwrap_or(0);
+            let key = (tid, sample.cpu.unwrap_or(0));
+            let before = self.last_instructions.insert(key, value).unwrap_or(0);
             value.saturating_sub(before)
         });
         self.samples.push(Sample {
@@ -376,6 +379,7 @@ mod tests {
                 ip: 0x42,
                 period: 1_000_000,
                 instructions: Some(instructions),
+                cpu: Some(0),
                 regs: None,
                 stack: Vec::new(),
             }),
@@ -422,6 +426,7 @@ mod tests {
                 ip: 0x42,
                 period: 7,
                 instructions: None,
+                cpu: None,
                 regs: None,
                 stack: Vec::new(),
             }),
