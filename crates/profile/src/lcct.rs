@@ -239,16 +239,17 @@ fn min_option(a: Option<u64>, b: Option<u64>) -> Option<u64> {
 
 /// The paper's hot-region threshold (spec 004 §3.5): the inclusive share of the node whose self
 /// share is the `rank`-th largest (8 in the paper). A node is hot when its inclusive share is at
-/// least that. Returns 0 (everything hot) when the tree has fewer than `rank` nodes.
+/// least that. Only nodes with some self value are ranked; when fewer than `rank` have one, the
+/// last of them sets the threshold, and with none everything is hot.
 pub fn hot_threshold(self_values: &[u64], inclusive_values: &[u64], rank: usize) -> f64 {
     let total = inclusive_values.first().copied().unwrap_or(0);
     if total == 0 || rank == 0 {
         return 0.0;
     }
-    let mut order: Vec<usize> = (1..self_values.len()).collect();
+    let mut order: Vec<usize> = (1..self_values.len()).filter(|&i| self_values[i] > 0).collect();
     // Ties broken by node id so the threshold does not depend on sort stability.
     order.sort_by_key(|&i| (std::cmp::Reverse(self_values[i]), i));
-    match order.get(rank - 1) {
+    match order.get(rank - 1).or(order.last()) {
         Some(&i) => inclusive_values[i] as f64 / total as f64,
         None => 0.0,
     }
@@ -330,6 +331,8 @@ mod tests {
         let incl = t.inclusive(|n| n.self_time);
         // The 8th largest self is node 2 (self 2), inclusive 2 + 3 + … + 9 = 44 of 45.
         assert_eq!(hot_threshold(&selfs, &incl, 8), 44.0 / 45.0);
-        assert_eq!(hot_threshold(&selfs, &incl, 20), 0.0);
+        // Fewer ranked nodes than the rank: the smallest self (node 1) sets it.
+        assert_eq!(hot_threshold(&selfs, &incl, 20), 1.0);
+        assert_eq!(hot_threshold(&[0, 0], &[0, 0], 8), 0.0);
     }
 }

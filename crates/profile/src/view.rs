@@ -32,6 +32,8 @@ pub struct TreeNode {
     pub line: Option<u32>,
     /// The object the code belongs to.
     pub object: Option<String>,
+    /// The function a loop is in.
+    pub function: Option<String>,
     /// Time in this node alone, in seconds (trap cost subtracted for exact profiles).
     pub self_s: f64,
     /// Time in this node and below, in seconds.
@@ -372,6 +374,7 @@ fn finish(
             file: label.file,
             line: label.line,
             object: label.object,
+            function: label.function,
             self_s: corrected[id as usize] as f64 * seconds_per_unit,
             inclusive_s: inclusive_corrected[id as usize] as f64 * seconds_per_unit,
             self_share: corrected[id as usize] as f64 / total,
@@ -426,6 +429,7 @@ struct Label {
     file: Option<String>,
     line: Option<u32>,
     object: Option<String>,
+    function: Option<String>,
 }
 
 struct Labeller<'a> {
@@ -443,6 +447,7 @@ impl Labeller<'_> {
             file: None,
             line: None,
             object: None,
+            function: None,
         };
         match key {
             NodeKey::Root => {}
@@ -474,10 +479,13 @@ impl Labeller<'_> {
                 label.name = format!("loop {id}");
                 let o = object_of(object);
                 label.object = o.map(|o| o.path.clone());
-                if let Some(l) = o
-                    .and_then(|o| o.program.as_ref())
-                    .and_then(|p| p.functions.iter().flat_map(|f| &f.loops).find(|l| l.id == id))
-                {
+                let found = o.and_then(|o| o.program.as_ref()).and_then(|p| {
+                    p.functions
+                        .iter()
+                        .find_map(|f| f.loops.iter().find(|l| l.id == id).map(|l| (f, l)))
+                });
+                if let Some((f, l)) = found {
+                    label.function = Some(f.name.clone());
                     label.irreducible = l.kind == LoopKind::Irreducible;
                     label.file = l.file.clone();
                     label.line = l.line;

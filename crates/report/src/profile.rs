@@ -170,6 +170,7 @@ pub fn render_profile_by_loop(report: &ProfileReport, filter: NodeFilter) -> Str
         self_s: f64,
         inclusive_s: f64,
         contexts: u64,
+        function: Option<String>,
         entries: u64,
         iterations: u64,
         source: String,
@@ -187,6 +188,7 @@ pub fn render_profile_by_loop(report: &ProfileReport, filter: NodeFilter) -> Str
                     Sum {
                         kind: node.kind,
                         source: source(node),
+                        function: node.function.clone(),
                         ..Sum::default()
                     },
                 ));
@@ -236,6 +238,10 @@ pub fn render_profile_by_loop(report: &ProfileReport, filter: NodeFilter) -> Str
             continue;
         }
         let name = key.split('\u{0}').next().unwrap_or("").to_owned();
+        let name = match &s.function {
+            Some(f) if s.kind == "loop" => format!("{name} in {f}"),
+            _ => name,
+        };
         let mut row = vec![
             format!("{} {name}", if s.kind == "loop" { "[L]" } else { "[F]" }),
             percent(s.self_share),
