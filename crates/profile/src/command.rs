@@ -9,7 +9,10 @@ use crate::ProfileError;
 
 /// The file `command` runs: itself when it holds a `/`, else the first executable of that name
 /// in `search_path` (the `PATH` the target will see).
-pub fn resolve_command(command: &OsStr, search_path: Option<&OsStr>) -> Result<PathBuf, ProfileError> {
+pub fn resolve_command(
+    command: &OsStr,
+    search_path: Option<&OsStr>,
+) -> Result<PathBuf, ProfileError> {
     let name = Path::new(command);
     let shown = name.display().to_string();
     if shown.is_empty() {
@@ -19,12 +22,12 @@ pub fn resolve_command(command: &OsStr, search_path: Option<&OsStr>) -> Result<P
         });
     }
     if command.as_encoded_bytes().contains(&b'/') {
-        return check_executable(name).map(|()| name.to_owned()).map_err(|what| {
-            ProfileError::Command {
+        return check_executable(name)
+            .map(|()| name.to_owned())
+            .map_err(|what| ProfileError::Command {
                 command: shown,
                 what,
-            }
-        });
+            });
     }
     let dirs = search_path.unwrap_or(OsStr::new("/usr/local/bin:/usr/bin:/bin"));
     std::env::split_paths(dirs)
@@ -59,7 +62,10 @@ mod tests {
         let path = Some(OsStr::new("/usr/bin:/bin"));
         assert!(resolve_command(OsStr::new("sh"), path).is_ok());
         let missing = resolve_command(OsStr::new("no-such-command-xyz"), path).unwrap_err();
-        assert_eq!(missing.to_string(), "no-such-command-xyz: not found in PATH");
+        assert_eq!(
+            missing.to_string(),
+            "no-such-command-xyz: not found in PATH"
+        );
         let dir = resolve_command(OsStr::new("/tmp/"), path).unwrap_err();
         assert!(dir.to_string().contains("is a directory"), "{dir}");
         let file = tempfile::NamedTempFile::new().unwrap();

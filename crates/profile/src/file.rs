@@ -127,7 +127,9 @@ impl Profile {
             what,
         };
         let newline = bytes.iter().position(|&b| b == b'\n').ok_or_else(|| {
-            bad(format!("line 1: not a loopscope profile (expected `{PROFILE_MAGIC} {PROFILE_VERSION}`)"))
+            bad(format!(
+                "line 1: not a loopscope profile (expected `{PROFILE_MAGIC} {PROFILE_VERSION}`)"
+            ))
         })?;
         let first = String::from_utf8_lossy(&bytes[..newline]);
         let mut words = first.split_whitespace();
@@ -207,12 +209,16 @@ mod tests {
         let path = dir.path().join("p.profile");
         sample_profile().write(&path).unwrap();
         let bytes = std::fs::read(&path).unwrap();
-        let truncated = Profile::parse(&path, &bytes[..bytes.len() / 2]).unwrap_err().to_string();
+        let truncated = Profile::parse(&path, &bytes[..bytes.len() / 2])
+            .unwrap_err()
+            .to_string();
         assert!(truncated.contains("truncated"), "{truncated}");
         assert!(!truncated.contains('\n'));
         let other = Profile::parse(&path, b"hello\n{}").unwrap_err().to_string();
         assert!(other.contains("not a loopscope profile"), "{other}");
-        let newer = Profile::parse(&path, b"loopscope-profile 9\n{}").unwrap_err().to_string();
+        let newer = Profile::parse(&path, b"loopscope-profile 9\n{}")
+            .unwrap_err()
+            .to_string();
         assert!(newer.contains("version 9"), "{newer}");
     }
 

@@ -246,7 +246,9 @@ pub fn hot_threshold(self_values: &[u64], inclusive_values: &[u64], rank: usize)
     if total == 0 || rank == 0 {
         return 0.0;
     }
-    let mut order: Vec<usize> = (1..self_values.len()).filter(|&i| self_values[i] > 0).collect();
+    let mut order: Vec<usize> = (1..self_values.len())
+        .filter(|&i| self_values[i] > 0)
+        .collect();
     // Ties broken by node id so the threshold does not depend on sort stability.
     order.sort_by_key(|&i| (std::cmp::Reverse(self_values[i]), i));
     match order.get(rank - 1).or(order.last()) {
@@ -282,7 +284,10 @@ mod tests {
         let main = t.procedure_node(Lcct::ROOT, function(1));
         let l1 = t.child(main, NodeKey::Loop { object: 0, id: 0 });
         let l2 = t.child(main, NodeKey::Loop { object: 0, id: 1 });
-        assert_ne!(t.procedure_node(l1, function(3)), t.procedure_node(l2, function(3)));
+        assert_ne!(
+            t.procedure_node(l1, function(3)),
+            t.procedure_node(l2, function(3))
+        );
     }
 
     #[test]
@@ -299,7 +304,10 @@ mod tests {
         }
         let n = &t.nodes[l as usize];
         assert_eq!((n.entries, n.header_executions, n.back_edges), (2, 8, 6));
-        assert_eq!((n.trips_min, n.trips_max, n.trips_mean()), (Some(3), Some(5), Some(4.0)));
+        assert_eq!(
+            (n.trips_min, n.trips_max, n.trips_mean()),
+            (Some(3), Some(5), Some(4.0))
+        );
         t.nodes[l as usize].self_time = 30;
         t.nodes[main as usize].self_time = 10;
         assert_eq!(t.inclusive(|n| n.self_time), vec![40, 40, 30]);

@@ -117,13 +117,20 @@ struct Object {
 }
 
 /// Reads every object the profile refers to, refusing one whose build-id changed.
-fn open_objects(profile: &Profile, used: &[bool], notes: &mut Vec<String>) -> Result<Vec<Object>, ProfileError> {
+fn open_objects(
+    profile: &Profile,
+    used: &[bool],
+    notes: &mut Vec<String>,
+) -> Result<Vec<Object>, ProfileError> {
     let mut objects = Vec::new();
     for (i, o) in profile.objects.iter().enumerate() {
         let path = Path::new(&o.path);
         if !used.get(i).copied().unwrap_or(false) || !path.is_file() {
             if used.get(i).copied().unwrap_or(false) && !o.path.starts_with('[') {
-                notes.push(format!("{}: not found; its code is shown by object only", o.path));
+                notes.push(format!(
+                    "{}: not found; its code is shown by object only",
+                    o.path
+                ));
             }
             objects.push(Object {
                 path: o.path.clone(),
@@ -142,16 +149,25 @@ fn open_objects(profile: &Profile, used: &[bool], notes: &mut Vec<String>) -> Re
                 found: found.clone().unwrap_or_else(|| "none".into()),
             });
         }
-        let program = Program::analyze(&image, &Options {
-            lines: true,
-            ..Options::default()
-        });
+        let program = Program::analyze(
+            &image,
+            &Options {
+                lines: true,
+                ..Options::default()
+            },
+        );
         let mut loops = program.functions.iter().flat_map(|f| &f.loops).peekable();
         if loops.peek().is_some() && loops.all(|l| l.file.is_none()) {
-            notes.push(format!("{}: no debug line information; loops have no file:line", o.path));
+            notes.push(format!(
+                "{}: no debug line information; loops have no file:line",
+                o.path
+            ));
         }
         if program.stripped {
-            notes.push(format!("{}: no symbols; functions are named by address", o.path));
+            notes.push(format!(
+                "{}: no symbols; functions are named by address",
+                o.path
+            ));
         }
         objects.push(Object {
             path: o.path.clone(),
@@ -171,7 +187,10 @@ pub fn build_report(profile: &Profile, rule: HotRule) -> Result<ProfileReport, P
             let objects = open_objects(profile, &used, &mut notes)?;
             let tree = sampled_tree(profile, run, &objects);
             if run.lost_samples > 0 {
-                notes.push(format!("{} samples lost (ring buffer full)", run.lost_samples));
+                notes.push(format!(
+                    "{} samples lost (ring buffer full)",
+                    run.lost_samples
+                ));
             }
             let measure = format!(
                 "{} samples at {} Hz ({} {} each)",
@@ -182,7 +201,18 @@ pub fn build_report(profile: &Profile, rule: HotRule) -> Result<ProfileReport, P
             );
             let seconds_per_unit = if run.event.unit() == "ns" { 1e-9 } else { 0.0 };
             let overhead = Overhead::new(profile.native_wall_ns, run.wall_ns, None);
-            Ok(finish(profile, tree, &objects, rule, measure, run.exit, seconds_per_unit, overhead, notes, true))
+            Ok(finish(
+                profile,
+                tree,
+                &objects,
+                rule,
+                measure,
+                run.exit,
+                seconds_per_unit,
+                overhead,
+                notes,
+                true,
+            ))
         }
         Recording::Ptrace(run) => {
             let used = vec![true; profile.objects.len()];
@@ -203,14 +233,27 @@ pub fn build_report(profile: &Profile, rule: HotRule) -> Result<ProfileReport, P
                     run.stepped_sites, run.sites
                 ));
             }
-            Ok(finish(profile, tree, &objects, rule, measure, run.exit, 1.0 / run.tsc_hz, overhead, notes, false))
+            Ok(finish(
+                profile,
+                tree,
+                &objects,
+                rule,
+                measure,
+                run.exit,
+                1.0 / run.tsc_hz,
+                overhead,
+                notes,
+                false,
+            ))
         }
     }
 }
 
 impl Overhead {
     fn new(native_ns: Option<u64>, profiled_ns: u64, app_ratio: Option<f64>) -> Overhead {
-        let time_ratio = native_ns.filter(|&n| n > 0).map(|n| profiled_ns as f64 / n as f64);
+        let time_ratio = native_ns
+            .filter(|&n| n > 0)
+            .map(|n| profiled_ns as f64 / n as f64);
         Overhead {
             native_s: native_ns.map(|n| n as f64 * 1e-9),
             profiled_s: profiled_ns as f64 * 1e-9,
@@ -242,13 +285,20 @@ fn sampled_tree(profile: &Profile, run: &SampledRun, objects: &[Object]) -> Lcct
         .enumerate()
         .map(|(i, o)| (o.path.as_str(), i as u32))
         .collect();
-    let indexes: Vec<Option<CodeIndex>> = objects.iter().map(|o| o.program.as_ref().map(CodeIndex::new)).collect();
+    let indexes: Vec<Option<CodeIndex>> = objects
+        .iter()
+        .map(|o| o.program.as_ref().map(CodeIndex::new))
+        .collect();
     let mut tree = Lcct::new();
     for s in &run.samples {
         let mut at = Lcct::ROOT;
         for (depth, &address) in s.stack.iter().enumerate().rev() {
             // A return address is the instruction after the call; the call is one byte back.
-            let pc = if depth == 0 { address } else { address.wrapping_sub(1) };
+            let pc = if depth == 0 {
+                address
+            } else {
+                address.wrapping_sub(1)
+            };
             at = place_frame(&mut tree, at, run, s, pc, &index_of, objects, &indexes);
         }
         let n = &mut tree.nodes[at as usize];
@@ -276,13 +326,18 @@ fn place_frame(
         return tree.procedure_or_child(at, NodeKey::Unknown { object: u32::MAX });
     };
     let file_offset = pc - mapping.start + mapping.file_offset;
-    let (Some(program), Some(index)) = (&objects[object as usize].program, &indexes[object as usize]) else {
+    let (Some(program), Some(index)) =
+        (&objects[object as usize].program, &indexes[object as usize])
+    else {
         return tree.procedure_or_child(at, NodeKey::Unknown { object });
     };
     let Some(static_address) = program
         .segments
         .iter()
-        .find(|seg| file_offset >= seg.file_offset && file_offset - seg.file_offset < seg.file_bytes.max(seg.mem_bytes))
+        .find(|seg| {
+            file_offset >= seg.file_offset
+                && file_offset - seg.file_offset < seg.file_bytes.max(seg.mem_bytes)
+        })
         .map(|seg| seg.vaddr + (file_offset - seg.file_offset))
     else {
         return tree.procedure_or_child(at, NodeKey::Unknown { object });
@@ -291,10 +346,13 @@ fn place_frame(
         return tree.procedure_or_child(at, NodeKey::Unknown { object });
     };
     let f = &program.functions[place.function as usize];
-    let mut node = tree.procedure_node(at, NodeKey::Function {
-        object,
-        address: f.address,
-    });
+    let mut node = tree.procedure_node(
+        at,
+        NodeKey::Function {
+            object,
+            address: f.address,
+        },
+    );
     for id in index.loop_chain(place.innermost_loop) {
         node = tree.child(node, NodeKey::Loop { object, id });
     }
@@ -417,7 +475,11 @@ fn nest(tree: &Lcct, id: u32, build: &impl Fn(u32, Vec<TreeNode>) -> TreeNode) -
         .iter()
         .map(|&c| nest(tree, c, build))
         .collect();
-    children.sort_by(|a, b| b.inclusive_share.total_cmp(&a.inclusive_share).then(a.node_id.cmp(&b.node_id)));
+    children.sort_by(|a, b| {
+        b.inclusive_share
+            .total_cmp(&a.inclusive_share)
+            .then(a.node_id.cmp(&b.node_id))
+    });
     build(id, children)
 }
 
@@ -464,7 +526,9 @@ impl Labeller<'_> {
                 label.kind = "plt";
                 let o = object_of(object);
                 label.object = o.map(|o| o.path.clone());
-                let name = o.and_then(|o| o.image.as_ref()).and_then(|i| i.plt_name(address));
+                let name = o
+                    .and_then(|o| o.image.as_ref())
+                    .and_then(|i| i.plt_name(address));
                 label.name = format!("{}@plt", name.unwrap_or("?"));
             }
             NodeKey::Unknown { object } => {

@@ -10,9 +10,18 @@ use loopscope_binary::{Image, Options, Program};
 use loopscope_profile::{ExactOptions, ExactRun, Lcct, NodeKey, TargetExit, record_exact};
 
 fn compile(source: &str, flags: &[&str], dir: &Path) -> Option<PathBuf> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(source);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(source);
     let out = dir.join(source.trim_end_matches(".c"));
-    let status = Command::new("cc").args(flags).arg("-g").arg(&src).arg("-o").arg(&out).arg("-lpthread").status();
+    let status = Command::new("cc")
+        .args(flags)
+        .arg("-g")
+        .arg(&src)
+        .arg("-o")
+        .arg(&out)
+        .arg("-lpthread")
+        .status();
     match status {
         Ok(s) if s.success() => Some(out),
         _ => {
@@ -33,21 +42,41 @@ fn ptrace_allowed() -> bool {
 
 /// Static loop id → the tag in the comment on the loop's first source line.
 fn loop_tags(binary: &Path, source: &str) -> HashMap<u32, String> {
-    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(source)).unwrap();
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(source),
+    )
+    .unwrap();
     let tag_of_line: HashMap<u32, String> = text
         .lines()
         .enumerate()
-        .filter_map(|(i, l)| Some((i as u32 + 1, l.split("/* LOOP ").nth(1)?.split(' ').next()?.to_owned())))
+        .filter_map(|(i, l)| {
+            Some((
+                i as u32 + 1,
+                l.split("/* LOOP ").nth(1)?.split(' ').next()?.to_owned(),
+            ))
+        })
         .collect();
     let image = Image::open(binary).unwrap();
-    let program = Program::analyze(&image, &Options { lines: true, ..Options::default() });
+    let program = Program::analyze(
+        &image,
+        &Options {
+            lines: true,
+            ..Options::default()
+        },
+    );
     let mut tags = HashMap::new();
     for f in &program.functions {
         for l in &f.loops {
             // The loop's tag is on the last tagged line at or before the loop's first line (a
             // do-while's code starts on the line after its `do`).
             let first = l.line_min.unwrap_or(0);
-            if let Some((_, tag)) = tag_of_line.iter().filter(|(line, _)| **line <= first).max_by_key(|(line, _)| **line) {
+            if let Some((_, tag)) = tag_of_line
+                .iter()
+                .filter(|(line, _)| **line <= first)
+                .max_by_key(|(line, _)| **line)
+            {
                 tags.insert(l.id, tag.clone());
             }
         }
@@ -99,7 +128,11 @@ fn print(tree: &Lcct, tags: &HashMap<u32, String>) -> String {
 }
 
 /// The loop nodes with this tag: (entries, header executions, exits, min, max).
-fn loops_tagged(tree: &Lcct, tags: &HashMap<u32, String>, tag: &str) -> Vec<(u64, u64, u64, Option<u64>, Option<u64>)> {
+fn loops_tagged(
+    tree: &Lcct,
+    tags: &HashMap<u32, String>,
+    tag: &str,
+) -> Vec<(u64, u64, u64, Option<u64>, Option<u64>)> {
     tree.nodes
         .iter()
         .filter(|n| matches!(n.key, NodeKey::Loop { id, .. } if tags.get(&id).map(String::as_str) == Some(tag)))
@@ -131,7 +164,11 @@ fn nest_counts_are_exact() {
     work.sort();
     assert_eq!(
         work,
-        vec![(3, 15, 3, Some(5), Some(5)), (10, 70, 10, Some(7), Some(7)), (38, 38, 38, Some(1), Some(1))]
+        vec![
+            (3, 15, 3, Some(5), Some(5)),
+            (10, 70, 10, Some(7), Some(7)),
+            (38, 38, 38, Some(1), Some(1))
+        ]
     );
     assert_eq!(get("ctx-a"), vec![(1, 10, 1, Some(10), Some(10))]);
     // fib(10) makes 177 calls, folded into one node.
@@ -160,7 +197,10 @@ fn a_failing_target_keeps_its_tree() {
     let run = run(&binary, &["5", "x"]);
     assert_eq!(run.exit, TargetExit::Exited(3));
     let tags = loop_tags(&binary, "nest.c");
-    assert_eq!(loops_tagged(&merged(&run), &tags, "tri-inner"), vec![(5, 15, 5, Some(1), Some(5))]);
+    assert_eq!(
+        loops_tagged(&merged(&run), &tags, "tri-inner"),
+        vec![(5, 15, 5, Some(1), Some(5))]
+    );
 }
 
 #[test]
@@ -187,8 +227,20 @@ fn threads_and_forks_get_their_own_trees() {
         .collect();
     trips.sort_by_key(|&(_, h)| h);
     let counts: Vec<Option<u64>> = trips.iter().map(|&(_, h)| h).collect();
-    assert_eq!(counts, vec![Some(7), Some(100), Some(200), Some(300)], "{trips:?}");
+    assert_eq!(
+        counts,
+        vec![Some(7), Some(100), Some(200), Some(300)],
+        "{trips:?}"
+    );
     let root = run.threads.iter().map(|t| t.pid).min().unwrap();
-    assert_eq!(trips.iter().filter(|&&(pid, _)| pid != root).count(), 1, "one tree in the forked process");
-    assert_eq!(run.threads.len(), 5, "main thread, three workers, the forked child");
+    assert_eq!(
+        trips.iter().filter(|&&(pid, _)| pid != root).count(),
+        1,
+        "one tree in the forked process"
+    );
+    assert_eq!(
+        run.threads.len(),
+        5,
+        "main thread, three workers, the forked child"
+    );
 }

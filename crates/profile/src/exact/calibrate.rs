@@ -88,7 +88,9 @@ fn trace_calls(child: i32) -> std::io::Result<Vec<u64>> {
     let instr = decode_at(at, &bytes).ok_or_else(|| std::io::Error::other("undecodable"))?;
     let scratch = map_scratch(child, at, 4096)?;
     let (Resume::Displaced { copy }, Some(code)) = plan_resume(&instr, scratch) else {
-        return Err(std::io::Error::other("the empty marker's instruction cannot be displaced"));
+        return Err(std::io::Error::other(
+            "the empty marker's instruction cannot be displaced",
+        ));
     };
     memory.write(copy, &code)?;
     memory.write(at, &[0xcc])?;

@@ -173,7 +173,10 @@ pub fn plan_resume(instr: &Instruction, copy: u64) -> (Resume, Option<Vec<u8>>) 
     }
     if matches!(
         instr.flow_control(),
-        FlowControl::Call | FlowControl::IndirectCall | FlowControl::Interrupt | FlowControl::XbeginXabortXend
+        FlowControl::Call
+            | FlowControl::IndirectCall
+            | FlowControl::Interrupt
+            | FlowControl::XbeginXabortXend
     ) {
         return (Resume::Step, None);
     }
@@ -181,7 +184,11 @@ pub fn plan_resume(instr: &Instruction, copy: u64) -> (Resume, Option<Vec<u8>>) 
         return (Resume::Step, None);
     };
     let block = [*instr, back];
-    match BlockEncoder::encode(64, InstructionBlock::new(&block, copy), BlockEncoderOptions::NONE) {
+    match BlockEncoder::encode(
+        64,
+        InstructionBlock::new(&block, copy),
+        BlockEncoderOptions::NONE,
+    ) {
         Ok(result) if result.code_buffer.len() as u64 <= COPY_BYTES => {
             (Resume::Displaced { copy }, Some(result.code_buffer))
         }

@@ -123,7 +123,12 @@ pub fn detach(tid: i32, signal: i32) -> io::Result<()> {
 /// The message of the last event stop (a new thread's id, an exit status).
 pub fn event_message(tid: i32) -> io::Result<u64> {
     let mut message: libc::c_ulong = 0;
-    request(libc::PTRACE_GETEVENTMSG, tid, 0, &mut message as *mut _ as usize)?;
+    request(
+        libc::PTRACE_GETEVENTMSG,
+        tid,
+        0,
+        &mut message as *mut _ as usize,
+    )?;
     Ok(message)
 }
 

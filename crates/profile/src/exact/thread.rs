@@ -118,7 +118,13 @@ impl ThreadState {
     }
 
     /// A procedure was entered with `return_address` on top of the stack at `stack_pointer`.
-    pub fn call(&mut self, key: NodeKey, function: Option<u32>, return_address: u64, stack_pointer: u64) {
+    pub fn call(
+        &mut self,
+        key: NodeKey,
+        function: Option<u32>,
+        return_address: u64,
+        stack_pointer: u64,
+    ) {
         let node = self.result.tree.procedure_node(self.cur, key);
         self.result.tree.enter(node);
         self.frames.push(Frame {
@@ -138,9 +144,11 @@ impl ThreadState {
     pub fn returned_to(&mut self, address: u64, stack_pointer: u64) -> bool {
         // The deepest match: a tail-called activation shares its caller's return address and
         // stack pointer, and both end at that return.
-        let Some(depth) = self.frames.iter().position(|f| {
-            f.return_address == address && f.return_stack_pointer == stack_pointer
-        }) else {
+        let Some(depth) = self
+            .frames
+            .iter()
+            .position(|f| f.return_address == address && f.return_stack_pointer == stack_pointer)
+        else {
             return false;
         };
         while self.frames.len() > depth {
@@ -179,12 +187,19 @@ impl ThreadState {
         }
         let mut at = frame.loops.last().map_or(frame.node, |a| a.node);
         for &id in &chain[common..] {
-            at = tree.child(at, NodeKey::Loop {
-                object: key_object(tree, frame.node),
-                id,
-            });
+            at = tree.child(
+                at,
+                NodeKey::Loop {
+                    object: key_object(tree, frame.node),
+                    id,
+                },
+            );
             tree.enter(at);
-            frame.loops.push(ActiveLoop { id, node: at, trips: 0 });
+            frame.loops.push(ActiveLoop {
+                id,
+                node: at,
+                trips: 0,
+            });
         }
         if let Some(h) = header_of
             && chain.last() == Some(&h)
@@ -255,8 +270,14 @@ mod tests {
         let t = ThreadState::finish(t);
         let outer = &t.tree.nodes[2];
         let inner = &t.tree.nodes[3];
-        assert_eq!((outer.entries, outer.header_executions, outer.back_edges), (1, 10, 9));
-        assert_eq!((inner.entries, inner.header_executions, inner.exits), (10, 200, 10));
+        assert_eq!(
+            (outer.entries, outer.header_executions, outer.back_edges),
+            (1, 10, 9)
+        );
+        assert_eq!(
+            (inner.entries, inner.header_executions, inner.exits),
+            (10, 200, 10)
+        );
         assert_eq!((inner.trips_min, inner.trips_max), (Some(20), Some(20)));
     }
 
@@ -269,10 +290,17 @@ mod tests {
         t.call(INNER, Some(1), 0x2020, 0x5000);
         t.block(1, &[5], Some(5));
         assert!(t.returned_to(0x2020, 0x5008));
-        assert!(!t.returned_to(0x1010, 0x1234), "another stack pointer is another frame");
+        assert!(
+            !t.returned_to(0x1010, 0x1234),
+            "another stack pointer is another frame"
+        );
         assert!(t.returned_to(0x1010, 0x6008));
         assert_eq!(loop_node(&t, 5)[0].exits, 1);
-        assert_eq!(t.result.tree.nodes.len(), 5, "root, main, loop 0, inner, loop 5");
+        assert_eq!(
+            t.result.tree.nodes.len(),
+            5,
+            "root, main, loop 0, inner, loop 5"
+        );
         // Back in main's loop: its next header is a back edge.
         t.block(0, &[0], Some(0));
         assert_eq!(loop_node(&t, 0)[0].back_edges, 1);
@@ -284,7 +312,15 @@ mod tests {
         t.call(MAIN, Some(0), 0xdead, 0x7000);
         t.call(INNER, Some(1), 0x1010, 0x6000);
         // INNER jumps to 0x3000: same return address, same stack pointer.
-        t.call(NodeKey::Function { object: 0, address: 0x3000 }, Some(2), 0x1010, 0x6000);
+        t.call(
+            NodeKey::Function {
+                object: 0,
+                address: 0x3000,
+            },
+            Some(2),
+            0x1010,
+            0x6000,
+        );
         assert!(t.returned_to(0x1010, 0x6008));
         assert_eq!(t.current(), 1);
     }
@@ -295,7 +331,15 @@ mod tests {
         t.call(MAIN, Some(0), 0xdead, 0x7000);
         t.call(INNER, Some(1), 0x1010, 0x6000);
         t.block(1, &[3], Some(3));
-        t.call(NodeKey::Function { object: 0, address: 0x3000 }, Some(2), 0x2010, 0x5000);
+        t.call(
+            NodeKey::Function {
+                object: 0,
+                address: 0x3000,
+            },
+            Some(2),
+            0x2010,
+            0x5000,
+        );
         assert!(t.returned_to(0x1010, 0x6008));
         assert_eq!(t.current(), 1);
         assert_eq!(loop_node(&t, 3)[0].exits, 1);

@@ -15,7 +15,8 @@ use serde::{Deserialize, Serialize};
 
 use super::calibrate::TrapCost;
 use super::markers::{
-    COPY_BYTES, Resume, Site, counted_blocks, decode_at, direct_call_target, marker_sites, plan_resume,
+    COPY_BYTES, Resume, Site, counted_blocks, decode_at, direct_call_target, marker_sites,
+    plan_resume,
 };
 use super::sys::{self, Memory, Stop};
 use super::thread::{ThreadState, ThreadTree};
@@ -259,7 +260,8 @@ impl Tracer {
             | libc::PTRACE_O_TRACEEXEC
             | libc::PTRACE_O_EXITKILL;
         sys::set_options(pid, options).map_err(system("ptrace(SETOPTIONS)"))?;
-        self.threads.insert(pid, ThreadState::new(pid as u32, pid as u32, tsc_now()));
+        self.threads
+            .insert(pid, ThreadState::new(pid as u32, pid as u32, tsc_now()));
         self.thread_process.insert(pid, pid);
         self.instrument(pid)?;
         sys::resume(pid, 0).map_err(system("ptrace(CONT)"))
@@ -285,7 +287,8 @@ impl Tracer {
             Stop::Event(e) if e == libc::PTRACE_EVENT_CLONE => {
                 let new = sys::event_message(tid).map_err(system("ptrace(GETEVENTMSG)"))? as i32;
                 let pid = self.thread_process[&tid];
-                self.threads.insert(new, ThreadState::new(pid as u32, new as u32, now));
+                self.threads
+                    .insert(new, ThreadState::new(pid as u32, new as u32, now));
                 self.thread_process.insert(new, pid);
                 self.fresh_threads.insert(new);
                 self.resume(tid, 0);
@@ -334,13 +337,16 @@ impl Tracer {
             None => (None, false, None, false),
         };
         let memory = Memory::open(child).map_err(system("open /proc/PID/mem"))?;
-        self.processes.insert(child, Process {
-            memory,
-            program,
-            armed,
-            main_return,
-            finished,
-        });
+        self.processes.insert(
+            child,
+            Process {
+                memory,
+                program,
+                armed,
+                main_return,
+                finished,
+            },
+        );
         let state = self.threads[&parent_tid].forked(child as u32, child as u32, now);
         self.threads.insert(child, state);
         self.thread_process.insert(child, child);
@@ -352,7 +358,8 @@ impl Tracer {
     /// arms `main`'s entry (or every marker when there is no `main`).
     fn instrument(&mut self, pid: i32) -> Result<(), ProfileError> {
         let memory = Memory::open(pid).map_err(system("open /proc/PID/mem"))?;
-        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).map_err(system("readlink /proc/PID/exe"))?;
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+            .map_err(system("readlink /proc/PID/exe"))?;
         let bias = load_bias(pid, &exe)?;
         let analysed = match self.programs.get(&exe.display().to_string()) {
             Some(p) => p.clone(),
@@ -368,7 +375,8 @@ impl Tracer {
                 });
                 let prepared = self.prepare(pid, &memory, program, object, bias)?;
                 let prepared = Rc::new(prepared);
-                self.programs.insert(exe.display().to_string(), prepared.clone());
+                self.programs
+                    .insert(exe.display().to_string(), prepared.clone());
                 prepared
             }
         };
@@ -404,10 +412,18 @@ impl Tracer {
         };
         let sites = marker_sites(
             &program,
-            |a| read_instr(a).and_then(|i| direct_call_target(&i)).map(|t| t - bias),
+            |a| {
+                read_instr(a)
+                    .and_then(|i| direct_call_target(&i))
+                    .map(|t| t - bias)
+            },
             self.count_blocks,
         );
-        let counted = if self.count_blocks { counted_blocks(&program) } else { Vec::new() };
+        let counted = if self.count_blocks {
+            counted_blocks(&program)
+        } else {
+            Vec::new()
+        };
         if self.count_blocks {
             self.block_counts.insert(object, vec![0; counted.len()]);
         }
@@ -424,19 +440,26 @@ impl Tracer {
             let copy = scratch + i as u64 * COPY_BYTES;
             let (resume, bytes) = plan_resume(&instr, copy);
             if let Some(bytes) = bytes {
-                memory.write(copy, &bytes).map_err(system("writing displaced code"))?;
+                memory
+                    .write(copy, &bytes)
+                    .map_err(system("writing displaced code"))?;
             }
             if resume == Resume::Step {
                 self.stepped_sites += 1;
             }
             let mut original = [0u8];
-            memory.read(runtime, &mut original).map_err(system("reading code"))?;
-            armed.insert(runtime, Armed {
-                site,
-                original: original[0],
-                resume,
-                length: instr.len() as u64,
-            });
+            memory
+                .read(runtime, &mut original)
+                .map_err(system("reading code"))?;
+            armed.insert(
+                runtime,
+                Armed {
+                    site,
+                    original: original[0],
+                    resume,
+                    length: instr.len() as u64,
+                },
+            );
         }
         self.sites += armed.len() as u64;
         let main_entry = program.function("main").map(|f| f.address + bias);
@@ -478,12 +501,18 @@ impl Tracer {
             self.arm_all(pid, &program, regs.rsp)?;
         }
         if let Some(i) = marker.site.counted_block
-            && let Some(count) = self.block_counts.get_mut(&program.object).and_then(|c| c.get_mut(i as usize))
+            && let Some(count) = self
+                .block_counts
+                .get_mut(&program.object)
+                .and_then(|c| c.get_mut(i as usize))
         {
             *count += 1;
         }
         let memory = &self.processes[&pid].memory;
-        let state = self.threads.get_mut(&tid).expect("every traced thread has a state");
+        let state = self
+            .threads
+            .get_mut(&tid)
+            .expect("every traced thread has a state");
         state.charge(now);
         events(state, &program, marker, &regs, memory, at);
         regs.rip = at;
@@ -512,8 +541,16 @@ impl Tracer {
     }
 
     /// `main` was entered: every marker is armed, and one more where `main` returns.
-    fn arm_all(&mut self, pid: i32, program: &Instrumented, stack_pointer: u64) -> Result<(), ProfileError> {
-        let process = self.processes.get_mut(&pid).expect("a stopped thread's process");
+    fn arm_all(
+        &mut self,
+        pid: i32,
+        program: &Instrumented,
+        stack_pointer: u64,
+    ) -> Result<(), ProfileError> {
+        let process = self
+            .processes
+            .get_mut(&pid)
+            .expect("a stopped thread's process");
         process.armed = true;
         arm(&process.memory, program.sites.keys().copied())?;
         let mut word = [0u8; 8];
@@ -540,17 +577,29 @@ impl Tracer {
         mut regs: sys::Registers,
         original: u8,
     ) -> Result<(), ProfileError> {
-        let process = self.processes.get_mut(&pid).expect("a stopped thread's process");
+        let process = self
+            .processes
+            .get_mut(&pid)
+            .expect("a stopped thread's process");
         let at = regs.rip - 1;
-        process.memory.write(at, &[original]).map_err(system("restoring code"))?;
+        process
+            .memory
+            .write(at, &[original])
+            .map_err(system("restoring code"))?;
         if let Some(program) = &process.program {
             for (&address, marker) in &program.sites {
-                process.memory.write(address, &[marker.original]).map_err(system("restoring code"))?;
+                process
+                    .memory
+                    .write(address, &[marker.original])
+                    .map_err(system("restoring code"))?;
             }
         }
         process.main_return = None;
         process.finished = true;
-        let state = self.threads.get_mut(&tid).expect("every traced thread has a state");
+        let state = self
+            .threads
+            .get_mut(&tid)
+            .expect("every traced thread has a state");
         state.charge(now);
         state.returned_to(at, regs.rsp);
         regs.rip = at;
@@ -569,7 +618,12 @@ impl Tracer {
                 }
             }
         }
-        let mut pending: Vec<i32> = self.threads.keys().copied().filter(|&t| t != stopped).collect();
+        let mut pending: Vec<i32> = self
+            .threads
+            .keys()
+            .copied()
+            .filter(|&t| t != stopped)
+            .collect();
         self.rewind_if_trapped(stopped, event);
         for &tid in &pending {
             let _ = sys::stop_thread(self.thread_process[&tid], tid);
@@ -579,7 +633,7 @@ impl Tracer {
                 self.rewind_if_trapped(tid, event);
             }
         }
-        for (&tid, _) in &self.threads {
+        for &tid in self.threads.keys() {
             let _ = sys::detach(tid, 0);
         }
         for &pid in self.processes.keys() {
@@ -626,34 +680,64 @@ fn events(
     }
     if let Some(fi) = site.function_entry {
         let mut word = [0u8; 8];
-        let return_address = memory.read(regs.rsp, &mut word).map_or(0, |()| u64::from_le_bytes(word));
+        let return_address = memory
+            .read(regs.rsp, &mut word)
+            .map_or(0, |()| u64::from_le_bytes(word));
         let address = program.program.functions[fi as usize].address;
-        state.call(NodeKey::Function { object, address }, Some(fi), return_address, regs.rsp);
+        state.call(
+            NodeKey::Function { object, address },
+            Some(fi),
+            return_address,
+            regs.rsp,
+        );
     }
     if let Some(block) = &site.block {
         state.block(block.function, &block.chain, block.header_of);
     }
     if site.plt_call
-        && let Resume::Call { target, return_address } = marker.resume
+        && let Resume::Call {
+            target,
+            return_address,
+        } = marker.resume
     {
         let stub = target.wrapping_sub(at.wrapping_sub(site.address));
-        state.call(NodeKey::Plt { object, address: stub }, None, return_address, regs.rsp - 8);
+        state.call(
+            NodeKey::Plt {
+                object,
+                address: stub,
+            },
+            None,
+            return_address,
+            regs.rsp - 8,
+        );
     }
     let _ = marker.length;
 }
 
 /// Runs the original instruction under the marker once, in place.
-fn step_in_place(tid: i32, memory: &Memory, at: u64, original: u8, regs: &sys::Registers) -> Result<(), ProfileError> {
-    memory.write(at, &[original]).map_err(system("restoring code"))?;
+fn step_in_place(
+    tid: i32,
+    memory: &Memory,
+    at: u64,
+    original: u8,
+    regs: &sys::Registers,
+) -> Result<(), ProfileError> {
+    memory
+        .write(at, &[original])
+        .map_err(system("restoring code"))?;
     sys::set_registers(tid, regs).map_err(system("ptrace(SETREGS)"))?;
     sys::single_step(tid).map_err(system("ptrace(SINGLESTEP)"))?;
     let _ = sys::wait_for(tid);
-    memory.write(at, &[0xcc]).map_err(system("writing a marker"))
+    memory
+        .write(at, &[0xcc])
+        .map_err(system("writing a marker"))
 }
 
 fn arm(memory: &Memory, addresses: impl IntoIterator<Item = u64>) -> Result<(), ProfileError> {
     for address in addresses {
-        memory.write(address, &[0xcc]).map_err(system("writing a marker"))?;
+        memory
+            .write(address, &[0xcc])
+            .map_err(system("writing a marker"))?;
     }
     Ok(())
 }
@@ -661,13 +745,19 @@ fn arm(memory: &Memory, addresses: impl IntoIterator<Item = u64>) -> Result<(), 
 /// Where the kernel mapped `exe` in `pid`: its first mapping's start less the file offset's
 /// link-time address.
 fn load_bias(pid: i32, exe: &Path) -> Result<u64, ProfileError> {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).map_err(system("read /proc/PID/maps"))?;
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .map_err(system("read /proc/PID/maps"))?;
     let image = Image::open(exe)?;
     if !image.kind.is_relocated() {
         return Ok(0);
     }
     let exe = exe.display().to_string();
-    let lowest = image.segments.iter().map(|s| s.vaddr & !0xfff).min().unwrap_or(0);
+    let lowest = image
+        .segments
+        .iter()
+        .map(|s| s.vaddr & !0xfff)
+        .min()
+        .unwrap_or(0);
     maps.lines()
         .filter(|l| l.ends_with(&exe))
         .find_map(|l| {
