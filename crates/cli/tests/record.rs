@@ -31,7 +31,10 @@ fn perf_events_allowed() -> bool {
     let level = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap_or_default();
     let allowed = level.trim().parse::<i32>().is_ok_and(|l| l <= 2);
     if !allowed {
-        eprintln!("skipped: perf_event_paranoid is {} (needs 2 or less)", level.trim());
+        eprintln!(
+            "skipped: perf_event_paranoid is {} (needs 2 or less)",
+            level.trim()
+        );
     }
     allowed
 }
@@ -43,12 +46,20 @@ fn record(args: &[&str], binary: &Path, target_args: &[&str], profile: &Path) {
     all.push(binary.display().to_string());
     all.extend(target_args.iter().map(|s| s.to_string()));
     let out = loopscope(&all);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn report_json(profile: &Path) -> Value {
     let out = loopscope(["report", &profile.display().to_string(), "--json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_str(&stdout(&out)).unwrap()
 }
 
@@ -61,7 +72,10 @@ fn nodes<'a>(node: &'a Value, out: &mut Vec<&'a Value>) {
 
 fn line_of(source: &str, tag: &str) -> u64 {
     let text = std::fs::read_to_string(fixture(source)).unwrap();
-    text.lines().position(|l| l.contains(&format!("/* LOOP {tag} "))).unwrap() as u64 + 1
+    text.lines()
+        .position(|l| l.contains(&format!("/* LOOP {tag} ")))
+        .unwrap() as u64
+        + 1
 }
 
 #[test]
@@ -81,24 +95,54 @@ fn ptrace_report_has_exact_entries_and_trips() {
     let outer: Vec<&Value> = all
         .iter()
         .copied()
-        .filter(|n| n["kind"] == "loop" && n["children"].as_array().is_some_and(|c| c.iter().any(|c| c["iterations"] == 465)))
+        .filter(|n| {
+            n["kind"] == "loop"
+                && n["children"]
+                    .as_array()
+                    .is_some_and(|c| c.iter().any(|c| c["iterations"] == 465))
+        })
         .collect();
     assert_eq!(outer.len(), 1, "{report:#}");
-    assert_eq!((outer[0]["entries"].as_u64(), outer[0]["iterations"].as_u64()), (Some(1), Some(30)));
+    assert_eq!(
+        (
+            outer[0]["entries"].as_u64(),
+            outer[0]["iterations"].as_u64()
+        ),
+        (Some(1), Some(30))
+    );
     let inner = &outer[0]["children"][0];
-    assert_eq!((inner["entries"].as_u64(), inner["iterations"].as_u64()), (Some(30), Some(465)));
+    assert_eq!(
+        (inner["entries"].as_u64(), inner["iterations"].as_u64()),
+        (Some(30), Some(465))
+    );
     assert_eq!(inner["trips"], serde_json::json!([1.0, 15.5, 30.0]));
     let lines = line_of("nest.c", "tri-outer")..=line_of("nest.c", "tri-inner") + 1;
     for n in [outer[0], inner] {
-        assert_eq!(n["file"].as_str().map(|f| f.ends_with("nest.c")), Some(true));
+        assert_eq!(
+            n["file"].as_str().map(|f| f.ends_with("nest.c")),
+            Some(true)
+        );
         assert!(lines.contains(&n["line"].as_u64().unwrap()), "{n:#}");
     }
-    let text = stdout(&loopscope(["report", &profile.display().to_string(), "--all"]));
+    let text = stdout(&loopscope([
+        "report",
+        &profile.display().to_string(),
+        "--all",
+    ]));
     assert!(text.contains("nest.c:"), "{text}");
     assert!(text.contains("[F] work"), "{text}");
-    let by_loop = stdout(&loopscope(["report", &profile.display().to_string(), "--by", "loop", "--all"]));
+    let by_loop = stdout(&loopscope([
+        "report",
+        &profile.display().to_string(),
+        "--by",
+        "loop",
+        "--all",
+    ]));
     let work = by_loop.lines().find(|l| l.contains("[F] work")).unwrap();
-    assert!(work.split_whitespace().any(|w| w == "3"), "three contexts: {work}");
+    assert!(
+        work.split_whitespace().any(|w| w == "3"),
+        "three contexts: {work}"
+    );
 }
 
 #[test]
@@ -133,8 +177,18 @@ fn dot_renders_with_graphviz() {
         return;
     };
     let profile = dir.path().join("nest.profile");
-    record(&["--backend", "ptrace", "--no-calibrate"], &binary, &["10"], &profile);
-    let dot = stdout(&loopscope(["report", &profile.display().to_string(), "--dot", "--all"]));
+    record(
+        &["--backend", "ptrace", "--no-calibrate"],
+        &binary,
+        &["10"],
+        &profile,
+    );
+    let dot = stdout(&loopscope([
+        "report",
+        &profile.display().to_string(),
+        "--dot",
+        "--all",
+    ]));
     assert!(dot.starts_with("digraph lcct {"), "{dot}");
     assert!(dot.contains("shape=circle"), "{dot}");
     assert!(dot.contains("shape=box"), "{dot}");
@@ -148,7 +202,12 @@ fn dot_renders_with_graphviz() {
         return;
     };
     use std::io::Write;
-    child.stdin.take().unwrap().write_all(dot.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(dot.as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("<svg"));
@@ -159,10 +218,22 @@ fn bad_profiles_and_commands_are_one_line_errors() {
     let dir = tempfile::tempdir().unwrap();
     let junk = dir.path().join("junk.profile");
     std::fs::write(&junk, "not a profile\n").unwrap();
-    assert_bad_input(&loopscope(["report", &junk.display().to_string()]), "not a loopscope profile");
-    let missing = loopscope(["record", "-o", &dir.path().join("x").display().to_string(), "--", "no-such-command-xyz"]);
+    assert_bad_input(
+        &loopscope(["report", &junk.display().to_string()]),
+        "not a loopscope profile",
+    );
+    let missing = loopscope([
+        "record",
+        "-o",
+        &dir.path().join("x").display().to_string(),
+        "--",
+        "no-such-command-xyz",
+    ]);
     assert_bad_input(&missing, "no-such-command-xyz: not found in PATH");
-    assert_bad_input(&loopscope(["report", &junk.display().to_string(), "--threshold", "300"]), "--threshold 300");
+    assert_bad_input(
+        &loopscope(["report", &junk.display().to_string(), "--threshold", "300"]),
+        "--threshold 300",
+    );
 }
 
 #[test]
@@ -172,7 +243,12 @@ fn a_rebuilt_binary_is_refused_with_both_build_ids() {
         return;
     };
     let profile = dir.path().join("nest.profile");
-    record(&["--backend", "ptrace", "--no-calibrate"], &binary, &["5"], &profile);
+    record(
+        &["--backend", "ptrace", "--no-calibrate"],
+        &binary,
+        &["5"],
+        &profile,
+    );
     let status = Command::new("cc")
         .args(["-O2", "-g"])
         .arg(fixture("nest.c"))
@@ -204,13 +280,52 @@ fn an_interrupted_recording_keeps_its_profile_and_exits_130() {
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(1500));
-    let killed = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
     assert!(killed.success());
     let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let report = report_json(&profile);
     assert_eq!(report["exit"]["kind"], "detached", "{report:#}");
     let mut all = Vec::new();
     nodes(&report["tree"], &mut all);
-    assert!(all.iter().any(|n| n["kind"] == "loop" && n["iterations"].as_u64() > Some(1000)), "{report:#}");
+    assert!(
+        all.iter()
+            .any(|n| n["kind"] == "loop" && n["iterations"].as_u64() > Some(1000)),
+        "{report:#}"
+    );
+}
+
+#[test]
+fn a_stripped_binary_is_profiled_and_the_report_says_what_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let binary = dir.path().join("stripped");
+    let built = Command::new("cc")
+        .arg("-O1")
+        .arg(fixture("nest.c"))
+        .arg("-o")
+        .arg(&binary)
+        .status()
+        .is_ok_and(|s| s.success())
+        && Command::new("strip").arg(&binary).status().is_ok_and(|s| s.success());
+    if !built {
+        eprintln!("skipped: cc or strip missing");
+        return;
+    }
+    let profile = dir.path().join("stripped.profile");
+    record(&["--backend", "ptrace", "--no-calibrate"], &binary, &["30"], &profile);
+    let text = stdout(&loopscope(["report", &profile.display().to_string(), "--all"]));
+    assert!(text.contains("no symbols; functions are named by address"), "{text}");
+    assert!(text.contains("func_0x"), "{text}");
+    let report = report_json(&profile);
+    let mut all = Vec::new();
+    nodes(&report["tree"], &mut all);
+    assert!(all.iter().any(|n| n["kind"] == "loop" && n["iterations"] == 465), "{report:#}");
 }
