@@ -19,17 +19,20 @@ mod view;
 
 pub use command::resolve_command;
 pub use error::ProfileError;
-pub use exact::{BlockCounts, ExactOptions, ExactRun, ThreadTree, TrapCost, measure_trap_cost, record_exact};
+pub use exact::{
+    BlockCounts, ExactOptions, ExactRun, ThreadTree, TrapCost, measure_trap_cost, record_exact,
+};
 pub use file::{PROFILE_MAGIC, PROFILE_VERSION, Profile, Recording, build_id};
 pub use lcct::{Lcct, Node, NodeId, NodeKey, hot_threshold};
 pub use mix::{
-    BlockCost, BlockMap, Bound, InstrType, MODEL_RELATIVE_ERROR, MapBlock, MixBy, MixEstimate, MixOptions,
-    MixReport, MixRow, TypeCount, TypeCounts, block_cost, build_mix, method, mix_of_perf_data,
+    BlockCost, BlockMap, Bound, Core, InstrType, MODEL_RELATIVE_ERROR, MapBlock, MixBy,
+    MixEstimate, MixOptions, MixReport, MixRow, TypeCount, TypeCounts, block_cost, build_mix,
+    method, mix_of_perf_data,
 };
-pub use view::{HotRule, Overhead, ProfileReport, TreeNode, build_report};
-pub use sites::{CodeIndex, Place};
 pub use recording::{Mapping, ObjectRef, Sample, TargetExit};
 pub use sample::{
     DEFAULT_BUFFER_BYTES, DEFAULT_FREQUENCY_HZ, DEFAULT_STACK_BYTES, EventChoice, Exec,
     SampleOptions, SampledEvent, SampledRun, record_sampled,
 };
+pub use sites::{CodeIndex, Place};
+pub use view::{HotRule, Overhead, ProfileReport, TreeNode, build_report};

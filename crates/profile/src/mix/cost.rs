@@ -15,10 +15,11 @@
 //!   longest dependency chain, found by running the block's data flow three times with these
 //!   latencies: integer ALU 1, register move 0, integer multiply 3, integer divide 25, load 5
 //!   (from its address registers), store-to-load through an address the block does not change
-//!   5, floating-point add, multiply and FMA 4, convert 5, divide 13, square root 18, x87 4.
+//!   5, floating-point add, multiply and FMA 4 (on AMD cores: add and multiply 3), convert 5,
+//!   divide 13, square root 18, x87 4.
 //!
-//! The figures are those of a Skylake- or Zen-class core, the common ground of the machines
-//! loopscope runs on. Cache misses, branch mispredictions and the real core clock are not
+//! The figures are those of Skylake-to-Sapphire-Rapids and Zen 2-to-4 cores, the machines
+//! loopscope runs on; the vendor comes from the recording (CPUID, or perf's header). Cache misses, branch mispredictions and the real core clock are not
 //! modelled: they are what the error bars of the time-based estimate stand for.
 
 use std::collections::HashMap;
@@ -54,6 +55,36 @@ pub enum Bound {
     Divider,
     /// A loop-carried dependency chain.
     Recurrence,
+}
+
+/// Which core family's latencies the model uses.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Core {
+    /// Intel (and any core not known to be AMD's).
+    #[default]
+    Intel,
+    /// AMD Zen.
+    Amd,
+}
+
+impl Core {
+    /// From a CPUID vendor string (`GenuineIntel`, `AuthenticAMD`) or a string starting with
+    /// one (perf's `cpuid` header, `AuthenticAMD-25-1-1`).
+    pub fn from_vendor(vendor: &str) -> Core {
+        if vendor.starts_with("AuthenticAMD") || vendor.starts_with("HygonGenuine") {
+            Core::Amd
+        } else {
+            Core::Intel
+        }
+    }
+
+    fn fp_latency(self, fma: bool) -> f64 {
+        match (self, fma) {
+            (Core::Amd, false) => 3.0,
+            _ => 4.0,
+        }
+    }
 }
 
 /// The modelled cost of one block execution.
@@ -100,12 +131,12 @@ const LOAD_LATENCY: f64 = 5.0;
 /// Latency of a value stored and loaded again (store forwarding).
 const FORWARD_LATENCY: f64 = 5.0;
 
-/// The cost of one execution of the block made of `instrs`; `self_loop` when its last
-/// instruction branches back to its first.
-pub fn block_cost(instrs: &[Instruction], self_loop: bool) -> BlockCost {
+/// The cost of one execution of the block made of `instrs` on a `core`; `self_loop` when its
+/// last instruction branches back to its first.
+pub fn block_cost(instrs: &[Instruction], self_loop: bool, core: Core) -> BlockCost {
     let mut info = InstructionInfoFactory::new();
     let mut total = Usage::default();
-    let usages: Vec<Usage> = instrs.iter().map(|i| usage(i, &mut info)).collect();
+    let usages: Vec<Usage> = instrs.iter().map(|i| usage(i, &mut info, core)).collect();
     for u in &usages {
         total.add(u);
     }
@@ -191,7 +222,7 @@ fn fp_core(stem: &str) -> Option<&str> {
     FP_SUFFIXES.iter().find_map(|s| stem.strip_suffix(s))
 }
 
-fn usage(instr: &Instruction, info: &mut InstructionInfoFactory) -> Usage {
+fn usage(instr: &Instruction, info: &mut InstructionInfoFactory, family: Core) -> Usage {
     let mut u = Usage::default();
     let (mut reads_memory, mut writes_memory) = (false, false);
     for m in info.info(instr).used_memory() {
@@ -265,15 +296,20 @@ fn usage(instr: &Instruction, info: &mut InstructionInfoFactory) -> Usage {
             c if c.starts_with("fmadd")
                 || c.starts_with("fmsub")
                 || c.starts_with("fnmadd")
-                || c.starts_with("fnmsub")
-                || [
-                    "add", "sub", "mul", "min", "max", "cmp", "comi", "ucomi", "rcp", "rsqrt",
-                    "round", "addsub",
-                ]
-                .contains(&c) =>
+                || c.starts_with("fnmsub") =>
             {
                 u.fp = 0.5 * wide;
-                u.latency = 4.0;
+                u.latency = family.fp_latency(true);
+                return u;
+            }
+            c if [
+                "add", "sub", "mul", "min", "max", "cmp", "comi", "ucomi", "rcp", "rsqrt", "round",
+                "addsub",
+            ]
+            .contains(&c) =>
+            {
+                u.fp = 0.5 * wide;
+                u.latency = family.fp_latency(false);
                 return u;
             }
             "hadd" | "hsub" | "dp" => {
@@ -505,19 +541,23 @@ mod tests {
             0xf2, 0x0f, 0x58, 0x04, 0xc7, 0x48, 0x83, 0xc0, 0x01, 0x48, 0x39, 0xf0, 0x75, 0xf1,
         ]);
         assert_eq!(block.len(), 4);
-        let cost = block_cost(&block, true);
+        let cost = block_cost(&block, true, Core::Intel);
         assert_eq!(cost.bound, Bound::Recurrence);
         assert!((cost.cycles - 4.0).abs() < 1e-9, "{cost:?}");
         // The same instructions not in a loop: the issue width bounds them.
-        let straight = block_cost(&block, false);
+        let straight = block_cost(&block, false, Core::Intel);
         assert_eq!((straight.bound, straight.cycles), (Bound::Issue, 1.0));
+        // AMD's adder is a cycle faster.
+        assert!((block_cost(&block, true, Core::Amd).cycles - 3.0).abs() < 1e-9);
+        assert_eq!(Core::from_vendor("AuthenticAMD-25-1-1"), Core::Amd);
+        assert_eq!(Core::from_vendor("GenuineIntel"), Core::Intel);
     }
 
     #[test]
     fn a_pointer_chase_is_bound_by_the_load_latency() {
         // 1000: mov rdi, [rdi]; test rdi, rdi; jne 1000
         let block = decode(&[0x48, 0x8b, 0x3f, 0x48, 0x85, 0xff, 0x75, 0xf8]);
-        let cost = block_cost(&block, true);
+        let cost = block_cost(&block, true, Core::Intel);
         assert_eq!(cost.bound, Bound::Recurrence);
         assert!((cost.cycles - LOAD_LATENCY).abs() < 1e-9, "{cost:?}");
     }
@@ -526,10 +566,10 @@ mod tests {
     fn a_zeroing_xor_breaks_the_chain_and_divides_are_not_pipelined() {
         // xor eax, eax; add eax, 1 (no chain across iterations: the xor zeroes it)
         let block = decode(&[0x31, 0xc0, 0x83, 0xc0, 0x01]);
-        assert!(block_cost(&block, true).cycles <= 1.0);
+        assert!(block_cost(&block, true, Core::Intel).cycles <= 1.0);
         // divsd xmm0, xmm1 twice
         let block = decode(&[0xf2, 0x0f, 0x5e, 0xc1, 0xf2, 0x0f, 0x5e, 0xd1]);
-        let cost = block_cost(&block, false);
+        let cost = block_cost(&block, false, Core::Intel);
         assert_eq!((cost.bound, cost.cycles), (Bound::Divider, 8.0));
     }
 
@@ -539,7 +579,7 @@ mod tests {
         let block = decode(&[
             0x48, 0x8b, 0x07, 0x48, 0x89, 0x06, 0x48, 0x8b, 0x5f, 0x08, 0x48, 0x89, 0x5e, 0x08,
         ]);
-        let cost = block_cost(&block, false);
+        let cost = block_cost(&block, false, Core::Intel);
         assert_eq!((cost.bound, cost.cycles), (Bound::Stores, 2.0));
     }
 }

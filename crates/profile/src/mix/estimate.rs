@@ -9,7 +9,7 @@ use iced_x86::{Decoder, DecoderOptions, Instruction};
 use loopscope_binary::{EdgeKind, Image, Options, Program};
 use serde::Serialize;
 
-use super::cost::{BlockCost, block_cost};
+use super::cost::{BlockCost, Core, block_cost};
 use super::method::{BlockMap, InstrType, MapBlock, TYPE_COUNT, TypeCounts, second_counts};
 use crate::file::{Profile, Recording};
 use crate::sample::{Exec, SampledEvent, mapping_at};
@@ -201,8 +201,10 @@ pub(crate) struct SampleSource<'a> {
     pub objects: &'a [ObjectRef],
     pub lost: u64,
     pub throttled: u64,
-    /// TSC ticks per second during the recording, when it was measured.
-    pub tsc_hz: Option<f64>,
+    /// The core clock of the recording machine, when it was measured.
+    pub core_cycles_per_ns: Option<f64>,
+    /// The CPU vendor of the recording machine, when known.
+    pub cpu_vendor: Option<String>,
 }
 
 /// The mix of a profile written by `record`.
@@ -224,7 +226,8 @@ pub fn build_mix(
                 objects: &profile.objects,
                 lost: run.lost_samples,
                 throttled: run.throttled,
-                tsc_hz: run.tsc_hz,
+                core_cycles_per_ns: run.core_cycles_per_ns,
+                cpu_vendor: run.cpu_vendor.clone(),
             };
             let mut report = mix_of_samples(&source, options)?;
             report.command = profile.command.clone();
@@ -484,11 +487,14 @@ pub(crate) fn mix_of_samples(
         MixEstimate::TimeModel
     };
     let cycles_per_ns = match source.event {
-        SampledEvent::CpuClock => Some(match source.tsc_hz {
-            Some(hz) => hz * 1e-9,
+        SampledEvent::CpuClock => Some(match source.core_cycles_per_ns {
+            Some(f) => f,
             None => {
-                notes.push("the recording has no TSC rate: the one measured now converts its time to cycles".into());
-                crate::tsc::tsc_hz() * 1e-9
+                notes.push(
+                    "the recording has no core clock: the one measured now converts its time to cycles"
+                        .into(),
+                );
+                crate::tsc::core_cycles_per_ns()
             }
         }),
         _ => None,
@@ -557,7 +563,11 @@ pub(crate) fn mix_of_samples(
     }
     let method = describe(source, estimate, cycles_per_ns);
     let model_error = (estimate == MixEstimate::TimeModel).then_some(MODEL_RELATIVE_ERROR);
-    let firsts = first_counts(&analysed, &gathered, estimate, model_error);
+    let core = match &source.cpu_vendor {
+        Some(vendor) => Core::from_vendor(vendor),
+        None => Core::from_vendor(&crate::tsc::cpu_vendor()),
+    };
+    let firsts = first_counts(&analysed, &gathered, estimate, model_error, core);
     let mut report = assemble(&analysed, &firsts, options, model_error);
     report.event = source.event_name.clone();
     report.estimate = estimate.name();
@@ -595,7 +605,7 @@ fn describe(source: &SampleSource, estimate: MixEstimate, cycles_per_ns: Option<
         }
         MixEstimate::TimeModel => match cycles_per_ns {
             Some(f) => format!(
-                "{event}; estimate: time-model, time at {:.2} GHz over modelled cycles per block (no instruction counter)",
+                "{event}; estimate: time-model, time at a {:.2} GHz core clock over modelled cycles per block (no instruction counter)",
                 f
             ),
             None => format!(
@@ -648,7 +658,7 @@ fn mix_of_counts(run: &ExactRun, options: &MixOptions) -> Result<MixReport, Prof
         ));
     }
     notes.push("exact: every block execution from main's entry to its return was counted".into());
-    let firsts = first_counts(&analysed, &gathered, MixEstimate::Exact, None);
+    let firsts = first_counts(&analysed, &gathered, MixEstimate::Exact, None, Core::Intel);
     let mut report = assemble(&analysed, &firsts, options, None);
     report.event = "exact".into();
     report.estimate = MixEstimate::Exact.name();
@@ -672,6 +682,7 @@ fn first_counts(
     gathered: &HashMap<usize, Vec<Gathered>>,
     estimate: MixEstimate,
     model_error: Option<f64>,
+    core: Core,
 ) -> HashMap<usize, Vec<First>> {
     analysed
         .iter()
@@ -700,7 +711,7 @@ fn first_counts(
                             cost: None,
                         };
                     }
-                    let cost = block_cost(&a.instructions(b), a.loops_on_itself(b));
+                    let cost = block_cost(&a.instructions(b), a.loops_on_itself(b), core);
                     let n_b = a.map.blocks()[b].types.total() as f64;
                     First {
                         n1: (g.weight / cost.cycles * n_b).round() as u128,

@@ -46,10 +46,9 @@ mod estimate;
 pub mod method;
 mod perfdata;
 
-pub use cost::{BlockCost, Bound, block_cost};
+pub use cost::{BlockCost, Bound, Core, block_cost};
 pub use estimate::{
-    MODEL_RELATIVE_ERROR, MixBy, MixEstimate, MixOptions, MixReport, MixRow, TypeCount,
-    build_mix,
+    MODEL_RELATIVE_ERROR, MixBy, MixEstimate, MixOptions, MixReport, MixRow, TypeCount, build_mix,
 };
 pub use method::{BlockMap, InstrType, MapBlock, TypeCounts};
 pub use perfdata::mix_of_perf_data;

@@ -32,6 +32,7 @@ pub(crate) struct PerfData {
     pub lost: u64,
     pub throttled: u64,
     pub command: Vec<String>,
+    pub cpu_vendor: Option<String>,
 }
 
 /// The instruction mix of a perf.data file.
@@ -56,7 +57,8 @@ pub fn mix_of_perf_data(path: &Path, options: &MixOptions) -> Result<MixReport, 
         objects: &data.objects,
         lost: data.lost,
         throttled: data.throttled,
-        tsc_hz: None,
+        core_cycles_per_ns: None,
+        cpu_vendor: data.cpu_vendor.clone(),
     };
     let mut report = mix_of_samples(&source, options)?;
     report.command = data.command;
@@ -112,6 +114,9 @@ pub(crate) fn read_perf_data(path: &Path) -> Result<PerfData, ProfileError> {
             )
         })
         .collect();
+    if let Ok(Some(cpuid)) = perf_file.cpu_id() {
+        data.cpu_vendor = Some(cpuid.to_owned());
+    }
     if let Ok(Some(cmdline)) = perf_file.cmdline() {
         data.command = cmdline.iter().map(|s| s.to_string()).collect();
     }

@@ -197,10 +197,17 @@ pub struct SampledRun {
     /// (`perf_event_max_sample_rate`); each throttled interval has no samples.
     #[serde(default)]
     pub throttled: u64,
-    /// TSC ticks per second over the run (the clock the time-based instruction estimate
-    /// converts nanoseconds with), when measured.
+    /// TSC ticks per second over the run, when measured.
     #[serde(default)]
     pub tsc_hz: Option<f64>,
+    /// The core clock in cycles per nanosecond, measured by a chain of dependent additions
+    /// just after the run (the time-based instruction estimate converts sampled nanoseconds
+    /// to cycles with it).
+    #[serde(default)]
+    pub core_cycles_per_ns: Option<f64>,
+    /// The CPUID vendor of the recording machine (the cost model's latencies depend on it).
+    #[serde(default)]
+    pub cpu_vendor: Option<String>,
     /// How the target's first process ended.
     pub exit: TargetExit,
     /// From the target's `exec` to its first process's exit, in nanoseconds.
@@ -306,6 +313,8 @@ pub fn record_sampled(
         stack_bytes: rings.stack_bytes(),
         buffer_bytes: rings.buffer_bytes() as u64,
         tsc_hz,
+        core_cycles_per_ns: Some(crate::tsc::core_cycles_per_ns()),
+        cpu_vendor: Some(crate::tsc::cpu_vendor()),
     }))
 }
 

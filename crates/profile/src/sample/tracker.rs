@@ -34,6 +34,8 @@ pub(super) struct Finish {
     pub(super) stack_bytes: u32,
     pub(super) buffer_bytes: u64,
     pub(super) tsc_hz: Option<f64>,
+    pub(super) core_cycles_per_ns: Option<f64>,
+    pub(super) cpu_vendor: Option<String>,
 }
 
 /// Builds a [`SampledRun`] from events handed in time order.
@@ -258,6 +260,8 @@ impl Tracker {
             lost_samples: self.lost,
             throttled: self.throttled,
             tsc_hz: finish.tsc_hz,
+            core_cycles_per_ns: finish.core_cycles_per_ns,
+            cpu_vendor: finish.cpu_vendor,
             exit: finish.exit,
             wall_ns: end_ns.saturating_sub(exec_ns),
             startup_ns: exec_ns.saturating_sub(self.origin_ns),
@@ -337,6 +341,8 @@ mod tests {
             stack_bytes: 64,
             buffer_bytes: 4096,
             tsc_hz: None,
+            core_cycles_per_ns: None,
+            cpu_vendor: None,
         });
         let paths: Vec<(u32, &str)> = run
             .mappings
