@@ -55,25 +55,25 @@ pub struct MissesArgs {
     /// modelled.
     #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
     pub time_limit: f64,
-    /// Give every count as a formula in these parameters, NAME[=LO..HI][,NAME...] (a
+    /// Give every count as a formula in these parameters, `NAME[=LO..HI][,NAME...]` (a
     /// quasi-polynomial fitted from exact counts, with the range where it was verified; in
     /// several parameters, one per chamber of the parameter space). A range LO..HI fits the
     /// formulas to those values and checks every one. The other parameters need -D values.
     #[arg(long, value_name = "NAME", conflicts_with_all = ["check", "sources", "explain"])]
     pub symbolic: Option<String>,
-    /// With --symbolic: evaluate the formulas at a point, NAME=VALUE[,NAME=VALUE...] giving
+    /// With --symbolic: evaluate the formulas at a point, `NAME=VALUE[,NAME=VALUE...]` giving
     /// every symbolic parameter (repeatable; prefix differences of two values are the misses of
     /// a range, spec §4.4).
     // Parsed by the analytic model rather than by clap, so that every error is one line.
     #[arg(long, value_name = "NAME=VALUE,...")]
     pub at: Vec<String>,
-    /// Model every value of one parameter, NAME=LO..HI[:STEP] (STEP 1 by default, at most 4096
+    /// Model every value of one parameter, `NAME=LO..HI[:STEP]` (STEP 1 by default, at most 4096
     /// values; the parameter may size arrays), and report the values where conflict misses
     /// spike. A value is a spike at a level when its conflict misses as a fraction of its
-    /// accesses are at least twice the median fraction of the other values within ±8
-    /// positions, and at least one percentage point above it: fractions, not counts, so that
+    /// accesses are at least twice the median fraction of the 8 values before it and of the 8
+    /// after it, and at least one percentage point above each: fractions, not counts, so that
     /// misses growing with the size are no spike; a median, so that one spike does not hide
-    /// its neighbour.
+    /// its neighbour. The first and last values are not judged.
     // Parsed by the analytic model rather than by clap, so that every error is one line.
     #[arg(long, value_name = "NAME=LO..HI[:STEP]")]
     pub scan: Option<String>,
