@@ -196,7 +196,11 @@ impl Lcct {
 
     /// Inclusive values (self plus every descendant) of a per-node quantity.
     pub fn inclusive(&self, value: impl Fn(&Node) -> u64) -> Vec<u64> {
-        let mut total: Vec<u64> = self.nodes.iter().map(&value).collect();
+        self.inclusive_of(self.nodes.iter().map(value).collect())
+    }
+
+    /// Inclusive values of per-node self values given by node id.
+    pub fn inclusive_of(&self, mut total: Vec<u64>) -> Vec<u64> {
         // Children always come after their parent, so one backward pass sums every subtree.
         for i in (1..self.nodes.len()).rev() {
             if let Some(p) = self.nodes[i].parent {

@@ -391,15 +391,7 @@ fn finish(
         .iter()
         .map(|n| n.self_time.saturating_sub(n.events_charged * cost))
         .collect();
-    let inclusive_corrected = {
-        let mut t = corrected.clone();
-        for i in (1..tree.nodes.len()).rev() {
-            if let Some(p) = tree.nodes[i].parent {
-                t[p as usize] += t[i];
-            }
-        }
-        t
-    };
+    let inclusive_corrected = tree.inclusive_of(corrected.clone());
     let raw_inclusive = tree.inclusive(|n| n.self_time);
     let samples_inclusive = tree.inclusive(|n| n.self_samples);
     let threshold = match rule {

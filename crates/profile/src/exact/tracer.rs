@@ -89,7 +89,6 @@ struct Armed {
     site: Site,
     original: u8,
     resume: Resume,
-    length: u64,
 }
 
 struct Process {
@@ -457,7 +456,6 @@ impl Tracer {
                     site,
                     original: original[0],
                     resume,
-                    length: instr.len() as u64,
                 },
             );
         }
@@ -711,7 +709,6 @@ fn events(
             regs.rsp - 8,
         );
     }
-    let _ = marker.length;
 }
 
 /// Runs the original instruction under the marker once, in place.
