@@ -10,6 +10,7 @@ struct Span {
     start: u64,
     end: u64,
     function: u32,
+    block: u32,
     innermost: Option<u32>,
 }
 
@@ -47,6 +48,7 @@ impl<'a> CodeIndex<'a> {
                     start: b.start,
                     end: b.end,
                     function: fi as u32,
+                    block: bi as u32,
                     innermost: innermost[bi].map(|li| f.loops[li as usize].id),
                 });
             }
@@ -66,12 +68,10 @@ impl<'a> CodeIndex<'a> {
         if address >= span.end {
             return None;
         }
-        let f = &self.program.functions[span.function as usize];
-        let block = f.blocks.iter().position(|b| b.start == span.start)? as u32;
         Some(Place {
             function: span.function,
             innermost_loop: span.innermost,
-            block,
+            block: span.block,
         })
     }
 
