@@ -1,12 +1,14 @@
 //! The inputs several commands share, found the way the user asked: the machine (a file or
 //! this one, detected) and the cache levels (`--cache`, else the machine's).
 
+use std::io::IsTerminal;
 use std::path::Path;
 
 use anyhow::Context;
 use loopscope_analytic::LevelCommand;
 use loopscope_cache::{LevelConfig, levels_from_machine, parse_cache_spec};
 use loopscope_machine::{Machine, read_machine_file};
+use loopscope_report::TextLayout;
 
 use crate::failure::bad_input;
 use crate::ui::Ui;
@@ -61,4 +63,23 @@ pub fn level_command() -> anyhow::Result<LevelCommand> {
         program,
         args: vec!["-q".into(), "model-level".into()],
     })
+}
+
+/// How text output is laid out: fitted to the terminal's width when stdout is one (`COLUMNS`
+/// when set, else the terminal's own size), names whole with `--full-names`.
+pub fn text_layout(full_names: bool) -> TextLayout {
+    let stdout = std::io::stdout();
+    let width = stdout
+        .is_terminal()
+        .then(|| terminal_width(&stdout))
+        .flatten();
+    TextLayout { width, full_names }
+}
+
+fn terminal_width(stdout: &std::io::Stdout) -> Option<usize> {
+    let from_env = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&w| w > 0);
+    from_env.or_else(|| terminal_size::terminal_size_of(stdout).map(|(w, _)| usize::from(w.0)))
 }

@@ -8,6 +8,7 @@
 #![deny(clippy::print_stdout)]
 
 mod args;
+mod binaries;
 mod cmd;
 mod failure;
 mod inputs;

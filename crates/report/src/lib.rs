@@ -21,6 +21,7 @@
 mod loops;
 mod machine;
 mod misses;
+mod names;
 mod mix;
 mod probe;
 mod roofline;
@@ -32,6 +33,7 @@ mod units;
 pub use loops::{innermost_loop, render_blocks, render_loops};
 pub use machine::render_machine;
 pub use misses::render_misses;
+pub use names::short_name;
 pub use mix::{format_compact, format_count, render_mix, render_mix_rows, render_mix_summary};
 pub use probe::{probe_plots, render_baseline, render_probe};
 pub use roofline::{RooflineAxis, render_roofline_svg};
@@ -47,5 +49,5 @@ pub struct PlotError {
     /// What plotters said.
     pub message: String,
 }
-pub use table::{Align, Table};
+pub use table::{Align, Table, TextLayout};
 pub use units::{format_bytes, format_hz};

@@ -3,10 +3,11 @@
 
 use loopscope_binary::{Block, ClassCounts, Function, Loop, Program};
 
-use crate::table::{Align, Table};
+use crate::table::{Align, Table, TextLayout, fit_name};
 
-/// The loop forest of the given functions, one table per function with loops.
-pub fn render_loops(program: &Program, functions: &[&Function]) -> String {
+/// The loop forest of the given functions, one table per function with loops, laid out as
+/// `layout` says (names shortened, rows fitted to a width).
+pub fn render_loops(program: &Program, functions: &[&Function], layout: &TextLayout) -> String {
     let loops: usize = functions.iter().map(|f| f.loops.len()).sum();
     let mut out = format!(
         "{}: {}{}, {} functions, {} loops\n",
@@ -20,12 +21,12 @@ pub fn render_loops(program: &Program, functions: &[&Function]) -> String {
         .iter()
         .filter(|f| !f.loops.is_empty() || functions.len() == 1)
     {
-        out.push_str(&format!("\n{} @ {:#x}\n", f.name, f.address));
+        out.push_str(&format!("\n{}\n", function_heading(f, layout)));
         if f.loops.is_empty() {
             out.push_str("  no loops\n");
             continue;
         }
-        out.push_str(&loop_table(f).render());
+        out.push_str(&loop_table(f).render_with(layout));
     }
     out
 }
@@ -39,13 +40,22 @@ fn kind_name(program: &Program) -> &'static str {
     }
 }
 
+/// `name @ 0x…`, the name shortened and the line cut to the width as `layout` says.
+fn function_heading(f: &Function, layout: &TextLayout) -> String {
+    let address = format!(" @ {:#x}", f.address);
+    let room = layout
+        .width
+        .map(|w| w.saturating_sub(address.chars().count()));
+    format!("{}{address}", fit_name(&f.name, layout, room))
+}
+
 fn loop_table(f: &Function) -> Table {
     let header = [
-        "loop", "parent", "kind", "header", "source", "lines", "blocks", "instrs", "fp", "ls",
-        "br", "int",
+        "loop", "parent", "kind", "header", "source", "inlined", "lines", "blocks", "instrs", "fp",
+        "ls", "br", "int",
     ];
-    let mut table = Table::new(header);
-    for column in 6..header.len() {
+    let mut table = Table::new(header).shrinkable(4).names(5);
+    for column in 7..header.len() {
         table = table.align(column, Align::Right);
     }
     for l in &f.loops {
@@ -56,6 +66,7 @@ fn loop_table(f: &Function) -> Table {
             format!("{:?}", l.kind).to_lowercase(),
             format!("{:#x}", l.header),
             source(l),
+            inlined(l),
             lines(l),
             l.blocks.to_string(),
             l.instructions.to_string(),
@@ -67,13 +78,18 @@ fn loop_table(f: &Function) -> Table {
 }
 
 fn source(l: &Loop) -> String {
-    let base = match (&l.file, l.line) {
+    match (&l.file, l.line) {
         (Some(file), Some(line)) => format!("{}:{line}", short(file)),
         _ => "?".into(),
-    };
-    match l.inlined.get(1).and_then(|f| f.function.as_deref()) {
-        Some(caller) => format!("{base} (inlined in {caller})"),
-        None => base,
+    }
+}
+
+/// The function whose code the header is, when it was inlined: the innermost frame (the outer
+/// ones are in `--json`).
+fn inlined(l: &Loop) -> String {
+    match l.inlined.first() {
+        Some(frame) => frame.function.clone().unwrap_or_else(|| "?".into()),
+        None => "-".into(),
     }
 }
 
@@ -93,8 +109,9 @@ fn class_cells(c: &ClassCounts) -> [String; 4] {
     [c.fp, c.ls, c.br, c.int].map(|n| n.to_string())
 }
 
-/// The blocks of one function with their classes, exits, successors and innermost loop.
-pub fn render_blocks(function: &Function) -> String {
+/// The blocks of one function with their classes, exits, successors and innermost loop, the
+/// function's name laid out as `layout` says.
+pub fn render_blocks(function: &Function, layout: &TextLayout) -> String {
     let header = [
         "block", "start", "end", "instrs", "fp", "ls", "br", "int", "simd", "exit", "succs", "loop",
     ];
@@ -124,12 +141,11 @@ pub fn render_blocks(function: &Function) -> String {
         table.row(row);
     }
     format!(
-        "{} @ {:#x}: {} blocks, {} instructions (> marks the entry)\n{}",
-        function.name,
-        function.address,
+        "{}: {} blocks, {} instructions (> marks the entry)\n{}",
+        function_heading(function, layout),
         function.blocks.len(),
         function.instructions,
-        table.render()
+        table.render_with(layout)
     )
 }
 

@@ -4,7 +4,8 @@ use clap::Args;
 use loopscope_binary::Block;
 use serde::Serialize;
 
-use crate::cmd::loops::{BinaryArgs, find_function, load_program};
+use crate::binaries::{BinaryArgs, find_function, load_program};
+use crate::inputs::text_layout;
 use crate::ui::Ui;
 
 /// Arguments of `blocks`.
@@ -58,6 +59,7 @@ pub fn run(args: &BlocksArgs, ui: &Ui) -> anyhow::Result<()> {
             blocks,
         });
     }
-    crate::cmd::print_text(&loopscope_report::render_blocks(function))?;
+    let layout = text_layout(args.binary.full_names);
+    crate::cmd::print_text(&loopscope_report::render_blocks(function, &layout))?;
     Ok(())
 }
