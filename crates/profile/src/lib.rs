@@ -14,6 +14,7 @@ mod mix;
 mod recording;
 mod sample;
 mod sites;
+mod threads;
 mod tsc;
 mod view;
 
@@ -35,4 +36,5 @@ pub use sample::{
     SampleOptions, SampledEvent, SampledRun, record_sampled,
 };
 pub use sites::{CodeIndex, Place};
+pub use threads::{ThreadActivity, ThreadSample, ThreadTime};
 pub use view::{HotRule, Overhead, ProfileReport, TreeNode, build_report};

@@ -11,6 +11,7 @@ use crate::file::{Profile, Recording};
 use crate::lcct::{Lcct, NodeKey, hot_threshold};
 use crate::sample::SampledRun;
 use crate::sites::CodeIndex;
+use crate::threads::{ThreadActivity, exact_threads, sampled_threads};
 use crate::{ExactRun, ProfileError};
 
 /// One node of the report tree, with everything a row shows.
@@ -98,6 +99,9 @@ pub struct ProfileReport {
     pub tree: TreeNode,
     /// Things the reader should know (missing debug info, lost samples).
     pub notes: Vec<String>,
+    /// Where each thread's time went, by node (for timeline exports; not in the JSON).
+    #[serde(skip)]
+    pub threads: Vec<ThreadActivity>,
 }
 
 /// How to build the report.
@@ -185,7 +189,8 @@ pub fn build_report(profile: &Profile, rule: HotRule) -> Result<ProfileReport, P
         Recording::Sample(run) => {
             let used = vec![true; profile.objects.len()];
             let objects = open_objects(profile, &used, &mut notes)?;
-            let tree = sampled_tree(profile, run, &objects);
+            let (tree, leaves) = sampled_tree(profile, run, &objects);
+            let threads = sampled_threads(run, &leaves);
             if run.lost_samples > 0 {
                 notes.push(format!(
                     "{} samples lost (ring buffer full)",
@@ -201,7 +206,7 @@ pub fn build_report(profile: &Profile, rule: HotRule) -> Result<ProfileReport, P
             );
             let seconds_per_unit = if run.event.unit() == "ns" { 1e-9 } else { 0.0 };
             let overhead = Overhead::new(profile.native_wall_ns, run.wall_ns, None);
-            Ok(finish(
+            let report = finish(
                 profile,
                 tree,
                 &objects,
@@ -212,12 +217,14 @@ pub fn build_report(profile: &Profile, rule: HotRule) -> Result<ProfileReport, P
                 overhead,
                 notes,
                 true,
-            ))
+            );
+            Ok(ProfileReport { threads, ..report })
         }
         Recording::Ptrace(run) => {
             let used = vec![true; profile.objects.len()];
             let objects = open_objects(profile, &used, &mut notes)?;
             let (tree, app_cycles) = exact_tree(run);
+            let threads = exact_threads(run, &tree);
             let app_ratio = app_cycles as f64 / (app_cycles + run.analysis_cycles).max(1) as f64;
             let overhead = Overhead::new(profile.native_wall_ns, run.wall_ns, Some(app_ratio));
             let measure = match run.trap_cost {
@@ -233,7 +240,7 @@ pub fn build_report(profile: &Profile, rule: HotRule) -> Result<ProfileReport, P
                     run.stepped_sites, run.sites
                 ));
             }
-            Ok(finish(
+            let report = finish(
                 profile,
                 tree,
                 &objects,
@@ -244,7 +251,8 @@ pub fn build_report(profile: &Profile, rule: HotRule) -> Result<ProfileReport, P
                 overhead,
                 notes,
                 false,
-            ))
+            );
+            Ok(ProfileReport { threads, ..report })
         }
     }
 }
@@ -277,8 +285,9 @@ fn exact_tree(run: &ExactRun) -> (Lcct, u64) {
     (tree, app_cycles)
 }
 
-/// One tree over every sample: each frame's function, then the loops around its address.
-fn sampled_tree(profile: &Profile, run: &SampledRun, objects: &[Object]) -> Lcct {
+/// One tree over every sample: each frame's function, then the loops around its address; and
+/// the node each sample landed in.
+fn sampled_tree(profile: &Profile, run: &SampledRun, objects: &[Object]) -> (Lcct, Vec<u32>) {
     let index_of: HashMap<&str, u32> = profile
         .objects
         .iter()
@@ -290,6 +299,7 @@ fn sampled_tree(profile: &Profile, run: &SampledRun, objects: &[Object]) -> Lcct
         .map(|o| o.program.as_ref().map(CodeIndex::new))
         .collect();
     let mut tree = Lcct::new();
+    let mut leaves = Vec::with_capacity(run.samples.len());
     for s in &run.samples {
         let mut at = Lcct::ROOT;
         for (depth, &address) in s.stack.iter().enumerate().rev() {
@@ -304,8 +314,9 @@ fn sampled_tree(profile: &Profile, run: &SampledRun, objects: &[Object]) -> Lcct
         let n = &mut tree.nodes[at as usize];
         n.self_samples += 1;
         n.self_time += run.period;
+        leaves.push(at);
     }
-    tree
+    (tree, leaves)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -457,6 +468,7 @@ fn finish(
         overhead,
         tree: root,
         notes,
+        threads: Vec::new(),
     }
 }
 

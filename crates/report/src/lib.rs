@@ -18,6 +18,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod firefox;
 mod loops;
 mod machine;
 mod misses;
@@ -30,6 +31,7 @@ mod simulation;
 mod table;
 mod units;
 
+pub use firefox::{FirefoxInput, frame_label, render_firefox_profile};
 pub use loops::{innermost_loop, render_blocks, render_loops};
 pub use machine::render_machine;
 pub use misses::render_misses;

@@ -1,0 +1,198 @@
+//! `report --firefox` (the Firefox Profiler's processed format) end to end on fixture programs
+//! compiled at test time.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{loopscope, repo_root, stderr, stdout};
+use serde_json::Value;
+
+fn compile(name: &str, dir: &Path, extra: &[&str]) -> Option<PathBuf> {
+    let source = repo_root().join("crates/profile/tests/fixtures").join(name);
+    let out = dir.join(name.trim_end_matches(".c"));
+    let ok = Command::new("cc")
+        .args(["-O1", "-g"])
+        .args(extra)
+        .arg(&source)
+        .arg("-o")
+        .arg(&out)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!("skipped: cc could not build {name}");
+    }
+    ok.then_some(out)
+}
+
+fn perf_events_allowed() -> bool {
+    let level = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap_or_default();
+    let allowed = level.trim().parse::<i32>().is_ok_and(|l| l <= 2);
+    if !allowed {
+        eprintln!(
+            "skipped: perf_event_paranoid is {} (needs 2 or less)",
+            level.trim()
+        );
+    }
+    allowed
+}
+
+fn run_ok(args: &[&str]) -> String {
+    let out = loopscope(args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    stdout(&out)
+}
+
+fn read_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap();
+    let value: Value = serde_json::from_str(&text).unwrap();
+    let again: Value = serde_json::from_str(&serde_json::to_string(&value).unwrap()).unwrap();
+    assert_eq!(value, again, "the JSON round-trips");
+    value
+}
+
+/// The frame names of a sample's stack, outermost first.
+fn stack_names(thread: &Value, stack: usize) -> Vec<String> {
+    let strings = thread["stringArray"].as_array().unwrap();
+    let mut names = Vec::new();
+    let mut at = Some(stack);
+    while let Some(s) = at {
+        let frame = thread["stackTable"]["frame"][s].as_u64().unwrap() as usize;
+        let func = thread["frameTable"]["func"][frame].as_u64().unwrap() as usize;
+        let name = thread["funcTable"]["name"][func].as_u64().unwrap() as usize;
+        names.push(strings[name].as_str().unwrap().to_owned());
+        at = thread["stackTable"]["prefix"][s]
+            .as_u64()
+            .map(|p| p as usize);
+    }
+    names.reverse();
+    names
+}
+
+fn all_stacks(thread: &Value) -> Vec<Vec<String>> {
+    thread["samples"]["stack"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_u64)
+        .map(|s| stack_names(thread, s as usize))
+        .collect()
+}
+
+fn assert_required_fields(profile: &Value) {
+    assert!(profile["meta"]["version"].is_number(), "meta.version");
+    assert!(profile["meta"]["interval"].is_number(), "meta.interval");
+    for thread in profile["threads"].as_array().unwrap() {
+        for table in [
+            "stringArray",
+            "funcTable",
+            "frameTable",
+            "stackTable",
+            "samples",
+        ] {
+            assert!(thread.get(table).is_some(), "thread without {table}");
+        }
+        assert!(thread["samples"]["length"].is_u64());
+    }
+}
+
+#[test]
+fn exact_profile_exports_one_thread_per_thread_with_loops_under_their_functions() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(binary) = compile("threads.c", dir.path(), &["-pthread"]) else {
+        return;
+    };
+    let profile = dir.path().join("threads.profile");
+    let out = dir.path().join("threads.json");
+    run_ok(&[
+        "record",
+        "-q",
+        "--backend",
+        "ptrace",
+        "-o",
+        &profile.display().to_string(),
+        "--",
+        &binary.display().to_string(),
+    ]);
+    run_ok(&[
+        "report",
+        &profile.display().to_string(),
+        "--firefox",
+        &out.display().to_string(),
+    ]);
+    let value = read_json(&out);
+    assert_required_fields(&value);
+    // Three workers, the main thread and the forked child.
+    let threads = value["threads"].as_array().unwrap();
+    assert_eq!(threads.len(), 5, "{:#}", value["threads"]);
+    let worker_loop = threads
+        .iter()
+        .flat_map(all_stacks)
+        .find(|s| s.last().is_some_and(|f| f.starts_with("loop ")) && s[0] == "worker")
+        .expect("a sample in the worker's loop");
+    assert_eq!(worker_loop.len(), 2, "{worker_loop:?}");
+    assert!(
+        worker_loop[1].contains("(threads.c:"),
+        "the loop frame names its line: {worker_loop:?}"
+    );
+}
+
+#[test]
+fn sampled_profile_exports_every_sample_at_its_time() {
+    if !perf_events_allowed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(binary) = compile("shares.c", dir.path(), &[]) else {
+        return;
+    };
+    let profile = dir.path().join("shares.profile");
+    let out = dir.path().join("shares.json");
+    run_ok(&[
+        "record",
+        "-q",
+        "-o",
+        &profile.display().to_string(),
+        "--",
+        &binary.display().to_string(),
+        "20000000",
+    ]);
+    run_ok(&[
+        "report",
+        &profile.display().to_string(),
+        "--firefox",
+        &out.display().to_string(),
+    ]);
+    let report: Value = serde_json::from_str(&run_ok(&[
+        "report",
+        &profile.display().to_string(),
+        "--json",
+    ]))
+    .unwrap();
+    let value = read_json(&out);
+    assert_required_fields(&value);
+    let threads = value["threads"].as_array().unwrap();
+    assert_eq!(threads.len(), 1);
+    let samples = &threads[0]["samples"];
+    assert_eq!(samples["length"], report["events"], "every sample exported");
+    assert!(
+        samples["timeDeltas"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|d| d.as_f64().is_some_and(|d| d >= 0.0)),
+        "times in order"
+    );
+    let spin_loop = all_stacks(&threads[0])
+        .into_iter()
+        .find(|s| s.iter().any(|f| f == "spin"))
+        .expect("a sample in spin");
+    let at = spin_loop.iter().position(|f| f == "spin").unwrap();
+    assert!(
+        spin_loop
+            .get(at + 1)
+            .is_some_and(|f| f.starts_with("loop ") && f.contains("shares.c:")),
+        "the loop frame under spin: {spin_loop:?}"
+    );
+}
