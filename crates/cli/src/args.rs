@@ -90,6 +90,19 @@ pub enum Command {
         loopscope blocks ./a.out --function main\n  \
         loopscope blocks ./a.out --function 0x401126 --classes my-classes.toml --json")]
     Blocks(cmd::blocks::BlocksArgs),
+    /// Run a program and record where its time goes, loop by loop and calling context.
+    #[command(after_help = "Examples:\n  \
+        loopscope record -- ./app input.dat\n  \
+        loopscope record --backend ptrace -o exact.profile -- ./app\n  \
+        loopscope record --native --freq 4000 -- ./app")]
+    Record(cmd::record::RecordArgs),
+    /// Show a profile as a loop-call-context tree: time, entries and trips per loop and context.
+    #[command(after_help = "Examples:\n  \
+        loopscope report\n  \
+        loopscope report exact.profile --hot 8\n  \
+        loopscope report --by loop --threshold 5\n  \
+        loopscope report --dot | dot -Tsvg > lcct.svg")]
+    Report(cmd::report::ReportArgs),
     /// Count the executed instructions per type (fp, SIMD, FMA, load/store, branch, integer)
     /// from a profile's samples or a perf.data file (spec 001), per function, loop or block.
     #[command(after_help = "Examples:\n  \

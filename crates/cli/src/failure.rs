@@ -57,6 +57,9 @@ fn is_bad_input(cause: &(dyn std::error::Error + 'static)) -> bool {
     if let Some(e) = cause.downcast_ref::<loopscope_probe::ProbeError>() {
         return e.is_bad_input();
     }
+    if let Some(e) = cause.downcast_ref::<loopscope_profile::ProfileError>() {
+        return e.is_bad_input();
+    }
     if let Some(e) = cause.downcast_ref::<loopscope_binary::BinaryError>() {
         return e.is_bad_input();
     }

@@ -39,6 +39,13 @@ impl Ui {
         }
     }
 
+    /// A line about a result written to a file rather than stdout (shown unless `-q`).
+    pub fn done(&self, message: impl AsRef<str>) {
+        if self.verbosity >= 0 {
+            eprintln!("loopscope: {}", message.as_ref());
+        }
+    }
+
     /// A note on what is being done (shown with `-v`).
     pub fn note(&self, message: impl AsRef<str>) {
         if self.verbosity >= 1 {

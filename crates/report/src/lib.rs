@@ -2,19 +2,27 @@
 //! SVG plots (the roofline).
 //!
 //! Every subcommand's human-readable output is built here, so that tables look the same across
-//! the tool. This room only turns values into text: it never measures, reads files, prints or
-//! exits. JSON is not rendered here; the CLI serialises the result types directly, so their field
-//! names are the contract.
+//! the tool. A table fits the width it is given ([`TextLayout`]: a terminal's, which the caller
+//! finds) by cutting its text columns, never its numbers, and shortens the function names in
+//! its name columns as profilers do ([`short_name`]: `std::sort<…>(…)`) unless asked for whole
+//! names. This room only turns values into text: it never measures, reads files or the
+//! environment, prints or exits. JSON is not rendered here; the CLI serialises the result types
+//! directly, so their field names are the contract.
 //!
 //! # Example
 //!
 //! ```
-//! use loopscope_report::{format_bytes, Align, Table};
+//! use loopscope_report::{format_bytes, Align, Table, TextLayout};
 //!
 //! let mut table = Table::new(["level", "size"]).align(1, Align::Right);
 //! table.row(["L1d", &format_bytes(32 * 1024)]);
 //! table.row(["L3", &format_bytes(37_486_592)]);
 //! assert_eq!(table.render(), "level       size\nL1d       32 KiB\nL3     35.75 MiB\n");
+//!
+//! let mut loops = Table::new(["loop", "function"]).names(1);
+//! loops.row(["1", "void std::sort<int*>(int*, int*)"]);
+//! let narrow = TextLayout { width: Some(16), full_names: false };
+//! assert_eq!(loops.render_with(&narrow), "loop  function\n1     std::sort<…>(…)\n");
 //! ```
 #![deny(missing_docs)]
 
@@ -22,9 +30,10 @@ mod firefox;
 mod loops;
 mod machine;
 mod misses;
-mod names;
 mod mix;
+mod names;
 mod probe;
+mod profile;
 mod roofline;
 mod roofline_text;
 mod simulation;
@@ -35,9 +44,13 @@ pub use firefox::{FirefoxInput, frame_label, render_firefox_profile};
 pub use loops::{innermost_loop, render_blocks, render_loops};
 pub use machine::render_machine;
 pub use misses::render_misses;
-pub use names::short_name;
 pub use mix::{format_compact, format_count, render_mix, render_mix_rows, render_mix_summary};
+pub use names::short_name;
 pub use probe::{probe_plots, render_baseline, render_probe};
+pub use profile::{
+    NodeFilter, render_profile_by_loop, render_profile_dot, render_profile_header,
+    render_profile_tree,
+};
 pub use roofline::{RooflineAxis, render_roofline_svg};
 pub use roofline_text::{format_seconds, render_roofline, render_roofline_report};
 pub use simulation::{SimulationView, render_simulation};

@@ -8,6 +8,8 @@ pub mod misses;
 pub mod mix;
 pub mod model_level;
 pub mod probe;
+pub mod record;
+pub mod report;
 pub mod roofline;
 pub mod simulate;
 
@@ -27,6 +29,8 @@ pub fn run(command: Command, ui: &Ui) -> anyhow::Result<()> {
         Command::ModelLevel(args) => model_level::run(&args, ui),
         Command::Loops(args) => loops::run(&args, ui),
         Command::Blocks(args) => blocks::run(&args, ui),
+        Command::Record(args) => record::run(&args, ui),
+        Command::Report(args) => report::run(&args, ui),
     }
 }
 

@@ -103,7 +103,11 @@ pub fn run(args: &RecordArgs, ui: &Ui) -> anyhow::Result<()> {
         .iter()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
-    let backend = if args.exact { Backend::Ptrace } else { args.backend };
+    let backend = if args.exact {
+        Backend::Ptrace
+    } else {
+        args.backend
+    };
     let mut profile = match backend {
         Backend::Sample => {
             let event = match args.event {
@@ -162,8 +166,12 @@ fn summary(profile: &Profile, output: &std::path::Path) -> String {
         ),
         loopscope_profile::Recording::Ptrace(run) => {
             let events: u64 = run.threads.iter().map(|t| t.events).sum();
+            let threads = match run.threads.len() {
+                1 => "1 thread".to_owned(),
+                n => format!("{n} threads"),
+            };
             (
-                format!("{events} markers in {} threads", run.threads.len()),
+                format!("{events} markers in {threads}"),
                 run.exit,
                 run.wall_ns,
             )
