@@ -21,8 +21,10 @@
 //!
 //! let mut loops = Table::new(["loop", "function"]).names(1);
 //! loops.row(["1", "void std::sort<int*>(int*, int*)"]);
+//! let piped = TextLayout { width: None, full_names: false };
+//! assert_eq!(loops.render_with(&piped), "loop  function\n1     std::sort<…>(…)\n");
 //! let narrow = TextLayout { width: Some(16), full_names: false };
-//! assert_eq!(loops.render_with(&narrow), "loop  function\n1     std::sort<…>(…)\n");
+//! assert_eq!(loops.render_with(&narrow), "loop  function\n1     std::sort\n");
 //! ```
 #![deny(missing_docs)]
 

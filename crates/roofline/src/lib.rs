@@ -19,10 +19,16 @@
 //! The kernel enters as a [`Traffic`]: bytes through each level and FLOPs over some iterations.
 //! It comes from the paper's per-iteration counts ([`parse_counts`]) or from a kernel file
 //! run through the exact cache simulator ([`simulated_traffic`]) or the analytic cache model of
-//! spec 000 ([`modelled_traffic`]). This room must not measure the machine, print, or read files: the command
-//! line gathers bandwidths (from a machine file's `measured` section, [`best_bandwidths`]) and
-//! renders. The one thing it runs is a kernel's generated timing harness ([`harness_source`],
-//! [`run_harness`]), for a measured rate beside the prediction.
+//! spec 000 ([`modelled_traffic`]). [`run_roofline`] is `loopscope roofline` as one call: the
+//! ceilings, a kernel file's traffic (the model's levels run as level processes, the ones it
+//! cannot do taken from the simulator), the analysis and the measured run.
+//!
+//! This room must not measure the machine, print, or read files other than the kernel file it
+//! is given: the caller hands it the machine description (with a `measured` section from the
+//! probe, [`best_bandwidths`]) and a way to time this machine's add latency, and renders the
+//! result. The one thing it runs besides the model's level processes is a kernel's generated
+//! timing harness ([`harness_source`], [`run_harness`]), for a measured rate beside the
+//! prediction.
 //!
 //! # Example
 //!

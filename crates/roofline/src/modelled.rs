@@ -13,9 +13,9 @@
 //! level is modelled as a cache of its own geometry seeing every access (spec 000 models one
 //! cache); in a real hierarchy an outer level sees only the inner level's misses, which under
 //! LRU with equal lines and a larger outer level changes the counts little (`--traffic sim` is
-//! the exact answer). Running the model is the caller's (the command line runs each level in a
-//! process of its own, so one that overruns its time limit can be stopped); this room turns its
-//! counts into bytes.
+//! the exact answer). The model's counts come from `loopscope-analytic`'s level processes (one
+//! that overruns its time limit can be stopped; [`crate::run_roofline`] starts them); this
+//! function turns the counts into bytes.
 //!
 //! Write-backs are not part of spec 000: a line is counted as written back once per miss when
 //! its array is stored to anywhere in the kernel. That is exact when every line of a written
