@@ -39,19 +39,21 @@ fn is_yaml(path: &Path) -> bool {
         .is_some_and(|e| e.eq_ignore_ascii_case("yml") || e.eq_ignore_ascii_case("yaml"))
 }
 
-/// The levels of `--cache SPEC`, else of the machine file, else of this machine.
+/// The levels of `--cache SPEC`, else of the machine file, else of this machine, which the
+/// command is to `verb` (`model`, `simulate`).
 pub fn cache_levels(
     spec: Option<&str>,
     machine: Option<&Path>,
     ui: &Ui,
+    verb: &str,
 ) -> anyhow::Result<Vec<LevelConfig>> {
     if let Some(spec) = spec {
         return Ok(parse_cache_spec(spec)?);
     }
     let described = load_machine(machine, ui)?;
     let levels = levels_from_machine(&described).with_context(|| match machine {
-        Some(p) => format!("{}: cannot model its caches", p.display()),
-        None => "cannot model this machine's caches (give --cache)".to_owned(),
+        Some(p) => format!("{}: cannot {verb} its caches (give --cache)", p.display()),
+        None => format!("cannot {verb} this machine's caches (give --cache)"),
     })?;
     Ok(levels)
 }

@@ -103,6 +103,49 @@ pub fn write_machine_file(path: &Path, machine: &Machine) -> Result<(), MachineE
     write_atomically(path, to_toml(machine)?.as_bytes())
 }
 
+/// The machine description a run that measures this machine will write into `path`: the
+/// file's own when it exists and describes this processor (or `force`), otherwise `detected`.
+/// Checked before measuring, so that a path that cannot be written fails at once, not after a
+/// minute of measurements.
+pub fn machine_to_update(
+    path: &Path,
+    detected: Machine,
+    force: bool,
+) -> Result<Machine, MachineError> {
+    let invalid = |message: String| MachineError::Invalid {
+        path: path.to_owned(),
+        message,
+    };
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Err(invalid(format!(
+            "directory {} does not exist",
+            dir.display()
+        )));
+    }
+    let probe = dir.join(format!(
+        ".loopscope-probe-write-test.{}",
+        std::process::id()
+    ));
+    std::fs::write(&probe, b"")
+        .map_err(|e| invalid(format!("cannot write into {}: {e}", dir.display())))?;
+    let _ = std::fs::remove_file(&probe);
+    if !path.exists() {
+        return Ok(detected);
+    }
+    let existing = read_machine_file(path)?;
+    if existing.model != detected.model && !force {
+        return Err(invalid(format!(
+            "describes `{}`, but this machine is `{}`; pass --force to update it anyway",
+            existing.model, detected.model
+        )));
+    }
+    Ok(existing)
+}
+
 /// Writes `contents` to a temporary file beside `path`, syncs it and renames it over `path`.
 pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<(), MachineError> {
     let io = |action: &'static str| {
@@ -239,5 +282,32 @@ mod tests {
             let cut = cut.min(text.len());
             let _ = from_toml(&text[..cut], Path::new("fuzz.toml"));
         }
+    }
+
+    #[test]
+    fn the_machine_to_update_is_checked_before_measuring() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.toml");
+        let here = sample();
+        // No file yet: the detected machine.
+        assert_eq!(machine_to_update(&path, here.clone(), false).unwrap(), here);
+        // The same processor's file is kept, with what it holds.
+        let mut saved = here.clone();
+        saved.cores = 99;
+        write_machine_file(&path, &saved).unwrap();
+        assert_eq!(
+            machine_to_update(&path, here.clone(), false).unwrap().cores,
+            99
+        );
+        // Another processor's only with force.
+        let mut other = here.clone();
+        other.model = "Other CPU".into();
+        let e = machine_to_update(&path, other.clone(), false).unwrap_err();
+        assert!(e.to_string().contains("pass --force"), "{e}");
+        assert!(e.is_bad_input());
+        assert_eq!(machine_to_update(&path, other, true).unwrap().cores, 99);
+        let nowhere = dir.path().join("missing/m.toml");
+        let e = machine_to_update(&nowhere, here, false).unwrap_err();
+        assert!(e.to_string().contains("does not exist"), "{e}");
     }
 }

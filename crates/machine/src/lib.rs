@@ -43,7 +43,8 @@ mod units;
 pub use detect::{CpuInfo, SysRoot, detect, detect_from, parse_cpuinfo};
 pub use error::MachineError;
 pub use file::{
-    FORMAT_VERSION, from_toml, read_machine_file, to_toml, write_atomically, write_machine_file,
+    FORMAT_VERSION, from_toml, machine_to_update, read_machine_file, to_toml, write_atomically,
+    write_machine_file,
 };
 pub use kerncraft::{KerncraftImport, import_kerncraft, import_kerncraft_str};
 pub use model::{

@@ -84,7 +84,7 @@ pub struct MissesArgs {
 
 /// Runs `misses`.
 pub fn run(args: &MissesArgs, ui: &Ui) -> anyhow::Result<()> {
-    let levels = cache_levels(args.cache.as_deref(), args.machine.as_deref(), ui)?;
+    let levels = cache_levels(args.cache.as_deref(), args.machine.as_deref(), ui, "model")?;
     let command = level_command()?;
     let request = MissesRequest {
         kernel: &args.kernel,

@@ -1,12 +1,12 @@
 //! `loopscope probe`: measure this machine and fill the `measured` section of a machine file.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use loopscope_machine::{Machine, read_machine_file, write_atomically, write_machine_file};
+use loopscope_machine::{machine_to_update, write_atomically, write_machine_file};
 use loopscope_probe::{ProbeOptions, run_baseline, run_probe};
 
 use crate::failure::bad_input;
@@ -55,7 +55,7 @@ pub fn run(args: &ProbeArgs, ui: &Ui) -> anyhow::Result<()> {
     }
     let detected = loopscope_machine::detect().context("cannot detect this machine")?;
     let mut machine = match &args.out {
-        Some(path) => target_machine(path, detected, args.force)?,
+        Some(path) => machine_to_update(path, detected, args.force)?,
         None => detected,
     };
     if let Some(dir) = &args.plot {
@@ -107,48 +107,6 @@ pub fn run(args: &ProbeArgs, ui: &Ui) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// The machine description `--out` will update: the file's own when it exists and describes
-/// this processor (or `--force`), otherwise the detected one. Checked before measuring, so a
-/// bad path fails at once, not after a minute.
-fn target_machine(path: &Path, detected: Machine, force: bool) -> anyhow::Result<Machine> {
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    if !dir.is_dir() {
-        return Err(bad_input(format!(
-            "{}: directory {} does not exist",
-            path.display(),
-            dir.display()
-        )));
-    }
-    let probe = dir.join(format!(
-        ".loopscope-probe-write-test.{}",
-        std::process::id()
-    ));
-    std::fs::write(&probe, b"").map_err(|e| {
-        bad_input(format!(
-            "{}: cannot write into {}: {e}",
-            path.display(),
-            dir.display()
-        ))
-    })?;
-    let _ = std::fs::remove_file(&probe);
-    if !path.exists() {
-        return Ok(detected);
-    }
-    let existing = read_machine_file(path)?;
-    if existing.model != detected.model && !force {
-        return Err(bad_input(format!(
-            "{}: describes `{}`, but this machine is `{}`; pass --force to update it anyway",
-            path.display(),
-            existing.model,
-            detected.model
-        )));
-    }
-    Ok(existing)
 }
 
 /// A flag SIGINT sets, so that measuring stops between points and keeps what it has.

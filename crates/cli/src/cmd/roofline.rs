@@ -3,16 +3,14 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::{Args, ValueEnum};
-use loopscope_cache::{LevelConfig, levels_from_machine, parse_cache_spec};
 use loopscope_machine::{Machine, read_machine_file, write_atomically};
 use loopscope_report::{RooflineAxis, render_roofline_report, render_roofline_svg};
 use loopscope_roofline::{
     KernelInputRequest, MachineInput, ModelBudget, RooflineInput, RooflineRequest, run_roofline,
 };
 
-use crate::inputs::{level_command, load_machine};
+use crate::inputs::{cache_levels, level_command, load_machine};
 use crate::ui::Ui;
 
 /// Arguments of `roofline`.
@@ -181,7 +179,12 @@ pub fn run(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<()> {
         (None, Some(path)) => RooflineInput::Kernel(KernelInputRequest {
             path,
             define: &args.define,
-            levels: simulated_levels(args, ui)?,
+            levels: cache_levels(
+                args.cache.as_deref(),
+                args.machine.as_deref(),
+                ui,
+                "simulate",
+            )?,
             model: (args.traffic == TrafficSource::Model).then_some(ModelBudget {
                 time_limit_s: args.time_limit,
                 max_operations: args.max_operations,
@@ -221,17 +224,4 @@ pub fn run(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<()> {
     } else {
         crate::cmd::print_text(&render_roofline_report(&roofline))
     }
-}
-
-/// The cache levels a kernel file's traffic goes through: `--cache`, else the machine's.
-fn simulated_levels(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<Vec<LevelConfig>> {
-    if let Some(spec) = &args.cache {
-        return Ok(parse_cache_spec(spec)?);
-    }
-    let machine = load_machine(args.machine.as_deref(), ui)?;
-    let levels = levels_from_machine(&machine).with_context(|| match &args.machine {
-        Some(p) => format!("{}: cannot simulate its caches (give --cache)", p.display()),
-        None => "cannot simulate this machine's caches (give --cache)".to_owned(),
-    })?;
-    Ok(levels)
 }
