@@ -16,8 +16,9 @@ use crate::sample::{Exec, SampledEvent, mapping_at};
 use crate::{ExactRun, Mapping, ObjectRef, ProfileError, Sample};
 
 /// The relative standard error given to each block's modelled cost in the time-based
-/// estimate: the spread of measured over modelled cycles per block execution over the hot
-/// blocks of the five programs of `bench/mix.sh` (docs/mix.md gives the figures).
+/// estimate: the spread of estimated over exact executions of the hot blocks of the
+/// compute-bound programs of `bench/mix.py` was 9 to 38 % (docs/mix.md gives the figures).
+/// Cache misses and mispredicted branches make it far larger; the error bars do not cover them.
 pub const MODEL_RELATIVE_ERROR: f64 = 0.3;
 
 /// How the rows of the mix are grouped.
