@@ -368,7 +368,7 @@ fn usage(instr: &Instruction, info: &mut InstructionInfoFactory, family: Core) -
         }
         _ if is_plain_move(instr) => {
             u.latency = 0.0;
-            if !(reads_memory || writes_memory) && !push_pop {
+            if !(reads_memory || writes_memory || push_pop) {
                 u.int_alu = 0.25;
             }
         }

@@ -584,7 +584,7 @@ pub(crate) fn mix_of_samples(
     report.throttled = source.throttled;
     report.precise_ip = source.precise_ip;
     report.cycles_per_ns = cycles_per_ns;
-    notes.extend(report.notes.drain(..));
+    notes.append(&mut report.notes);
     report.notes = notes;
     Ok(report)
 }
@@ -664,7 +664,7 @@ fn mix_of_counts(run: &ExactRun, options: &MixOptions) -> Result<MixReport, Prof
     report.event = "exact".into();
     report.estimate = MixEstimate::Exact.name();
     report.method = "exact block counts (ptrace markers at every block); estimate: exact".into();
-    notes.extend(report.notes.drain(..));
+    notes.append(&mut report.notes);
     report.notes = notes;
     Ok(report)
 }
@@ -743,9 +743,9 @@ impl Sums {
         self.samples += first.samples;
         self.n1 += first.n1;
         self.n1_variance += (first.n1 as f64).powi(2) * first.relative_variance;
-        for t in 0..TYPE_COUNT {
-            self.n3[t] += n2[t];
-            self.variance[t] += (n2[t] as f64).powi(2) * first.relative_variance;
+        for ((n3, variance), n2) in self.n3.iter_mut().zip(&mut self.variance).zip(n2) {
+            *n3 += n2;
+            *variance += (n2 as f64).powi(2) * first.relative_variance;
         }
     }
 
