@@ -196,3 +196,45 @@ fn sampled_profile_exports_every_sample_at_its_time() {
         "the loop frame under spin: {spin_loop:?}"
     );
 }
+
+#[test]
+fn html_report_is_one_self_contained_page_with_the_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(binary) = compile("nest.c", dir.path(), &[]) else {
+        return;
+    };
+    let profile = dir.path().join("nest.profile");
+    let out = dir.path().join("nest.html");
+    run_ok(&[
+        "record",
+        "-q",
+        "--backend",
+        "ptrace",
+        "-o",
+        &profile.display().to_string(),
+        "--",
+        &binary.display().to_string(),
+        "20",
+    ]);
+    run_ok(&[
+        "report",
+        &profile.display().to_string(),
+        "--html",
+        &out.display().to_string(),
+    ]);
+    let html = std::fs::read_to_string(&out).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert!(html.contains("<section id=\"profile\">"));
+    assert!(
+        html.contains("<details class=\"node function"),
+        "a collapsible tree"
+    );
+    assert!(html.contains("nest.c:"), "loops with their lines");
+    assert!(
+        html.contains("1 / 10.5 / 20"),
+        "the triangular nest's trips"
+    );
+    for external in ["<script src", "<link", "http://", "@import", "url("] {
+        assert!(!html.contains(external), "fetches {external}");
+    }
+}

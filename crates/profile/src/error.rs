@@ -66,6 +66,9 @@ pub enum ProfileError {
         /// The build-id of the file now.
         found: String,
     },
+    /// Profiles that cannot be merged (another back-end, none at all).
+    #[error("{0}")]
+    Merge(String),
     /// A binary could not be analysed.
     #[error(transparent)]
     Binary(#[from] BinaryError),
@@ -79,7 +82,8 @@ impl ProfileError {
             | ProfileError::BadProfile { .. }
             | ProfileError::BuildIdMismatch { .. }
             | ProfileError::PerfUnavailable { .. }
-            | ProfileError::Options { .. } => true,
+            | ProfileError::Options { .. }
+            | ProfileError::Merge(_) => true,
             ProfileError::Io { action, .. } => *action == "read",
             ProfileError::Binary(error) => error.is_bad_input(),
             ProfileError::System { .. } => false,

@@ -11,6 +11,8 @@ mod exact;
 mod file;
 mod lcct;
 mod mix;
+mod naming;
+mod ranks;
 mod recording;
 mod sample;
 mod sites;
@@ -30,6 +32,8 @@ pub use mix::{
     MixEstimate, MixOptions, MixReport, MixRow, TypeCount, TypeCounts, block_cost, build_mix,
     method, mix_of_perf_data,
 };
+pub use naming::{NameValues, expand_output_name, has_placeholders};
+pub use ranks::{RankLoop, RankMerge, merge_reports};
 pub use recording::{Mapping, ObjectRef, Sample, TargetExit};
 pub use sample::{
     DEFAULT_BUFFER_BYTES, DEFAULT_FREQUENCY_HZ, DEFAULT_STACK_BYTES, EventChoice, Exec,

@@ -29,13 +29,16 @@
 #![deny(missing_docs)]
 
 mod firefox;
+mod html;
 mod loops;
 mod machine;
 mod misses;
 mod mix;
+mod mix_plot;
 mod names;
 mod probe;
 mod profile;
+mod ranks;
 mod roofline;
 mod roofline_text;
 mod simulation;
@@ -43,16 +46,19 @@ mod table;
 mod units;
 
 pub use firefox::{FirefoxInput, frame_label, render_firefox_profile};
+pub use html::{Figure, HtmlReport, escape_html, render_html, render_tree};
 pub use loops::{innermost_loop, render_blocks, render_loops};
 pub use machine::render_machine;
 pub use misses::render_misses;
 pub use mix::{format_compact, format_count, render_mix, render_mix_rows, render_mix_summary};
+pub use mix_plot::mix_plots;
 pub use names::short_name;
 pub use probe::{probe_plots, render_baseline, render_probe};
 pub use profile::{
     NodeFilter, render_profile_by_loop, render_profile_dot, render_profile_header,
     render_profile_tree,
 };
+pub use ranks::render_ranks;
 pub use roofline::{RooflineAxis, render_roofline_svg};
 pub use roofline_text::{format_seconds, render_roofline, render_roofline_report};
 pub use simulation::{SimulationView, render_simulation};

@@ -5,10 +5,13 @@ use std::time::{Duration, SystemTime};
 
 use clap::{Args, ValueEnum};
 use loopscope_machine::write_atomically;
-use loopscope_profile::{HotRule, Profile, ProfileReport, build_report};
+use loopscope_profile::{
+    HotRule, MixOptions, Profile, ProfileReport, RankMerge, build_mix, build_report, merge_reports,
+};
 use loopscope_report::{
-    FirefoxInput, NodeFilter, render_firefox_profile, render_profile_by_loop, render_profile_dot,
-    render_profile_header, render_profile_tree,
+    Figure, FirefoxInput, HtmlReport, NodeFilter, render_firefox_profile, render_html,
+    render_profile_by_loop, render_profile_dot, render_profile_header, render_profile_tree,
+    render_ranks,
 };
 
 use crate::cmd::{print_json, print_text};
@@ -27,9 +30,10 @@ pub enum By {
 /// Arguments of `report`.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// The profile `record` wrote.
-    #[arg(value_name = "PROFILE", default_value = "loopscope.profile")]
-    pub profile: PathBuf,
+    /// The profile `record` wrote; several (`prof.*`, one per MPI rank) are merged: their
+    /// trees summed, and the hottest loops' time shown per rank.
+    #[arg(value_name = "PROFILE", default_value = "loopscope.profile", num_args = 1..)]
+    pub profiles: Vec<PathBuf>,
     /// Print one JSON document (the whole tree, hot nodes flagged).
     #[arg(long, conflicts_with = "dot")]
     pub json: bool,
@@ -53,6 +57,10 @@ pub struct ReportArgs {
     /// under their functions (open it at https://profiler.firefox.com).
     #[arg(long, value_name = "OUT.json")]
     pub firefox: Option<PathBuf>,
+    /// Also write one self-contained HTML page: the tree (collapsible, hot nodes marked), the
+    /// instruction mix when the profile has one, the per-rank table of merged profiles.
+    #[arg(long, value_name = "OUT.html")]
+    pub html: Option<PathBuf>,
 }
 
 /// Runs `report`.
@@ -67,10 +75,17 @@ pub fn run(args: &ReportArgs, ui: &Ui) -> anyhow::Result<()> {
         }
         (None, p) => HotRule::Share(p.unwrap_or(1.0) / 100.0),
     };
-    let profile = Profile::read(&args.profile)?;
+    if args.profiles.len() > 1 {
+        return run_merged(args, rule, ui);
+    }
+    let path = &args.profiles[0];
+    let profile = Profile::read(path)?;
     let report = build_report(&profile, rule)?;
     if let Some(out) = &args.firefox {
-        write_firefox(out, &[("", &args.profile, &report)], ui)?;
+        write_firefox(out, &[("", path, &report)], ui)?;
+    }
+    if let Some(out) = &args.html {
+        write_html(out, &[(path, &profile, &report)], None, ui)?;
     }
     if args.json {
         return print_json(&report);
@@ -122,4 +137,150 @@ fn recording_start(path: &Path, report: &ProfileReport) -> SystemTime {
     written
         .checked_sub(Duration::from_secs_f64(report.overhead.profiled_s.max(0.0)))
         .unwrap_or(written)
+}
+
+/// `report A B ...`: the profiles merged, with the per-rank table.
+fn run_merged(args: &ReportArgs, rule: HotRule, ui: &Ui) -> anyhow::Result<()> {
+    let mut paths: Vec<&PathBuf> = args.profiles.iter().collect();
+    paths.sort_by_key(|p| natural_key(&p.display().to_string()));
+    paths.dedup();
+    let mut profiles = Vec::new();
+    for path in paths {
+        let profile = Profile::read(path)?;
+        let report = build_report(&profile, rule)?;
+        let label = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        profiles.push((label, path.as_path(), profile, report));
+    }
+    let labelled: Vec<(String, ProfileReport)> = profiles
+        .iter()
+        .map(|(label, _, _, report)| (label.clone(), report.clone()))
+        .collect();
+    let merge = merge_reports(&labelled, rule, IMBALANCE_ROWS)?;
+    if let Some(out) = &args.firefox {
+        let inputs: Vec<(&str, &Path, &ProfileReport)> = profiles
+            .iter()
+            .map(|(label, path, _, report)| (label.as_str(), *path, report))
+            .collect();
+        write_firefox(out, &inputs, ui)?;
+    }
+    if let Some(out) = &args.html {
+        let all: Vec<(&Path, &Profile, &ProfileReport)> = profiles
+            .iter()
+            .map(|(_, path, profile, _)| (*path, profile, &merge.merged))
+            .collect();
+        write_html(out, &all[..1], Some(&merge), ui)?;
+    }
+    if args.json {
+        return print_json(&merge);
+    }
+    let filter = if args.all {
+        NodeFilter::All
+    } else {
+        NodeFilter::Hot
+    };
+    if args.dot {
+        return print_text(&render_profile_dot(&merge.merged, filter));
+    }
+    let body = match args.by {
+        By::Context => render_profile_tree(&merge.merged, filter),
+        By::Loop => render_profile_by_loop(&merge.merged, filter),
+    };
+    print_text(&format!(
+        "{}\n{body}\n{}",
+        render_profile_header(&merge.merged),
+        render_ranks(&merge)
+    ))
+}
+
+/// Loops listed in the per-rank table.
+const IMBALANCE_ROWS: usize = 10;
+
+/// Sorts `prof.2` before `prof.10`: runs of digits compare as numbers.
+fn natural_key(name: &str) -> Vec<(String, u64)> {
+    let mut key = Vec::new();
+    let mut text = String::new();
+    let mut chars = name.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c.is_ascii_digit() {
+            let mut digits = String::from(c);
+            while let Some(d) = chars.next_if(char::is_ascii_digit) {
+                digits.push(d);
+            }
+            key.push((
+                std::mem::take(&mut text),
+                digits.parse().unwrap_or(u64::MAX),
+            ));
+        } else {
+            text.push(c);
+        }
+    }
+    key.push((text, 0));
+    key
+}
+
+/// Writes the HTML page of a profile (the first of `profiles`, whose report may be a merged
+/// one) with its instruction mix when the profile has one.
+fn write_html(
+    out: &Path,
+    profiles: &[(&Path, &Profile, &ProfileReport)],
+    merge: Option<&RankMerge>,
+    ui: &Ui,
+) -> anyhow::Result<()> {
+    let Some(&(path, profile, report)) = profiles.first() else {
+        return Ok(());
+    };
+    let shown = path.display().to_string();
+    let mut notes = Vec::new();
+    let mix = if merge.is_some() {
+        None
+    } else {
+        match build_mix(profile, &MixOptions::default(), path) {
+            Ok(mix) => Some(mix),
+            Err(e) => {
+                notes.push(format!("no instruction mix: {e}"));
+                None
+            }
+        }
+    };
+    let record_command = format!(
+        "loopscope record --backend {} -o {shown} -- {}",
+        report.backend,
+        profile.command.join(" ")
+    );
+    let report_command = match merge {
+        Some(m) => format!("loopscope report {}", m.ranks.join(" ")),
+        None => format!("loopscope report {shown}  (recorded with: {record_command})"),
+    };
+    let mix_command = format!("loopscope mix {shown}");
+    let mut page = HtmlReport {
+        title: format!("loopscope report: {}", profile.command.join(" ")),
+        subtitle: format!("{} back-end, {}", report.backend, report.measure),
+        notes,
+        ..HtmlReport::default()
+    };
+    page.profiles.push(Figure {
+        title: "Loop-call-context tree",
+        command: &report_command,
+        data: report,
+    });
+    if let Some(m) = merge {
+        page.ranks = Some(Figure {
+            title: "Time per rank of the hottest loops",
+            command: &report_command,
+            data: m,
+        });
+    }
+    if let Some(mix) = &mix {
+        page.mixes.push(Figure {
+            title: "Executed instruction mix",
+            command: &mix_command,
+            data: mix,
+        });
+    }
+    write_atomically(out, render_html(&page)?.as_bytes())?;
+    ui.done(format!("wrote {}", out.display()));
+    Ok(())
 }

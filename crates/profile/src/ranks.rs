@@ -1,0 +1,407 @@
+//! Several profiles of one program merged, one per process of a parallel run (MPI ranks):
+//! their trees summed along equal calling-context paths, and the hottest loops' time per rank
+//! side by side, so that load imbalance shows as the spread between the ranks.
+
+use serde::Serialize;
+
+use crate::view::{HotRule, Overhead, ProfileReport, TreeNode};
+use crate::{ProfileError, hot_threshold};
+
+/// Reports of several profiles merged.
+#[derive(Debug, Clone, Serialize)]
+pub struct RankMerge {
+    /// The merged report: every tree summed node by node along equal context paths, shares
+    /// of the sum.
+    #[serde(flatten)]
+    pub merged: ProfileReport,
+    /// Each profile's label (`rank 3`, or its file name), in the order given.
+    pub ranks: Vec<String>,
+    /// The loops with the most inclusive time over all ranks, with each rank's.
+    pub imbalance: Vec<RankLoop>,
+}
+
+/// One loop (in one calling context) and its inclusive time in each rank.
+#[derive(Debug, Clone, Serialize)]
+pub struct RankLoop {
+    /// `loop N`.
+    pub name: String,
+    /// The function holding the loop.
+    pub function: Option<String>,
+    /// Source file of the loop's header.
+    pub file: Option<String>,
+    /// Source line of the loop's header.
+    pub line: Option<u32>,
+    /// The calling context, outermost first (function and loop names), the loop last.
+    pub context: Vec<String>,
+    /// Inclusive seconds per rank, in the order of [`RankMerge::ranks`] (0 where a rank never
+    /// reached the loop in this context).
+    pub per_rank_s: Vec<f64>,
+    /// Fewest seconds of a rank.
+    pub min_s: f64,
+    /// Mean seconds over the ranks.
+    pub mean_s: f64,
+    /// Most seconds of a rank.
+    pub max_s: f64,
+    /// `max_s / mean_s - 1`: how much longer the slowest rank spends than the average (0 when
+    /// balanced); the others wait that long at the next synchronisation.
+    pub imbalance: f64,
+    /// Index into [`RankMerge::ranks`] of the slowest rank.
+    pub slowest: usize,
+}
+
+/// What makes two nodes of different profiles the same node.
+#[derive(Debug, Clone, PartialEq)]
+struct NodeIdentity<'a> {
+    kind: &'a str,
+    name: &'a str,
+    loop_id: Option<u32>,
+    file: Option<&'a str>,
+    line: Option<u32>,
+}
+
+impl<'a> NodeIdentity<'a> {
+    fn of(n: &'a TreeNode) -> NodeIdentity<'a> {
+        NodeIdentity {
+            kind: n.kind,
+            name: &n.name,
+            loop_id: n.loop_id,
+            file: n.file.as_deref(),
+            line: n.line,
+        }
+    }
+}
+
+/// Merges the reports of several profiles, `(label, report)` each, and lists the `top` loops
+/// with the most inclusive time with their time per rank. All must come from one back-end.
+pub fn merge_reports(
+    reports: &[(String, ProfileReport)],
+    rule: HotRule,
+    top: usize,
+) -> Result<RankMerge, ProfileError> {
+    let Some((_, first)) = reports.first() else {
+        return Err(ProfileError::Merge("no profiles to merge".into()));
+    };
+    if let Some((label, other)) = reports.iter().find(|(_, r)| r.backend != first.backend) {
+        return Err(ProfileError::Merge(format!(
+            "{label} was recorded by the {} back-end and {} by the {}; merge profiles of one back-end",
+            other.backend, reports[0].0, first.backend
+        )));
+    }
+    let mut tree = first.tree.clone();
+    for (_, r) in &reports[1..] {
+        add_tree(&mut tree, &r.tree);
+    }
+    let total_samples = tree.self_samples.map(|_| sum_samples(&tree));
+    let mut next_id = 0;
+    let total_s = tree.inclusive_s;
+    finish_tree(&mut tree, total_s, total_samples, &mut next_id);
+    let threshold = threshold(&tree, rule);
+    mark_hot(&mut tree, threshold);
+    let mut notes: Vec<String> = Vec::new();
+    for (label, r) in reports {
+        for note in &r.notes {
+            let line = format!("{label}: {note}");
+            if !notes.contains(&line) {
+                notes.push(line);
+            }
+        }
+    }
+    let merged = ProfileReport {
+        backend: first.backend,
+        command: first.command.clone(),
+        measure: format!("{} ({} profiles summed)", first.measure, reports.len()),
+        exit: first.exit,
+        events: reports.iter().map(|(_, r)| r.events).sum(),
+        hot_threshold: threshold,
+        overhead: Overhead {
+            native_s: None,
+            profiled_s: reports
+                .iter()
+                .map(|(_, r)| r.overhead.profiled_s)
+                .fold(0.0, f64::max),
+            time_ratio: None,
+            app_ratio: None,
+            est_app_overhead: None,
+        },
+        tree,
+        notes,
+        threads: Vec::new(),
+    };
+    let imbalance = hottest_loops(&merged.tree, reports, top);
+    Ok(RankMerge {
+        merged,
+        ranks: reports.iter().map(|(l, _)| l.clone()).collect(),
+        imbalance,
+    })
+}
+
+/// Adds `other` into `into`, node by node along equal identities.
+fn add_tree(into: &mut TreeNode, other: &TreeNode) {
+    add_counts(into, other);
+    for child in &other.children {
+        let id = NodeIdentity::of(child);
+        match into.children.iter().position(|c| NodeIdentity::of(c) == id) {
+            Some(i) => add_tree(&mut into.children[i], child),
+            None => into.children.push(child.clone()),
+        }
+    }
+}
+
+fn add_option(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a + b),
+        (a, b) => a.or(b),
+    }
+}
+
+fn add_counts(into: &mut TreeNode, other: &TreeNode) {
+    into.self_s += other.self_s;
+    into.inclusive_s += other.inclusive_s;
+    into.self_cycles = add_option(into.self_cycles, other.self_cycles);
+    into.inclusive_cycles = add_option(into.inclusive_cycles, other.inclusive_cycles);
+    into.self_samples = add_option(into.self_samples, other.self_samples);
+    into.entries = add_option(into.entries, other.entries);
+    into.iterations = add_option(into.iterations, other.iterations);
+    into.trips = match (into.trips, other.trips) {
+        (Some([lo_a, _, hi_a]), Some([lo_b, _, hi_b])) => {
+            let mean = match (into.iterations, into.entries) {
+                (Some(i), Some(e)) if e > 0 => i as f64 / e as f64,
+                _ => 0.0,
+            };
+            Some([lo_a.min(lo_b), mean, hi_a.max(hi_b)])
+        }
+        (a, b) => a.or(b),
+    };
+}
+
+fn sum_samples(n: &TreeNode) -> u64 {
+    n.self_samples.unwrap_or(0) + n.children.iter().map(sum_samples).sum::<u64>()
+}
+
+/// Shares of the merged total, fresh node ids in depth-first order, children by decreasing
+/// inclusive share.
+fn finish_tree(n: &mut TreeNode, total_s: f64, total_samples: Option<u64>, next_id: &mut u32) {
+    let total = if total_s > 0.0 { total_s } else { 1.0 };
+    n.self_share = n.self_s / total;
+    n.inclusive_share = n.inclusive_s / total;
+    n.share_error = total_samples.filter(|&t| t > 0).map(|t| {
+        let p = sum_samples(n) as f64 / t as f64;
+        (p * (1.0 - p) / t as f64).sqrt()
+    });
+    n.node_id = *next_id;
+    *next_id += 1;
+    n.children
+        .sort_by(|a, b| b.inclusive_s.total_cmp(&a.inclusive_s));
+    for c in &mut n.children {
+        finish_tree(c, total_s, total_samples, next_id);
+    }
+}
+
+/// The hot threshold of the merged tree under `rule`, in nanoseconds as the single-profile
+/// report ranks them.
+fn threshold(root: &TreeNode, rule: HotRule) -> f64 {
+    match rule {
+        HotRule::Share(share) => share,
+        HotRule::Rank(rank) => {
+            let mut self_ns = Vec::new();
+            let mut inclusive_ns = Vec::new();
+            fn walk(n: &TreeNode, s: &mut Vec<u64>, i: &mut Vec<u64>) {
+                s.push((n.self_s * 1e9) as u64);
+                i.push((n.inclusive_s * 1e9) as u64);
+                n.children.iter().for_each(|c| walk(c, s, i));
+            }
+            walk(root, &mut self_ns, &mut inclusive_ns);
+            hot_threshold(&self_ns, &inclusive_ns, rank)
+        }
+    }
+}
+
+fn mark_hot(n: &mut TreeNode, threshold: f64) {
+    n.hot = n.inclusive_share >= threshold;
+    n.children.iter_mut().for_each(|c| mark_hot(c, threshold));
+}
+
+/// The `top` loop nodes of the merged tree with the most inclusive time, each with the time
+/// of the node at the same context path in every rank.
+fn hottest_loops(
+    merged: &TreeNode,
+    reports: &[(String, ProfileReport)],
+    top: usize,
+) -> Vec<RankLoop> {
+    let mut loops: Vec<(Vec<&TreeNode>, f64)> = Vec::new();
+    fn collect<'a>(
+        n: &'a TreeNode,
+        path: &mut Vec<&'a TreeNode>,
+        out: &mut Vec<(Vec<&'a TreeNode>, f64)>,
+    ) {
+        path.push(n);
+        if n.kind == "loop" {
+            out.push((path.clone(), n.inclusive_s));
+        }
+        n.children.iter().for_each(|c| collect(c, path, out));
+        path.pop();
+    }
+    collect(merged, &mut Vec::new(), &mut loops);
+    loops.sort_by(|a, b| b.1.total_cmp(&a.1));
+    loops.truncate(top);
+    loops
+        .into_iter()
+        .map(|(path, _)| {
+            let per_rank_s: Vec<f64> = reports
+                .iter()
+                .map(|(_, r)| find_path(&r.tree, &path[1..]).map_or(0.0, |n| n.inclusive_s))
+                .collect();
+            let node = path[path.len() - 1];
+            let (min_s, max_s) = per_rank_s
+                .iter()
+                .fold((f64::INFINITY, 0.0f64), |(lo, hi), &s| {
+                    (lo.min(s), hi.max(s))
+                });
+            let mean_s = per_rank_s.iter().sum::<f64>() / per_rank_s.len().max(1) as f64;
+            let slowest = per_rank_s
+                .iter()
+                .enumerate()
+                .max_by(|a, b| a.1.total_cmp(b.1))
+                .map_or(0, |(i, _)| i);
+            RankLoop {
+                name: node.name.clone(),
+                function: node.function.clone(),
+                file: node.file.clone(),
+                line: node.line,
+                context: path[1..].iter().map(|n| n.name.clone()).collect(),
+                per_rank_s,
+                min_s: if min_s.is_finite() { min_s } else { 0.0 },
+                mean_s,
+                max_s,
+                imbalance: if mean_s > 0.0 {
+                    max_s / mean_s - 1.0
+                } else {
+                    0.0
+                },
+                slowest,
+            }
+        })
+        .collect()
+}
+
+/// The node of `root` reached along `path`'s identities (the root itself excluded from it).
+fn find_path<'a>(root: &'a TreeNode, path: &[&TreeNode]) -> Option<&'a TreeNode> {
+    let mut at = root;
+    for step in path {
+        let id = NodeIdentity::of(step);
+        at = at.children.iter().find(|c| NodeIdentity::of(c) == id)?;
+    }
+    Some(at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::TargetExit;
+
+    fn node(kind: &'static str, name: &str, self_s: f64, children: Vec<TreeNode>) -> TreeNode {
+        let inclusive_s = self_s + children.iter().map(|c| c.inclusive_s).sum::<f64>();
+        TreeNode {
+            kind,
+            name: name.into(),
+            loop_id: (kind == "loop").then(|| name.len() as u32),
+            node_id: 0,
+            irreducible: false,
+            file: (kind == "loop").then(|| "app.c".into()),
+            line: (kind == "loop").then_some(10),
+            object: None,
+            function: (kind == "loop").then(|| "main".into()),
+            self_s,
+            inclusive_s,
+            self_share: 0.0,
+            inclusive_share: 0.0,
+            share_error: None,
+            self_cycles: None,
+            inclusive_cycles: None,
+            self_samples: None,
+            entries: (kind == "loop").then_some(2),
+            iterations: (kind == "loop").then_some(20),
+            trips: (kind == "loop").then_some([5.0, 10.0, 15.0]),
+            hot: false,
+            children,
+        }
+    }
+
+    fn report(loop_s: f64, extra: Option<f64>) -> ProfileReport {
+        let mut loops = vec![node("loop", "loop 1", loop_s, vec![])];
+        if let Some(s) = extra {
+            loops.push(node("loop", "loop 22", s, vec![]));
+        }
+        ProfileReport {
+            backend: "ptrace",
+            command: vec!["./app".into()],
+            measure: "TSC".into(),
+            exit: TargetExit::Exited(0),
+            events: 5,
+            hot_threshold: 0.0,
+            overhead: Overhead {
+                native_s: None,
+                profiled_s: 1.0,
+                time_ratio: None,
+                app_ratio: None,
+                est_app_overhead: None,
+            },
+            tree: node(
+                "root",
+                "all",
+                0.0,
+                vec![node("function", "main", 1.0, loops)],
+            ),
+            notes: vec!["same note".into()],
+            threads: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn ranks_sum_along_context_paths_and_the_spread_is_listed() {
+        let reports = vec![
+            ("rank 0".to_owned(), report(3.0, None)),
+            ("rank 1".to_owned(), report(1.0, Some(2.0))),
+        ];
+        let merge = merge_reports(&reports, HotRule::Share(0.01), 10).unwrap();
+        let main = &merge.merged.tree.children[0];
+        assert_eq!(main.inclusive_s, 8.0);
+        assert_eq!(main.children.len(), 2);
+        let l1 = &main.children[0];
+        assert_eq!((l1.name.as_str(), l1.inclusive_s), ("loop 1", 4.0));
+        assert_eq!((l1.entries, l1.iterations), (Some(4), Some(40)));
+        assert_eq!(l1.trips, Some([5.0, 10.0, 15.0]));
+        assert_eq!(l1.inclusive_share, 0.5);
+        let first = &merge.imbalance[0];
+        assert_eq!(first.per_rank_s, [3.0, 1.0]);
+        assert_eq!((first.min_s, first.mean_s, first.max_s), (1.0, 2.0, 3.0));
+        assert!((first.imbalance - 0.5).abs() < 1e-12);
+        assert_eq!(first.slowest, 0);
+        assert_eq!(first.context, ["main", "loop 1"]);
+        let second = &merge.imbalance[1];
+        assert_eq!(second.per_rank_s, [0.0, 2.0], "a loop one rank never ran");
+        assert_eq!(
+            merge.merged.notes,
+            ["rank 0: same note", "rank 1: same note"]
+        );
+        let ids: Vec<u32> = [&merge.merged.tree, main, l1]
+            .iter()
+            .map(|n| n.node_id)
+            .collect();
+        assert_eq!(ids, [0, 1, 2]);
+    }
+
+    #[test]
+    fn back_ends_are_not_mixed() {
+        let mut sampled = report(1.0, None);
+        sampled.backend = "sample";
+        let reports = vec![
+            ("a".to_owned(), report(1.0, None)),
+            ("b".to_owned(), sampled),
+        ];
+        let err = merge_reports(&reports, HotRule::Rank(8), 5)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("back-end"), "{err}");
+    }
+}
