@@ -1,24 +1,41 @@
-//! Loop forests of fixture C programs compiled at test time with `cc -g` at -O0 and -O2.
+//! Loop forests of fixture C programs compiled at test time with `cc -g` at -O0, -O2 and -O3:
+//! loop shapes (`loops.c`) and a switch-dispatch bytecode interpreter (`interp.c`).
 
+use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use loopscope_binary::{Function, Image, LoopKind, Options, Program, SplitMode};
+use loopscope_binary::{
+    EdgeKind, Exit, Function, Image, Loop, LoopKind, Options, Program, SplitMode,
+};
 
 const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/loops.c");
+const INTERP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/interp.c");
 
-/// Compiles the fixture; `None` (after saying so) when there is no C compiler.
+/// Compiles the loop-shapes fixture; `None` (after saying so) when there is no C compiler.
 fn compile(dir: &Path, opt: &str) -> Option<PathBuf> {
-    let out = dir.join(format!("loops{opt}"));
-    let status = Command::new("cc")
-        .args([opt, "-g", "-o"])
+    build(dir, "cc", SOURCE, &[opt])
+}
+
+/// Compiles `source` with `compiler`, `flags` and `-g`; `None` (after saying so) when that
+/// compiler is not there.
+fn build(dir: &Path, compiler: &str, source: &str, flags: &[&str]) -> Option<PathBuf> {
+    let stem = Path::new(source)
+        .file_stem()?
+        .to_string_lossy()
+        .into_owned();
+    let out = dir.join(format!("{stem}-{compiler}{}", flags.concat()));
+    let status = Command::new(compiler)
+        .args(flags)
+        .args(["-g", "-o"])
         .arg(&out)
-        .arg(SOURCE)
+        .arg(source)
         .status();
     match status {
         Ok(s) if s.success() => Some(out),
         _ => {
-            eprintln!("skipped: no working `cc` to build the fixture");
+            let flags = flags.join(" ");
+            eprintln!("skipped: no working `{compiler}` to build {stem}.c with {flags}");
             None
         }
     }
@@ -36,10 +53,14 @@ fn analyse(path: &Path, split: SplitMode) -> Program {
 
 /// The line of the `LOOP name` marker in the fixture.
 fn marker(name: &str) -> u32 {
-    let text = std::fs::read_to_string(SOURCE).unwrap();
-    let tag = format!("LOOP {name} ");
-    let index = text.lines().position(|l| l.contains(&tag)).unwrap();
-    index as u32 + 1
+    marker_in(SOURCE, &format!("LOOP {name} "))
+}
+
+/// The line of a marker comment in a fixture.
+fn marker_in(source: &str, tag: &str) -> u32 {
+    let text = std::fs::read_to_string(source).unwrap();
+    let index = text.lines().position(|l| l.contains(tag));
+    index.unwrap_or_else(|| panic!("no `{tag}` in {source}")) as u32 + 1
 }
 
 fn function<'p>(program: &'p Program, name: &str) -> &'p Function {
@@ -254,4 +275,127 @@ fn stripped_binary_has_the_same_loops() {
             .collect()
     };
     assert_eq!(headers(&bare), headers(&full));
+}
+
+/// The lines of an interpreter loop statement, from its `LOOP name` to its `END name`.
+fn statement_lines(name: &str) -> RangeInclusive<u32> {
+    marker_in(INTERP, &format!("LOOP {name} "))..=marker_in(INTERP, &format!("END {name} "))
+}
+
+/// The loop of that id.
+fn loop_by_id(f: &Function, id: u32) -> &Loop {
+    f.loops.iter().find(|l| l.id == id).unwrap()
+}
+
+/// Checks that the switch dispatch of `function` is a resolved jump table whose targets all
+/// lie in the dispatch loop, that the dispatch loop and the loop enclosing it are found with
+/// headers on their statements' lines and the right depths, and that the loop inside one
+/// opcode nests in the dispatch loop.
+fn check_interpreter(p: &Program, name: &str, loops: [&str; 3], build: &str) {
+    let [outer, dispatch, inner] = loops;
+    let f = function(p, name);
+    let context = format!("{name} built with {build}");
+    assert!(f.jump_tables >= 1, "{context}: no jump table recovered");
+    assert_eq!(f.unknown_jumps, 0, "{context}: indirect jumps left unknown");
+    let tables: Vec<u32> = (0..f.blocks.len() as u32)
+        .filter(|&b| f.blocks[b as usize].exit == Exit::Table)
+        .collect();
+    assert!(
+        !tables.is_empty(),
+        "{context}: no block ends in a table jump"
+    );
+    for &table in &tables {
+        let targets: Vec<u32> = f.blocks[table as usize]
+            .succs
+            .iter()
+            .filter(|s| s.kind == EdgeKind::Table)
+            .map(|s| s.block)
+            .collect();
+        assert!(
+            targets.len() >= 10,
+            "{context}: {} table targets",
+            targets.len()
+        );
+        // The innermost loop holding the jump and every target: the dispatch loop.
+        let holds_all = |l: &&Loop| {
+            std::iter::once(&table)
+                .chain(&targets)
+                .all(|b| l.block_ids.binary_search(b).is_ok())
+        };
+        let found = f.loops.iter().filter(holds_all).max_by_key(|l| l.depth);
+        let d = found.unwrap_or_else(|| panic!("{context}: no loop holds the dispatch"));
+        let d_line = d
+            .line
+            .unwrap_or_else(|| panic!("{context}: dispatch loop has no line"));
+        assert!(
+            statement_lines(dispatch).contains(&d_line),
+            "{context}: dispatch loop header at line {d_line}, expected {:?}",
+            statement_lines(dispatch)
+        );
+        assert_eq!(d.depth, 2, "{context}: dispatch loop depth");
+        let o = loop_by_id(f, d.parent.unwrap());
+        assert_eq!(o.depth, 1, "{context}: enclosing loop depth");
+        let o_line = o
+            .line
+            .unwrap_or_else(|| panic!("{context}: outer loop has no line"));
+        assert!(
+            statement_lines(outer).contains(&o_line),
+            "{context}: enclosing loop header at line {o_line}, expected {:?}",
+            statement_lines(outer)
+        );
+        let inner_line = marker_in(INTERP, &format!("LOOP {inner} "));
+        let nested_in_dispatch = |l: &Loop| {
+            let mut up = l.parent;
+            while let Some(id) = up {
+                if id == d.id {
+                    return true;
+                }
+                up = loop_by_id(f, id).parent;
+            }
+            false
+        };
+        assert!(
+            f.loops.iter().any(|l| {
+                let spans = match (l.line_min, l.line_max) {
+                    (Some(a), Some(b)) => (a..=b).contains(&inner_line),
+                    _ => false,
+                };
+                spans && nested_in_dispatch(l)
+            }),
+            "{context}: no loop at line {inner_line} inside the dispatch loop: {:?}",
+            f.loops
+                .iter()
+                .map(|l| (l.id, l.parent, l.line_min, l.line_max))
+                .collect::<Vec<_>>()
+        );
+    }
+}
+
+#[test]
+fn interpreter_dispatch_loops_at_every_level() {
+    let dir = tempfile::tempdir().unwrap();
+    // -fno-pic: absolute tables; -fcf-protection: `notrack jmp` and `endbr64` at the targets.
+    let builds: [&[&str]; 5] = [
+        &["-O0"],
+        &["-O2"],
+        &["-O3"],
+        &["-O2", "-fno-pic", "-no-pie"],
+        &["-O3", "-fcf-protection=full"],
+    ];
+    for compiler in ["cc", "clang"] {
+        for flags in builds {
+            let Some(path) = build(dir.path(), compiler, INTERP, flags) else {
+                continue;
+            };
+            let p = analyse(&path, SplitMode::Leaders);
+            let name = format!("{compiler} {}", flags.join(" "));
+            check_interpreter(&p, "interpret", ["repeat", "dispatch", "sum"], &name);
+            check_interpreter(
+                &p,
+                "interpret_masked",
+                ["masked_repeat", "masked_dispatch", "masked_inner"],
+                &name,
+            );
+        }
+    }
 }
