@@ -110,6 +110,12 @@ pub enum Command {
         loopscope record --exact -o exact.profile -- ./app && loopscope mix exact.profile --by block\n  \
         loopscope mix perf.data --binary ./app --types fp,other --json")]
     Mix(cmd::mix::MixArgs),
+    /// Run both pipelines on the bundled examples in about a minute: measure this machine, model
+    /// and time example kernels, profile an example program, and write one HTML report.
+    #[command(after_help = "Examples:\n  \
+        loopscope demo\n  \
+        loopscope demo --out /tmp/demo --json")]
+    Demo(cmd::demo::DemoArgs),
     /// Print a shell completion script.
     #[command(after_help = "Example:\n  \
         loopscope completions bash > /etc/bash_completion.d/loopscope")]

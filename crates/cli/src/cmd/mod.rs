@@ -2,6 +2,7 @@
 
 pub mod blocks;
 pub mod completions;
+pub mod demo;
 pub mod loops;
 pub mod machine;
 pub mod misses;
@@ -31,6 +32,7 @@ pub fn run(command: Command, ui: &Ui) -> anyhow::Result<()> {
         Command::Blocks(args) => blocks::run(&args, ui),
         Command::Record(args) => record::run(&args, ui),
         Command::Report(args) => report::run(&args, ui),
+        Command::Demo(args) => demo::run(&args, ui),
     }
 }
 
