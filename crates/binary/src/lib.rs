@@ -8,7 +8,8 @@
 //! non-exclusive tags, overridable by a TOML table), splits blocks (true basic blocks, or the
 //! patent's after-branch rule), builds the CFG and Havlak's loop forest (spec 004 §3.6) with
 //! back, entry and exit edges, and maps loop headers to `file:line` with inlined frames.
-//! Functions are analysed in parallel (rayon). A finished analysis can be cached
+//! Functions are analysed in parallel (rayon); [`Program::analyze_functions`] analyses only
+//! those a [`FunctionFilter`] picks by address or name. A finished analysis can be cached
 //! ([`cache_file_name`], [`write_cache`]); where the cache lives is the caller's choice.
 //!
 //! It must not print, exit, read the environment or run the binary: it returns values and
@@ -46,5 +47,5 @@ pub use elf::{BinaryKind, Image, LoadSegment, PltRange, demangle};
 pub use error::BinaryError;
 pub use lines::Frame;
 pub use loops::{ForestLoop, LoopKind, dominates, dominators, havlak_forest};
-pub use program::{Edge, Function, Loop, Options, Program};
+pub use program::{Edge, Function, FunctionFilter, Loop, Options, Program};
 pub use seeds::SeedSource;

@@ -143,23 +143,51 @@ struct Analysed {
     may_return: bool,
 }
 
+/// The functions [`Program::analyze_functions`] analyses: those whose code contains one of
+/// `addresses` (link-time addresses, e.g. samples minus the load bias), and those named in
+/// `names` (demangled, the raw symbol, or the demangled name without its parameters).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FunctionFilter {
+    /// Addresses inside the wanted functions (their body or a `.cold` part).
+    pub addresses: Vec<u64>,
+    /// Names of the wanted functions.
+    pub names: Vec<String>,
+}
+
+impl FunctionFilter {
+    /// The indices of the seeds the filter picks, in seed order.
+    fn pick(&self, seeds: &[Seed]) -> Vec<usize> {
+        let mut picked = vec![false; seeds.len()];
+        let mut ranges: Vec<(u64, u64, usize)> = seeds
+            .iter()
+            .enumerate()
+            .flat_map(|(i, s)| s.ranges.iter().map(move |r| (r.0, r.1, i)))
+            .collect();
+        ranges.sort_unstable();
+        for &address in &self.addresses {
+            let below = ranges.partition_point(|r| r.0 <= address);
+            for r in ranges[..below].iter().rev().take(64) {
+                if address < r.1 {
+                    picked[r.2] = true;
+                }
+            }
+        }
+        for (i, seed) in seeds.iter().enumerate() {
+            let named = self.names.iter().any(|n| {
+                *n == seed.name || *n == seed.symbol || seed.name.split('(').next() == Some(n)
+            });
+            picked[i] |= named;
+        }
+        (0..seeds.len()).filter(|&i| picked[i]).collect()
+    }
+}
+
 impl Program {
     /// Analyses every function of an image.
     pub fn analyze(image: &Image, options: &Options) -> Program {
         let mut seeds = function_seeds(image);
         let stripped = !seeds.iter().any(|s| s.source == SeedSource::Symbol);
-        let mut noreturn: AddressSet = image
-            .plt_names
-            .iter()
-            .filter(|(_, name)| is_noreturn_name(name, name))
-            .map(|(&a, _)| a)
-            .collect();
-        noreturn.extend(
-            seeds
-                .iter()
-                .filter(|s| is_noreturn_name(&s.symbol, &s.name))
-                .map(|s| s.address),
-        );
+        let mut noreturn = named_noreturn(image, &seeds);
         let mut done = analyse_all(image, options, &seeds, &noreturn);
         for _ in 0..3 {
             let new_seeds = call_target_seeds(image, &seeds, done.iter().flat_map(|a| &a.calls));
@@ -170,7 +198,49 @@ impl Program {
             seeds.extend(new_seeds);
         }
         refine_noreturn(image, options, &seeds, &mut done, &mut noreturn);
-        let mut functions: Vec<Function> = done.into_iter().map(|a| a.function).collect();
+        let functions = done.into_iter().map(|a| a.function).collect();
+        Program::assemble(image, options, stripped, functions)
+    }
+
+    /// Analyses only the functions `filter` picks, for a profiler that needs the functions its
+    /// samples touch: in a large library this is a small part of the whole analysis. Their
+    /// direct callees are decoded too, to learn which never return, so the picked functions'
+    /// blocks and loops are those [`Program::analyze`] finds (unless a callee's not returning
+    /// is only seen further down the call graph). Functions that only stripped code's call
+    /// targets reveal are not found. Loop ids are sequential over the picked functions, so
+    /// they differ from the whole analysis's: match loops by function and header address.
+    pub fn analyze_functions(image: &Image, options: &Options, filter: &FunctionFilter) -> Program {
+        let all = function_seeds(image);
+        let stripped = !all.iter().any(|s| s.source == SeedSource::Symbol);
+        let mut noreturn = named_noreturn(image, &all);
+        let picked = filter.pick(&all);
+        let mut seeds: Vec<Seed> = picked.iter().map(|&i| all[i].clone()).collect();
+        let mut done = analyse_all(image, options, &seeds, &noreturn);
+        let callees = FunctionFilter {
+            addresses: done.iter().flat_map(|a| a.calls.iter().copied()).collect(),
+            names: Vec::new(),
+        };
+        let callee_seeds: Vec<Seed> = callees
+            .pick(&all)
+            .into_iter()
+            .filter(|i| picked.binary_search(i).is_err())
+            .map(|i| all[i].clone())
+            .collect();
+        done.extend(analyse_all(image, options, &callee_seeds, &noreturn));
+        seeds.extend(callee_seeds);
+        refine_noreturn(image, options, &seeds, &mut done, &mut noreturn);
+        done.truncate(picked.len());
+        let functions = done.into_iter().map(|a| a.function).collect();
+        Program::assemble(image, options, stripped, functions)
+    }
+
+    /// The program around analysed functions: sorted, loops numbered, source lines added.
+    fn assemble(
+        image: &Image,
+        options: &Options,
+        stripped: bool,
+        mut functions: Vec<Function>,
+    ) -> Program {
         functions.sort_by_key(|f| f.address);
         number_loops(&mut functions);
         let mut warnings = image.warnings.clone();
@@ -212,6 +282,23 @@ impl Program {
     pub fn loop_count(&self) -> usize {
         self.functions.iter().map(|f| f.loops.len()).sum()
     }
+}
+
+/// PLT stubs and functions that never return by their names.
+fn named_noreturn(image: &Image, seeds: &[Seed]) -> AddressSet {
+    let mut noreturn: AddressSet = image
+        .plt_names
+        .iter()
+        .filter(|(_, name)| is_noreturn_name(name, name))
+        .map(|(&a, _)| a)
+        .collect();
+    noreturn.extend(
+        seeds
+            .iter()
+            .filter(|s| is_noreturn_name(&s.symbol, &s.name))
+            .map(|s| s.address),
+    );
+    noreturn
 }
 
 /// Functions whose every path ends in a call that never returns are noreturn too; calls to

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use loopscope_binary::{
-    EdgeKind, Exit, Function, Image, Loop, LoopKind, Options, Program, SplitMode,
+    EdgeKind, Exit, Function, FunctionFilter, Image, Loop, LoopKind, Options, Program, SplitMode,
 };
 
 const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/loops.c");
@@ -398,4 +398,72 @@ fn interpreter_dispatch_loops_at_every_level() {
             );
         }
     }
+}
+
+/// What a loop is, apart from its id (ids are numbered over the functions analysed).
+fn loop_shape(f: &Function, l: &Loop) -> String {
+    let parent_header = l.parent.map(|p| loop_by_id(f, p).header);
+    format!(
+        "{:#x} {parent_header:?} {} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
+        l.header,
+        l.depth,
+        l.kind,
+        l.block_ids,
+        l.line,
+        l.line_min,
+        l.line_max,
+        l.classes,
+        l.back_edges,
+        l.entry_edges,
+        l.exit_edges
+    )
+}
+
+#[test]
+fn analysing_some_functions_finds_their_loops_as_the_whole_analysis_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(path) = compile(dir.path(), "-O2") else {
+        return;
+    };
+    let image = Image::open(&path).unwrap();
+    let options = Options {
+        lines: true,
+        ..Options::default()
+    };
+    let whole = Program::analyze(&image, &options);
+    let nest = function(&whole, "perfect_nest");
+    let filter = FunctionFilter {
+        addresses: vec![nest.address + nest.size / 2, 0x10],
+        names: vec!["switch_loop".into(), "imperfect_nest".into()],
+    };
+    let some = Program::analyze_functions(&image, &options, &filter);
+    let mut names: Vec<&str> = some.functions.iter().map(|f| f.name.as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["imperfect_nest", "perfect_nest", "switch_loop"]);
+    for f in &some.functions {
+        let w = function(&whole, &f.name);
+        assert_eq!(f.blocks, w.blocks, "{}", f.name);
+        assert_eq!(
+            (f.jump_tables, f.unknown_jumps),
+            (w.jump_tables, w.unknown_jumps)
+        );
+        let shapes = |g: &Function| g.loops.iter().map(|l| loop_shape(g, l)).collect::<Vec<_>>();
+        assert_eq!(shapes(f), shapes(w), "{}", f.name);
+        assert!(!f.loops.is_empty(), "{}", f.name);
+    }
+    let ids: Vec<u32> = some
+        .functions
+        .iter()
+        .flat_map(|f| f.loops.iter().map(|l| l.id))
+        .collect();
+    assert_eq!(ids, (0..ids.len() as u32).collect::<Vec<_>>());
+    let none = FunctionFilter {
+        addresses: vec![0x10],
+        names: vec!["no_such_function".into()],
+    };
+    assert!(
+        Program::analyze_functions(&image, &options, &none)
+            .functions
+            .is_empty()
+    );
 }
