@@ -8,8 +8,9 @@ use std::time::Instant;
 
 use clap::{Args, ValueEnum};
 use loopscope_profile::{
-    DEFAULT_FREQUENCY_HZ, EventChoice, ExactOptions, Profile, SampleOptions, TargetExit,
-    measure_trap_cost, record_exact, record_sampled,
+    DEFAULT_FREQUENCY_HZ, EventChoice, ExactOptions, NameValues, Profile, SampleOptions,
+    TargetExit, expand_output_name, has_placeholders, measure_trap_cost, record_exact,
+    record_sampled,
 };
 
 use crate::failure::bad_input;
@@ -43,7 +44,9 @@ pub struct RecordArgs {
     /// How to watch the program.
     #[arg(long, value_enum, default_value = "sample")]
     pub backend: Backend,
-    /// Where to write the profile.
+    /// Where to write the profile; `%r` is the process's rank under mpirun or srun
+    /// (OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID; 0 without), `%p` loopscope's process id,
+    /// `%h` the host name, `%%` a percent sign: `-o 'prof.%r'`.
     #[arg(
         short,
         long,
@@ -85,6 +88,7 @@ pub fn run(args: &RecordArgs, ui: &Ui) -> anyhow::Result<()> {
             args.freq
         )));
     }
+    let output = output_path(&args.output, ui)?;
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     if let Err(e) = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst)) {
@@ -139,8 +143,8 @@ pub fn run(args: &RecordArgs, ui: &Ui) -> anyhow::Result<()> {
         }
     };
     profile.native_wall_ns = native_wall_ns;
-    profile.write(&args.output)?;
-    ui.done(summary(&profile, &args.output));
+    profile.write(&output)?;
+    ui.done(summary(&profile, &output));
     if stop.load(Ordering::SeqCst) {
         std::process::exit(130);
     }
@@ -188,4 +192,36 @@ fn summary(profile: &Profile, output: &std::path::Path) -> String {
         wall_ns as f64 * 1e-9,
         output.display()
     )
+}
+
+/// The launcher variables that give a process's rank, in the order they are looked at.
+const RANK_VARIABLES: [&str; 3] = ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"];
+
+/// `-o` with `%r`, `%p` and `%h` filled in from this process's environment.
+fn output_path(template: &std::path::Path, ui: &Ui) -> anyhow::Result<PathBuf> {
+    let Some(text) = template.to_str().filter(|t| has_placeholders(t)) else {
+        return Ok(template.to_owned());
+    };
+    let mut rank = None;
+    for name in RANK_VARIABLES {
+        if let Ok(value) = std::env::var(name) {
+            let parsed = value.trim().parse::<u32>().map_err(|_| {
+                bad_input(format!("{name}={value}: expected a rank (0, 1, 2, ...)"))
+            })?;
+            rank = Some(parsed);
+            break;
+        }
+    }
+    if rank.is_none() && text.contains("%r") {
+        ui.note("no rank in OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID: %r is 0");
+    }
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "localhost".into());
+    let values = NameValues {
+        rank: rank.unwrap_or(0),
+        pid: std::process::id(),
+        host,
+    };
+    Ok(PathBuf::from(expand_output_name(text, &values)?))
 }
