@@ -633,6 +633,7 @@ document.querySelectorAll('button[data-tree]').forEach(function (b) {
     });
   });
 });
+document.body.setAttribute('data-ready', '1');
 "#;
 
 #[cfg(test)]
