@@ -94,14 +94,16 @@ pub enum Command {
     #[command(after_help = "Examples:\n  \
         loopscope record -- ./app input.dat\n  \
         loopscope record --backend ptrace -o exact.profile -- ./app\n  \
-        loopscope record --native --freq 4000 -- ./app")]
+        loopscope record --native --freq 4000 -- ./app\n  \
+        mpirun -np 4 loopscope record -o 'prof.%r' -- ./app")]
     Record(cmd::record::RecordArgs),
     /// Show a profile as a loop-call-context tree: time, entries and trips per loop and context.
     #[command(after_help = "Examples:\n  \
         loopscope report\n  \
         loopscope report exact.profile --hot 8\n  \
         loopscope report --by loop --threshold 5\n  \
-        loopscope report --dot | dot -Tsvg > lcct.svg")]
+        loopscope report --dot | dot -Tsvg > lcct.svg\n  \
+        loopscope report prof.* --html ranks.html --firefox ranks.json")]
     Report(cmd::report::ReportArgs),
     /// Count the executed instructions per type (fp, SIMD, FMA, load/store, branch, integer)
     /// from a profile's samples or a perf.data file (spec 001), per function, loop or block.

@@ -97,15 +97,7 @@ pub fn merge_reports(
     finish_tree(&mut tree, total_s, total_samples, &mut next_id);
     let threshold = threshold(&tree, rule);
     mark_hot(&mut tree, threshold);
-    let mut notes: Vec<String> = Vec::new();
-    for (label, r) in reports {
-        for note in &r.notes {
-            let line = format!("{label}: {note}");
-            if !notes.contains(&line) {
-                notes.push(line);
-            }
-        }
-    }
+    let notes = merged_notes(reports);
     let merged = ProfileReport {
         backend: first.backend,
         command: first.command.clone(),
@@ -133,6 +125,30 @@ pub fn merge_reports(
         ranks: reports.iter().map(|(l, _)| l.clone()).collect(),
         imbalance,
     })
+}
+
+/// Each distinct note once: as it is when every profile has it, else after the labels of the
+/// profiles that do.
+fn merged_notes(reports: &[(String, ProfileReport)]) -> Vec<String> {
+    let mut by_note: Vec<(&str, Vec<&str>)> = Vec::new();
+    for (label, r) in reports {
+        for note in &r.notes {
+            match by_note.iter_mut().find(|(n, _)| n == note) {
+                Some((_, labels)) => labels.push(label),
+                None => by_note.push((note, vec![label])),
+            }
+        }
+    }
+    by_note
+        .into_iter()
+        .map(|(note, labels)| {
+            if labels.len() == reports.len() {
+                note.to_owned()
+            } else {
+                format!("{}: {note}", labels.join(", "))
+            }
+        })
+        .collect()
 }
 
 /// Adds `other` into `into`, node by node along equal identities.
@@ -380,15 +396,24 @@ mod tests {
         assert_eq!(first.context, ["main", "loop 1"]);
         let second = &merge.imbalance[1];
         assert_eq!(second.per_rank_s, [0.0, 2.0], "a loop one rank never ran");
-        assert_eq!(
-            merge.merged.notes,
-            ["rank 0: same note", "rank 1: same note"]
-        );
+        assert_eq!(merge.merged.notes, ["same note"]);
         let ids: Vec<u32> = [&merge.merged.tree, main, l1]
             .iter()
             .map(|n| n.node_id)
             .collect();
         assert_eq!(ids, [0, 1, 2]);
+    }
+
+    #[test]
+    fn a_note_of_some_ranks_names_them() {
+        let mut one = report(1.0, None);
+        one.notes.push("only here".into());
+        let reports = vec![
+            ("rank 0".to_owned(), report(1.0, None)),
+            ("rank 1".to_owned(), one),
+        ];
+        let merge = merge_reports(&reports, HotRule::Rank(8), 5).unwrap();
+        assert_eq!(merge.merged.notes, ["same note", "rank 1: only here"]);
     }
 
     #[test]
