@@ -22,6 +22,7 @@
  * diagonal, wrk1 the source term, bnd masks boundary cells. One sweep computes the Jacobi
  * update into wrk2, sums the squared update as the residual, then copies wrk2 into p.
  */
+#define _POSIX_C_SOURCE 199309L /* clock_gettime under -std=c11 */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

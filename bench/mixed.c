@@ -12,6 +12,7 @@
  *   tree    a random binary search tree built, then walked recursively several times
  *   text    generated prose: words counted, sentences capitalised, words reversed in place
  */
+#define _POSIX_C_SOURCE 199309L /* clock_gettime under -std=c11 */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
