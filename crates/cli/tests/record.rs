@@ -329,3 +329,10 @@ fn a_stripped_binary_is_profiled_and_the_report_says_what_is_missing() {
     nodes(&report["tree"], &mut all);
     assert!(all.iter().any(|n| n["kind"] == "loop" && n["iterations"] == 465), "{report:#}");
 }
+
+#[test]
+fn an_unwritable_profile_path_is_refused_before_the_program_runs() {
+    let out = loopscope(["record", "-o", "/nonexistent-dir/x.profile", "--", "sh", "-c", "echo ran"]);
+    assert_bad_input(&out, "/nonexistent-dir/x.profile: cannot write the profile there");
+    assert!(!stdout(&out).contains("ran"));
+}

@@ -100,6 +100,19 @@ impl Node {
         }
     }
 
+    /// Adds another node's counts to this one's.
+    fn add(&mut self, other: &Node) {
+        self.self_time += other.self_time;
+        self.self_samples += other.self_samples;
+        self.events_charged += other.events_charged;
+        self.entries += other.entries;
+        self.header_executions += other.header_executions;
+        self.back_edges += other.back_edges;
+        self.exits += other.exits;
+        self.trips_min = min_option(self.trips_min, other.trips_min);
+        self.trips_max = self.trips_max.max(other.trips_max);
+    }
+
     /// Mean header executions per entry.
     pub fn trips_mean(&self) -> Option<f64> {
         (self.entries > 0).then(|| self.header_executions as f64 / self.entries as f64)
@@ -219,17 +232,27 @@ impl Lcct {
             map[i] = self.child(parent, node.key);
         }
         for (i, node) in other.nodes.iter().enumerate() {
-            let into = &mut self.nodes[map[i] as usize];
-            into.self_time += node.self_time;
-            into.self_samples += node.self_samples;
-            into.events_charged += node.events_charged;
-            into.entries += node.entries;
-            into.header_executions += node.header_executions;
-            into.back_edges += node.back_edges;
-            into.exits += node.exits;
-            into.trips_min = min_option(into.trips_min, node.trips_min);
-            into.trips_max = into.trips_max.max(node.trips_max);
+            self.nodes[map[i] as usize].add(node);
         }
+    }
+
+    /// The same tree with every outermost node that `is_new_root` picks moved under the root,
+    /// its ancestors keeping only their own counts; returns the tree and where each old node
+    /// went.
+    pub fn rerooted(&self, is_new_root: impl Fn(NodeKey) -> bool) -> (Lcct, Vec<NodeId>) {
+        let mut out = Lcct::new();
+        let mut map = vec![Lcct::ROOT; self.nodes.len()];
+        let mut below_new_root = vec![false; self.nodes.len()];
+        for (i, node) in self.nodes.iter().enumerate().skip(1) {
+            let parent = node.parent.unwrap_or(Lcct::ROOT) as usize;
+            let lift = !below_new_root[parent] && is_new_root(node.key);
+            below_new_root[i] = below_new_root[parent] || lift;
+            map[i] = out.child(if lift { Lcct::ROOT } else { map[parent] }, node.key);
+        }
+        for (i, node) in self.nodes.iter().enumerate() {
+            out.nodes[map[i] as usize].add(node);
+        }
+        (out, map)
     }
 }
 
@@ -241,10 +264,13 @@ fn min_option(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     }
 }
 
-/// The paper's hot-region threshold (spec 004 §3.5): the inclusive share of the node whose self
-/// share is the `rank`-th largest (8 in the paper). A node is hot when its inclusive share is at
-/// least that. Only nodes with some self value are ranked; when fewer than `rank` have one, the
-/// last of them sets the threshold, and with none everything is hot.
+/// The paper's hot-region threshold (spec 004 §3.5): a node is hot when its inclusive share is at
+/// least the threshold, taken from the `rank` nodes with the largest self shares (8 in the paper).
+/// The paper names the inclusive share of the `rank`-th of them; that node can be an outer node
+/// (`main`, an outer loop) whose share is above an inner hot loop's, which would then be hidden,
+/// so the threshold is the smallest inclusive share among the `rank` (the paper's intent: its
+/// hottest regions are shown). Only nodes with some self value are ranked; with none, everything
+/// is hot.
 pub fn hot_threshold(self_values: &[u64], inclusive_values: &[u64], rank: usize) -> f64 {
     let total = inclusive_values.first().copied().unwrap_or(0);
     if total == 0 || rank == 0 {
@@ -255,10 +281,12 @@ pub fn hot_threshold(self_values: &[u64], inclusive_values: &[u64], rank: usize)
         .collect();
     // Ties broken by node id so the threshold does not depend on sort stability.
     order.sort_by_key(|&i| (std::cmp::Reverse(self_values[i]), i));
-    match order.get(rank - 1).or(order.last()) {
-        Some(&i) => inclusive_values[i] as f64 / total as f64,
-        None => 0.0,
-    }
+    order
+        .iter()
+        .take(rank)
+        .map(|&i| inclusive_values[i])
+        .min()
+        .map_or(0.0, |v| v as f64 / total as f64)
 }
 
 #[cfg(test)]
@@ -331,6 +359,21 @@ mod tests {
     }
 
     #[test]
+    fn rerooting_lifts_the_outermost_match_and_keeps_every_count() {
+        let mut t = Lcct::new();
+        let start = t.procedure_node(Lcct::ROOT, function(1));
+        let main = t.procedure_node(start, function(2));
+        let l = t.child(main, NodeKey::Loop { object: 0, id: 0 });
+        t.nodes[start as usize].self_samples = 1;
+        t.nodes[l as usize].self_samples = 5;
+        let (r, map) = t.rerooted(|k| k == function(2));
+        assert_eq!(r.nodes[map[main as usize] as usize].parent, Some(Lcct::ROOT));
+        assert_eq!(r.nodes[map[start as usize] as usize].children, Vec::<NodeId>::new());
+        assert_eq!(r.inclusive(|n| n.self_samples)[0], 6);
+        assert_eq!(r.nodes[map[l as usize] as usize].self_samples, 5);
+    }
+
+    #[test]
     fn hot_threshold_is_the_eighth_largest_self_nodes_inclusive_share() {
         // A chain root → 1 → 2 → … → 9, node k having self time k.
         let mut t = Lcct::new();
@@ -341,10 +384,10 @@ mod tests {
         }
         let selfs: Vec<u64> = t.nodes.iter().map(|n| n.self_time).collect();
         let incl = t.inclusive(|n| n.self_time);
-        // The 8th largest self is node 2 (self 2), inclusive 2 + 3 + … + 9 = 44 of 45.
-        assert_eq!(hot_threshold(&selfs, &incl, 8), 44.0 / 45.0);
-        // Fewer ranked nodes than the rank: the smallest self (node 1) sets it.
-        assert_eq!(hot_threshold(&selfs, &incl, 20), 1.0);
+        // The 8 largest selfs are nodes 2..=9; the smallest inclusive among them is node 9's 9.
+        assert_eq!(hot_threshold(&selfs, &incl, 8), 9.0 / 45.0);
+        // Fewer ranked nodes than the rank: all of them count (node 9 still the smallest).
+        assert_eq!(hot_threshold(&selfs, &incl, 20), 9.0 / 45.0);
         assert_eq!(hot_threshold(&[0, 0], &[0, 0], 8), 0.0);
     }
 }

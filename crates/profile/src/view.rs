@@ -281,7 +281,6 @@ fn exact_tree(run: &ExactRun) -> (Lcct, u64) {
     let app_cycles = tree.nodes.iter().map(|n| n.self_time).sum();
     // The window is `main` (spec §3.5): what runs before it and after it returns is not shown.
     tree.nodes[Lcct::ROOT as usize].self_time = 0;
-    tree.nodes[Lcct::ROOT as usize].events_charged = 0;
     (tree, app_cycles)
 }
 
@@ -316,6 +315,19 @@ fn sampled_tree(profile: &Profile, run: &SampledRun, objects: &[Object]) -> (Lcc
         n.self_time += run.period;
         leaves.push(at);
     }
+    // Stacks reach `main` through the C runtime's start-up frames; the tree starts at `main`,
+    // as the exact back-end's does (spec §3.5). Stacks without it (threads, start-up and exit
+    // code) keep their frames.
+    let is_main = |key: NodeKey| match key {
+        NodeKey::Function { object, address } => objects[object as usize]
+            .program
+            .as_ref()
+            .and_then(|p| p.functions.iter().find(|f| f.address == address))
+            .is_some_and(|f| f.name == "main"),
+        _ => false,
+    };
+    let (tree, map) = tree.rerooted(is_main);
+    let leaves = leaves.into_iter().map(|l| map[l as usize]).collect();
     (tree, leaves)
 }
 

@@ -89,6 +89,7 @@ pub fn run(args: &RecordArgs, ui: &Ui) -> anyhow::Result<()> {
         )));
     }
     let output = output_path(&args.output, ui)?;
+    check_writable(&args.output)?;
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     if let Err(e) = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst)) {
@@ -224,4 +225,19 @@ fn output_path(template: &std::path::Path, ui: &Ui) -> anyhow::Result<PathBuf> {
         host,
     };
     Ok(PathBuf::from(expand_output_name(text, &values)?))
+}
+
+/// A profile that cannot be written is found out before the program runs, not after.
+fn check_writable(output: &std::path::Path) -> anyhow::Result<()> {
+    let dir = match output.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    tempfile::NamedTempFile::new_in(dir).map(drop).map_err(|e| {
+        bad_input(format!(
+            "{}: cannot write the profile there ({})",
+            output.display(),
+            e.kind()
+        ))
+    })
 }
