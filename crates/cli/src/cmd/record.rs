@@ -89,7 +89,7 @@ pub fn run(args: &RecordArgs, ui: &Ui) -> anyhow::Result<()> {
         )));
     }
     let output = output_path(&args.output, ui)?;
-    check_writable(&args.output)?;
+    check_writable(&output)?;
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     if let Err(e) = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst)) {
