@@ -1,5 +1,6 @@
-//! Rendering of loopscope's results for people: aligned text tables, quantities with units and
-//! SVG plots (the roofline).
+//! Rendering of loopscope's results for people: aligned text tables, quantities with units, SVG
+//! plots (the roofline, the probe's curves, the instruction mix), one self-contained HTML report
+//! ([`render_html`]) and the Firefox Profiler's format ([`render_firefox_profile`]).
 //!
 //! Every subcommand's human-readable output is built here, so that tables look the same across
 //! the tool. A table fits the width it is given ([`TextLayout`]: a terminal's, which the caller
@@ -7,7 +8,8 @@
 //! its name columns as profilers do ([`short_name`]: `std::sort<…>(…)`) unless asked for whole
 //! names. This room only turns values into text: it never measures, reads files or the
 //! environment, prints or exits. JSON is not rendered here; the CLI serialises the result types
-//! directly, so their field names are the contract.
+//! directly, so their field names are the contract. The HTML page places the same SVG
+//! documents the `--plot` flags write; it never draws a second version of them.
 //!
 //! # Example
 //!

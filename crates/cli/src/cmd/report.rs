@@ -54,7 +54,7 @@ pub struct ReportArgs {
     #[arg(long, value_enum, default_value = "context")]
     pub by: By,
     /// Also write the profile in the Firefox Profiler's format to this file, loops as frames
-    /// under their functions (open it at https://profiler.firefox.com).
+    /// under their functions (open it in the Firefox Profiler, profiler.firefox.com).
     #[arg(long, value_name = "OUT.json")]
     pub firefox: Option<PathBuf>,
     /// Also write one self-contained HTML page: the tree (collapsible, hot nodes marked), the
