@@ -83,7 +83,8 @@ pub fn merge_reports(
     };
     if let Some((label, other)) = reports.iter().find(|(_, r)| r.backend != first.backend) {
         return Err(ProfileError::Merge(format!(
-            "{label} was recorded by the {} back-end and {} by the {}; merge profiles of one back-end",
+            "{label} was recorded by the {} back-end, {} by the {} back-end; merge profiles of one \
+             back-end",
             other.backend, reports[0].0, first.backend
         )));
     }
