@@ -16,23 +16,21 @@
 //! subtraction and parametric integer programming (lexmax). Writing those in Rust (Omega test,
 //! Feautrier's PIP) is a project of its own, and getting integer projection exactly right is where
 //! such projects fail. isl (MIT) does all of them and is the reference implementation of them;
-//! the `isl-rs` crate builds it from source (with imath, no GMP needed at run time) and wraps it
-//! safely, so no `unsafe` lives in loopscope's own code. The cost is a one-time build of about two minutes
-//! that needs Debian's autoconf, automake and libtool (CI installs them when missing).
+//! the `isl-rs` crate's bindings wrap it safely, so no `unsafe` lives in loopscope's own code.
+//! `crates/isl` (imported here as `isl_rs`) compiles isl from the sources isl-rs bundles with
+//! nothing but the C compiler (imath, no GMP, no autotools): a one-time build of a few minutes.
 //!
 //! isl's integer arithmetic was half of the model's time in a profile, so which backend isl is built with
-//! matters. isl-rs configures plain imath (every integer arbitrary-precision); the workspace's
-//! `.cargo/config.toml` points autoconf's `CONFIG_SITE` at `isl-config.site` beside this crate,
-//! which switches that build to `imath-32` (integers that fit in 32 bits held inline, imath only
+//! matters. isl-rs's own build configures plain imath (every integer arbitrary-precision);
+//! `crates/isl` builds `imath-32` instead (integers that fit in 32 bits held inline, imath only
 //! beyond; isl's authors call it the fastest). Measured on one cache level, model time per run,
 //! imath → imath-32, with GMP (and Debian's libisl 0.25, built with GMP) in between: matrix
 //! multiply N = 30 3.4 s → 0.7 s (GMP 1.2 s, isl 0.25 1.4 s), the 3D stencil 20 × 40 8.4 s →
 //! 1.9 s (GMP 3.4 s, isl 0.25 5.5 s), the 2D stencil 180 × 180 0.6 s → 0.17 s, stride conflict
 //! 0.27 s → 0.09 s; every count unchanged. So a binding
 //! to the system's libisl, which would drop the build, would be 2-3x slower than this.
-//! `tests/isl_backend.rs` fails to link if isl was built without it (a target directory from
-//! before the switch: `cargo clean -p isl-rs`); it declares one isl symbol, never called, the only
-//! `unsafe` (an `unsafe extern` block) in this crate.
+//! `tests/isl_backend.rs` fails to link if isl was built without it; it declares one isl symbol,
+//! never called, the only `unsafe` (an `unsafe extern` block) in this crate.
 //!
 //! isl's own point counting enumerates the points, which would make the model as slow as a
 //! simulation for large trip counts; barvinok (which counts symbolically) is GPL and not

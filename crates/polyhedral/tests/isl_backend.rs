@@ -1,12 +1,10 @@
 //! isl must be built with small integers held inline (`--with-int=imath-32`, chosen by
-//! `crates/polyhedral/isl-config.site` through `.cargo/config.toml`): with plain imath the analytic
-//! model runs 3-5x slower, with every count the same, so no other test would notice.
+//! `crates/isl/build.rs`): with plain imath the analytic model runs 3-5x slower, with every count
+//! the same, so no other test would notice.
 //!
 //! The check is at link time: `isl_sioimath_bigarg_src` exists only in isl's imath-32 backend, so
 //! this test fails to link ("undefined reference to `isl_sioimath_bigarg_src`") when isl was built
-//! otherwise. That happens in a target directory whose isl was built before the switch (cargo does
-//! not rebuild isl when `.cargo/config.toml` changes: run `cargo clean -p isl-rs` once) or when
-//! cargo runs from outside the workspace, where `.cargo/config.toml` is not read.
+//! otherwise.
 
 use loopscope_polyhedral::Ctx;
 
