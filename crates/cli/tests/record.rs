@@ -314,25 +314,55 @@ fn a_stripped_binary_is_profiled_and_the_report_says_what_is_missing() {
         .arg(&binary)
         .status()
         .is_ok_and(|s| s.success())
-        && Command::new("strip").arg(&binary).status().is_ok_and(|s| s.success());
+        && Command::new("strip")
+            .arg(&binary)
+            .status()
+            .is_ok_and(|s| s.success());
     if !built {
         eprintln!("skipped: cc or strip missing");
         return;
     }
     let profile = dir.path().join("stripped.profile");
-    record(&["--backend", "ptrace", "--no-calibrate"], &binary, &["30"], &profile);
-    let text = stdout(&loopscope(["report", &profile.display().to_string(), "--all"]));
-    assert!(text.contains("no symbols; functions are named by address"), "{text}");
+    record(
+        &["--backend", "ptrace", "--no-calibrate"],
+        &binary,
+        &["30"],
+        &profile,
+    );
+    let text = stdout(&loopscope([
+        "report",
+        &profile.display().to_string(),
+        "--all",
+    ]));
+    assert!(
+        text.contains("no symbols; functions are named by address"),
+        "{text}"
+    );
     assert!(text.contains("func_0x"), "{text}");
     let report = report_json(&profile);
     let mut all = Vec::new();
     nodes(&report["tree"], &mut all);
-    assert!(all.iter().any(|n| n["kind"] == "loop" && n["iterations"] == 465), "{report:#}");
+    assert!(
+        all.iter()
+            .any(|n| n["kind"] == "loop" && n["iterations"] == 465),
+        "{report:#}"
+    );
 }
 
 #[test]
 fn an_unwritable_profile_path_is_refused_before_the_program_runs() {
-    let out = loopscope(["record", "-o", "/nonexistent-dir/x.profile", "--", "sh", "-c", "echo ran"]);
-    assert_bad_input(&out, "/nonexistent-dir/x.profile: cannot write the profile there");
+    let out = loopscope([
+        "record",
+        "-o",
+        "/nonexistent-dir/x.profile",
+        "--",
+        "sh",
+        "-c",
+        "echo ran",
+    ]);
+    assert_bad_input(
+        &out,
+        "/nonexistent-dir/x.profile: cannot write the profile there",
+    );
     assert!(!stdout(&out).contains("ran"));
 }

@@ -367,8 +367,14 @@ mod tests {
         t.nodes[start as usize].self_samples = 1;
         t.nodes[l as usize].self_samples = 5;
         let (r, map) = t.rerooted(|k| k == function(2));
-        assert_eq!(r.nodes[map[main as usize] as usize].parent, Some(Lcct::ROOT));
-        assert_eq!(r.nodes[map[start as usize] as usize].children, Vec::<NodeId>::new());
+        assert_eq!(
+            r.nodes[map[main as usize] as usize].parent,
+            Some(Lcct::ROOT)
+        );
+        assert_eq!(
+            r.nodes[map[start as usize] as usize].children,
+            Vec::<NodeId>::new()
+        );
         assert_eq!(r.inclusive(|n| n.self_samples)[0], 6);
         assert_eq!(r.nodes[map[l as usize] as usize].self_samples, 5);
     }

@@ -63,7 +63,12 @@ pub struct SimulateArgs {
 
 /// Runs `simulate`.
 pub fn run(args: &SimulateArgs, ui: &Ui) -> anyhow::Result<()> {
-    let levels = cache_levels(args.cache.as_deref(), args.machine.as_deref(), ui, "simulate")?;
+    let levels = cache_levels(
+        args.cache.as_deref(),
+        args.machine.as_deref(),
+        ui,
+        "simulate",
+    )?;
     let input = match (&args.kernel, &args.trace) {
         (Some(path), _) => SimulationInput::Kernel {
             path,
