@@ -14,7 +14,10 @@ pub fn render_roofline_report(roofline: &Roofline) -> String {
     if let Some(input) = &roofline.kernel {
         text.push_str(&render_kernel_input(input));
     }
-    text.push_str(&render_roofline(&roofline.analysis, roofline.counts.as_ref()));
+    text.push_str(&render_roofline(
+        &roofline.analysis,
+        roofline.counts.as_ref(),
+    ));
     text
 }
 
