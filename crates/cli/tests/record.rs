@@ -269,7 +269,7 @@ fn an_interrupted_recording_keeps_its_profile_and_exits_130() {
     };
     let profile = dir.path().join("nest.profile");
     // 4.5 million loop iterations: seconds under markers, milliseconds once detached.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_loopscope"))
+    let child = Command::new(env!("CARGO_BIN_EXE_loopscope"))
         .args(["record", "--backend", "ptrace", "--no-calibrate", "-o"])
         .arg(&profile)
         .arg("--")

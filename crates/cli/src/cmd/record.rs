@@ -93,7 +93,7 @@ pub fn run(args: &RecordArgs, ui: &Ui) -> anyhow::Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     if let Err(e) = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst)) {
-        ui.warn(&format!(
+        ui.warn(format!(
             "cannot catch Ctrl-C ({e}); an interrupted run loses its profile"
         ));
     }
