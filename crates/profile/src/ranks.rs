@@ -321,7 +321,7 @@ mod tests {
         TreeNode {
             kind,
             name: name.into(),
-            loop_id: (kind == "loop").then(|| name.len() as u32),
+            loop_id: (kind == "loop").then_some(name.len() as u32),
             node_id: 0,
             irreducible: false,
             file: (kind == "loop").then(|| "app.c".into()),
