@@ -131,11 +131,7 @@ fn print(tree: &Lcct, tags: &HashMap<u32, String>) -> String {
 type LoopCounts = (u64, u64, u64, Option<u64>, Option<u64>);
 
 /// The loop nodes with this tag: (entries, header executions, exits, min, max).
-fn loops_tagged(
-    tree: &Lcct,
-    tags: &HashMap<u32, String>,
-    tag: &str,
-) -> Vec<LoopCounts> {
+fn loops_tagged(tree: &Lcct, tags: &HashMap<u32, String>, tag: &str) -> Vec<LoopCounts> {
     tree.nodes
         .iter()
         .filter(|n| matches!(n.key, NodeKey::Loop { id, .. } if tags.get(&id).map(String::as_str) == Some(tag)))
