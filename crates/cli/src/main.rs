@@ -1,8 +1,9 @@
 //! `loopscope`: the command line over loopscope's library crates.
 //!
 //! This binary parses arguments, wires the rooms together and decides what to print and which
-//! exit code to return (0 success, 1 analysis failure, 2 usage or bad input). Everything else
-//! lives in the library crates.
+//! exit code to return (0 success, 1 analysis failure, 2 usage or bad input). It must not
+//! compute, measure or render: each command makes one library call and hands the result to
+//! `loopscope-report`; everything else lives in the library crates.
 
 // Results go through `cmd::print_text`, which survives a closed pipe; `print!` would panic.
 #![deny(clippy::print_stdout)]
