@@ -6,7 +6,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{assert_bad_input, loopscope, repo_root, stdout};
+use common::{assert_bad_input, loopscope, perf_events_allowed, repo_root, stdout};
 use serde_json::Value;
 
 fn compile(dir: &Path) -> Option<PathBuf> {
@@ -67,18 +67,6 @@ fn exact_mix(dir: &Path, binary: &Path) -> Option<Value> {
         String::from_utf8_lossy(&out.stderr)
     );
     Some(mix_json(&profile, &[]))
-}
-
-fn perf_events_allowed() -> bool {
-    let level = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap_or_default();
-    let allowed = level.trim().parse::<i32>().is_ok_and(|l| l <= 2);
-    if !allowed {
-        eprintln!(
-            "skipped: perf_event_paranoid is {} (needs 2 or less)",
-            level.trim()
-        );
-    }
-    allowed
 }
 
 /// The shares of the types in the loop with the most instructions (the fixture's repetition

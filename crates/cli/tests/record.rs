@@ -5,7 +5,9 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{assert_bad_input, loopscope, repo_root, stdout};
+use common::{
+    assert_bad_input, compile_profile_fixture, loopscope, perf_events_allowed, repo_root, stdout,
+};
 use serde_json::Value;
 
 fn fixture(name: &str) -> PathBuf {
@@ -13,30 +15,7 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 fn compile(name: &str, dir: &Path) -> Option<PathBuf> {
-    let out = dir.join(name.trim_end_matches(".c"));
-    let ok = Command::new("cc")
-        .args(["-O1", "-g"])
-        .arg(fixture(name))
-        .arg("-o")
-        .arg(&out)
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        eprintln!("skipped: cc could not build {name}");
-    }
-    ok.then_some(out)
-}
-
-fn perf_events_allowed() -> bool {
-    let level = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap_or_default();
-    let allowed = level.trim().parse::<i32>().is_ok_and(|l| l <= 2);
-    if !allowed {
-        eprintln!(
-            "skipped: perf_event_paranoid is {} (needs 2 or less)",
-            level.trim()
-        );
-    }
-    allowed
+    compile_profile_fixture(name, dir, &[])
 }
 
 fn record(args: &[&str], binary: &Path, target_args: &[&str], profile: &Path) {

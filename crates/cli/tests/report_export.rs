@@ -3,40 +3,10 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
-use common::{loopscope, repo_root, stderr, stdout};
+use common::{compile_profile_fixture, loopscope, perf_events_allowed, stderr, stdout};
 use serde_json::Value;
-
-fn compile(name: &str, dir: &Path, extra: &[&str]) -> Option<PathBuf> {
-    let source = repo_root().join("crates/profile/tests/fixtures").join(name);
-    let out = dir.join(name.trim_end_matches(".c"));
-    let ok = Command::new("cc")
-        .args(["-O1", "-g"])
-        .args(extra)
-        .arg(&source)
-        .arg("-o")
-        .arg(&out)
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        eprintln!("skipped: cc could not build {name}");
-    }
-    ok.then_some(out)
-}
-
-fn perf_events_allowed() -> bool {
-    let level = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap_or_default();
-    let allowed = level.trim().parse::<i32>().is_ok_and(|l| l <= 2);
-    if !allowed {
-        eprintln!(
-            "skipped: perf_event_paranoid is {} (needs 2 or less)",
-            level.trim()
-        );
-    }
-    allowed
-}
 
 fn run_ok(args: &[&str]) -> String {
     let out = loopscope(args);
@@ -100,7 +70,7 @@ fn assert_required_fields(profile: &Value) {
 #[test]
 fn exact_profile_exports_one_thread_per_thread_with_loops_under_their_functions() {
     let dir = tempfile::tempdir().unwrap();
-    let Some(binary) = compile("threads.c", dir.path(), &["-pthread"]) else {
+    let Some(binary) = compile_profile_fixture("threads.c", dir.path(), &["-pthread"]) else {
         return;
     };
     let profile = dir.path().join("threads.profile");
@@ -144,7 +114,7 @@ fn sampled_profile_exports_every_sample_at_its_time() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let Some(binary) = compile("shares.c", dir.path(), &[]) else {
+    let Some(binary) = compile_profile_fixture("shares.c", dir.path(), &[]) else {
         return;
     };
     let profile = dir.path().join("shares.profile");
@@ -200,7 +170,7 @@ fn sampled_profile_exports_every_sample_at_its_time() {
 #[test]
 fn html_report_is_one_self_contained_page_with_the_tree() {
     let dir = tempfile::tempdir().unwrap();
-    let Some(binary) = compile("nest.c", dir.path(), &[]) else {
+    let Some(binary) = compile_profile_fixture("nest.c", dir.path(), &[]) else {
         return;
     };
     let profile = dir.path().join("nest.profile");

@@ -47,3 +47,36 @@ pub fn repo_root() -> PathBuf {
 pub fn example(relative: &str) -> PathBuf {
     repo_root().join("examples").join(relative)
 }
+
+/// A C fixture of the profile crate compiled with `cc -O1 -g` and `extra` flags into `dir`, or
+/// `None` (having said it skipped) when there is no compiler.
+pub fn compile_profile_fixture(name: &str, dir: &Path, extra: &[&str]) -> Option<PathBuf> {
+    let source = repo_root().join("crates/profile/tests/fixtures").join(name);
+    let out = dir.join(name.trim_end_matches(".c"));
+    let ok = Command::new("cc")
+        .args(["-O1", "-g"])
+        .args(extra)
+        .arg(&source)
+        .arg("-o")
+        .arg(&out)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!("skipped: cc could not build {name}");
+    }
+    ok.then_some(out)
+}
+
+/// Whether perf events can be opened here (`perf_event_paranoid` 2 or less); says it skipped
+/// when not.
+pub fn perf_events_allowed() -> bool {
+    let level = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap_or_default();
+    let allowed = level.trim().parse::<i32>().is_ok_and(|l| l <= 2);
+    if !allowed {
+        eprintln!(
+            "skipped: perf_event_paranoid is {} (needs 2 or less)",
+            level.trim()
+        );
+    }
+    allowed
+}
