@@ -49,12 +49,13 @@ pub enum Stop {
     Event(i32),
 }
 
-/// Waits for any traced thread.
+/// Waits for any thread this thread traces. `__WNOTHREAD` keeps other threads' children out:
+/// two tracers in one process (tests run in parallel) would otherwise reap each other's exits.
 pub fn wait_any() -> io::Result<(i32, Stop)> {
     let mut status = 0;
     loop {
         // SAFETY: status is a valid out-pointer.
-        let tid = unsafe { libc::waitpid(-1, &mut status, libc::__WALL) };
+        let tid = unsafe { libc::waitpid(-1, &mut status, libc::__WALL | libc::__WNOTHREAD) };
         if tid == -1 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {
