@@ -37,6 +37,9 @@ pub enum Recording {
     Sample(SampledRun),
     /// Exact per-thread trees from markers.
     Ptrace(ExactRun),
+    /// Exact per-thread trees from patched markers (the same data as `ptrace`, and how the
+    /// sites were patched in [`ExactRun::patch`]).
+    Patch(ExactRun),
 }
 
 impl Recording {
@@ -45,6 +48,15 @@ impl Recording {
         match self {
             Recording::Sample(_) => "sample",
             Recording::Ptrace(_) => "ptrace",
+            Recording::Patch(_) => "patch",
+        }
+    }
+
+    /// The exact run, for either exact back-end.
+    pub fn exact(&self) -> Option<&ExactRun> {
+        match self {
+            Recording::Ptrace(run) | Recording::Patch(run) => Some(run),
+            Recording::Sample(_) => None,
         }
     }
 }
@@ -85,6 +97,16 @@ impl Profile {
             objects: run.objects.clone(),
             native_wall_ns: None,
             recording: Recording::Ptrace(run),
+        }
+    }
+
+    /// An exact profile from the patch back-end.
+    pub fn patched(command: Vec<String>, run: ExactRun) -> Profile {
+        Profile {
+            command,
+            objects: run.objects.clone(),
+            native_wall_ns: None,
+            recording: Recording::Patch(run),
         }
     }
 
@@ -189,6 +211,7 @@ mod tests {
             wall_ns: 5,
             static_analysis_ns: 1,
             blocks: Vec::new(),
+            patch: None,
         };
         Profile::exact(vec!["true".into()], run)
     }

@@ -12,6 +12,7 @@ mod file;
 mod lcct;
 mod mix;
 mod naming;
+mod patch;
 mod ranks;
 mod recording;
 mod sample;
@@ -33,6 +34,10 @@ pub use mix::{
     method, mix_of_perf_data,
 };
 pub use naming::{NameValues, expand_output_name, has_placeholders};
+pub use patch::{
+    HANDOVER_VARIABLE, PatchOptions, PatchSummary, SkippedSite, record_patch,
+    runtime as patch_runtime,
+};
 pub use ranks::{RankLoop, RankMerge, merge_reports};
 pub use recording::{Mapping, ObjectRef, Sample, TargetExit};
 pub use sample::{

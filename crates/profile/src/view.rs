@@ -220,7 +220,7 @@ pub fn build_report(profile: &Profile, rule: HotRule) -> Result<ProfileReport, P
             );
             Ok(ProfileReport { threads, ..report })
         }
-        Recording::Ptrace(run) => {
+        Recording::Ptrace(run) | Recording::Patch(run) => {
             let used = vec![true; profile.objects.len()];
             let objects = open_objects(profile, &used, &mut notes)?;
             let (tree, app_cycles) = exact_tree(run);
@@ -232,8 +232,13 @@ pub fn build_report(profile: &Profile, rule: HotRule) -> Result<ProfileReport, P
                     "TSC cycles between markers, {} cycles per marker subtracted",
                     c.cycles_per_event
                 ),
+                None if run.patch.is_some() => "TSC cycles between markers (in-process)".into(),
                 None => "TSC cycles between markers (trap cost not subtracted)".into(),
             };
+            if let Some(summary) = &run.patch {
+                let program = objects.first().and_then(|o| o.program.as_ref());
+                notes.extend(crate::patch::patch_notes(summary, program));
+            }
             if run.stepped_sites > 0 {
                 notes.push(format!(
                     "{} of {} markers single-stepped in place (their instruction could not be relocated)",
@@ -406,7 +411,9 @@ fn finish(
     sampled: bool,
 ) -> ProfileReport {
     let cost = match &profile.recording {
-        Recording::Ptrace(run) => run.trap_cost.map_or(0, |c| c.cycles_per_event),
+        Recording::Ptrace(run) | Recording::Patch(run) => {
+            run.trap_cost.map_or(0, |c| c.cycles_per_event)
+        }
         Recording::Sample(_) => 0,
     };
     let corrected: Vec<u64> = tree

@@ -8,9 +8,9 @@ use std::time::Instant;
 
 use clap::{Args, ValueEnum};
 use loopscope_profile::{
-    DEFAULT_FREQUENCY_HZ, EventChoice, ExactOptions, NameValues, Profile, SampleOptions,
-    TargetExit, expand_output_name, has_placeholders, measure_trap_cost, record_exact,
-    record_sampled,
+    DEFAULT_FREQUENCY_HZ, EventChoice, ExactOptions, NameValues, PatchOptions, Profile,
+    SampleOptions, TargetExit, expand_output_name, has_placeholders, measure_trap_cost,
+    record_exact, record_patch, record_sampled,
 };
 
 use crate::failure::bad_input;
@@ -23,6 +23,9 @@ pub enum Backend {
     Sample,
     /// int3 markers at loop and call sites: exact entries and trips, slower.
     Ptrace,
+    /// Jumps patched into the program at loop and call sites: exact entries and trips at close
+    /// to native speed.
+    Patch,
 }
 
 /// Which event drives the sample back-end.
@@ -58,6 +61,10 @@ pub struct RecordArgs {
     /// one stop per block, so for small runs): the exact reference of `loopscope mix`.
     #[arg(long)]
     pub exact: bool,
+    /// Also count every block's executions (patch or ptrace back-end): the exact instruction mix
+    /// of `loopscope mix`; with the patch back-end at a fraction of the cost of `--exact`.
+    #[arg(long)]
+    pub blocks: bool,
     /// The sampling event (sample back-end).
     #[arg(long, value_enum, default_value = "auto")]
     pub event: Event,
@@ -113,6 +120,11 @@ pub fn run(args: &RecordArgs, ui: &Ui) -> anyhow::Result<()> {
     } else {
         args.backend
     };
+    if args.blocks && matches!(backend, Backend::Sample) {
+        return Err(bad_input(
+            "--blocks counts blocks with markers: use it with --backend patch or ptrace",
+        ));
+    }
     let mut profile = match backend {
         Backend::Sample => {
             let event = match args.event {
@@ -138,9 +150,19 @@ pub fn run(args: &RecordArgs, ui: &Ui) -> anyhow::Result<()> {
             let options = ExactOptions {
                 search_path,
                 trap_cost,
-                count_blocks: args.exact,
+                count_blocks: args.exact || args.blocks,
             };
             Profile::exact(text, record_exact(&args.command, &options, &stop)?)
+        }
+        Backend::Patch => {
+            let options = PatchOptions {
+                search_path,
+                runtime: patch_runtime()?,
+                preload: std::env::var_os("LD_PRELOAD"),
+                count_blocks: args.blocks,
+                scratch: None,
+            };
+            Profile::patched(text, record_patch(&args.command, &options, &stop)?)
         }
     };
     profile.native_wall_ns = native_wall_ns;
@@ -150,6 +172,27 @@ pub fn run(args: &RecordArgs, ui: &Ui) -> anyhow::Result<()> {
         std::process::exit(130);
     }
     Ok(())
+}
+
+/// The patch back-end's runtime library: `LOOPSCOPE_PATCH_RUNTIME` if set, else the one cargo
+/// builds next to this binary (or in its `deps/` directory, where a test build leaves it).
+fn patch_runtime() -> anyhow::Result<PathBuf> {
+    const NAME: &str = "libloopscope_patch_runtime.so";
+    if let Some(path) = std::env::var_os("LOOPSCOPE_PATCH_RUNTIME") {
+        return Ok(PathBuf::from(path));
+    }
+    let exe = std::env::current_exe()?;
+    let dir = exe.parent().unwrap_or(std::path::Path::new("."));
+    [dir.join(NAME), dir.join("deps").join(NAME)]
+        .into_iter()
+        .find(|p| p.is_file())
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "{NAME} is not next to {} (it is built with loopscope: `cargo build --release`), \
+                 and LOOPSCOPE_PATCH_RUNTIME does not name it",
+                exe.display()
+            )
+        })
 }
 
 fn run_native(command: &[OsString], search_path: Option<&std::ffi::OsStr>) -> anyhow::Result<u64> {
@@ -169,7 +212,7 @@ fn summary(profile: &Profile, output: &std::path::Path) -> String {
             run.exit,
             run.wall_ns,
         ),
-        loopscope_profile::Recording::Ptrace(run) => {
+        loopscope_profile::Recording::Ptrace(run) | loopscope_profile::Recording::Patch(run) => {
             let events: u64 = run.threads.iter().map(|t| t.events).sum();
             let threads = match run.threads.len() {
                 1 => "1 thread".to_owned(),

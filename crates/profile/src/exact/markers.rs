@@ -22,6 +22,7 @@ use iced_x86::{
     BlockEncoder, BlockEncoderOptions, Code, Decoder, DecoderOptions, FlowControl, Instruction,
     InstructionBlock,
 };
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 use loopscope_binary::{Exit, Program};
@@ -29,7 +30,7 @@ use loopscope_binary::{Exit, Program};
 use crate::sites::{CodeIndex, innermost_loops};
 
 /// The roles of one marker address.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Site {
     /// Static address.
     pub address: u64,
@@ -46,7 +47,7 @@ pub struct Site {
 }
 
 /// A block where loop entries, iterations and exits are decided.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LoopBlock {
     /// Function index.
     pub function: u32,

@@ -8,9 +8,9 @@
 //! executes another program is instrumented again for that program.
 
 mod calibrate;
-mod markers;
+pub(crate) mod markers;
 mod sys;
-mod thread;
+pub(crate) mod thread;
 mod tracer;
 
 pub use calibrate::{TrapCost, measure_trap_cost};

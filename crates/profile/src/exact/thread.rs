@@ -211,6 +211,37 @@ impl ThreadState {
         self.cur = at;
     }
 
+    /// The loop whose header, met next with no other event in between, would only be a back
+    /// edge: the innermost active loop of the top activation when that activation runs
+    /// `function` and the current node is that loop's. The patch back-end counts such header
+    /// executions without this bookkeeping and hands them over with
+    /// [`ThreadState::repeat_back_edges`].
+    pub fn repeating_loop(&self, function: u32) -> Option<u32> {
+        let frame = self.frames.last()?;
+        let active = frame.loops.last()?;
+        (frame.function == Some(function) && active.node == self.cur).then_some(active.id)
+    }
+
+    /// `n` more executions of the header of the innermost active loop of the top activation,
+    /// each a back edge and each an event charged to it: exactly what `n` calls of
+    /// [`ThreadState::charge`] and [`ThreadState::block`] with that loop's chain do when nothing
+    /// happens in between, except that no time is added (the section goes on in the same node,
+    /// so the next charge adds all of it there).
+    pub fn repeat_back_edges(&mut self, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let Some(active) = self.frames.last_mut().and_then(|f| f.loops.last_mut()) else {
+            return;
+        };
+        active.trips += n;
+        let node = &mut self.result.tree.nodes[active.node as usize];
+        node.header_executions += n;
+        node.back_edges += n;
+        node.events_charged += n;
+        self.result.events += n;
+    }
+
     /// Closes every open activation (the thread ended) and returns its tree.
     pub fn finish(mut self) -> ThreadTree {
         for frame in self.frames.drain(..).rev() {
@@ -365,6 +396,35 @@ mod tests {
         t.block(4, &[9], Some(9));
         assert_eq!(t.result.unmatched_events, 2);
         assert_eq!(t.result.tree.nodes.len(), 2);
+    }
+
+    #[test]
+    fn repeated_back_edges_equal_the_events_they_stand_for() {
+        let drive = |t: &mut ThreadState| {
+            t.call(MAIN, Some(0), 0xdead, 0x7000);
+            t.block(0, &[0], Some(0));
+            t.block(0, &[0, 1], Some(1));
+        };
+        let mut slow = ThreadState::new(1, 1, 0);
+        drive(&mut slow);
+        let mut fast = slow.clone();
+        assert_eq!(slow.repeating_loop(0), Some(1));
+        assert_eq!(slow.repeating_loop(4), None, "another function's marker");
+        for _ in 0..5 {
+            slow.charge(0);
+            slow.block(0, &[0, 1], Some(1));
+        }
+        fast.repeat_back_edges(5);
+        slow.block(0, &[0], Some(0));
+        fast.block(0, &[0], Some(0));
+        assert_eq!(fast.repeating_loop(0), Some(0));
+        let (slow, fast) = (slow.finish(), fast.finish());
+        assert_eq!(slow.tree, fast.tree);
+        assert_eq!(slow.events, fast.events);
+        let mut idle = ThreadState::new(1, 1, 0);
+        assert_eq!(idle.repeating_loop(0), None, "no activation");
+        idle.repeat_back_edges(3);
+        assert_eq!(idle.result.events, 0);
     }
 
     #[test]

@@ -72,6 +72,9 @@ pub struct ExactRun {
     /// Executions per block, when blocks were counted (from `main`'s entry to its return).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub blocks: Vec<BlockCounts>,
+    /// How the patch back-end patched the sites (patch back-end only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patch: Option<crate::PatchSummary>,
 }
 
 /// A program analysed and ready to be armed in any process that maps it at `bias`.
@@ -170,6 +173,7 @@ pub fn record_exact(
         wall_ns: started.elapsed().as_nanos() as u64,
         static_analysis_ns: tracer.static_analysis.as_nanos() as u64,
         blocks,
+        patch: None,
     })
 }
 

@@ -234,11 +234,11 @@ pub fn build_mix(
             report.command = profile.command.clone();
             Ok(report)
         }
-        Recording::Ptrace(run) => {
+        Recording::Ptrace(run) | Recording::Patch(run) => {
             if run.blocks.is_empty() {
                 return Err(ProfileError::BadProfile {
                     path: path.to_owned(),
-                    what: "an exact profile without block counts; record one with `loopscope record --exact`"
+                    what: "an exact profile without block counts; record one with `loopscope record --exact` or `--backend patch --blocks`"
                         .into(),
                 });
             }
@@ -663,7 +663,11 @@ fn mix_of_counts(run: &ExactRun, options: &MixOptions) -> Result<MixReport, Prof
     let mut report = assemble(&analysed, &firsts, options, None);
     report.event = "exact".into();
     report.estimate = MixEstimate::Exact.name();
-    report.method = "exact block counts (ptrace markers at every block); estimate: exact".into();
+    report.method = match run.patch {
+        Some(_) => "exact block counts (patched counters at every block); estimate: exact",
+        None => "exact block counts (ptrace markers at every block); estimate: exact",
+    }
+    .into();
     notes.append(&mut report.notes);
     report.notes = notes;
     Ok(report)

@@ -1,0 +1,69 @@
+//! What `report` says about a patch recording: how its sites were patched, every site left
+//! out and why, and what the runtime could not see.
+
+use loopscope_binary::Program;
+
+use super::record::PatchSummary;
+
+/// The notes of a patch recording; `program` names the functions of skipped sites.
+pub fn patch_notes(summary: &PatchSummary, program: Option<&Program>) -> Vec<String> {
+    let mut notes = Vec::new();
+    if summary.trap_sites > 0 {
+        let reasons: Vec<String> = summary
+            .trap_reasons
+            .iter()
+            .map(|(why, n)| format!("{n} where {why}"))
+            .collect();
+        notes.push(format!(
+            "{} of {} markers are in-process traps, each about a microsecond per execution \
+             (no 5-byte jump fits: {})",
+            summary.trap_sites,
+            summary.trap_sites + summary.jump_sites,
+            reasons.join("; ")
+        ));
+    }
+    for s in &summary.skipped {
+        notes.push(format!(
+            "marker at {} skipped: {}",
+            place(program, s.address),
+            s.reason
+        ));
+    }
+    if summary.dropped_events > 0 {
+        notes.push(format!(
+            "{} events not counted: a signal handler interrupted the runtime's handler",
+            summary.dropped_events
+        ));
+    }
+    if summary.lost_threads > 0 {
+        notes.push(format!(
+            "{} threads' trees lost: they were in the runtime's handler when their process ended",
+            summary.lost_threads
+        ));
+    }
+    for program in &summary.uninstrumented {
+        notes.push(format!("{program}: another program, not instrumented"));
+    }
+    if summary.processes_without_result > 0 {
+        notes.push(format!(
+            "{} processes ended without writing their trees (SIGKILL, or a raw exit system call)",
+            summary.processes_without_result
+        ));
+    }
+    notes
+}
+
+/// `function+0xoffset (0xaddress)`, or the address alone.
+fn place(program: Option<&Program>, address: u64) -> String {
+    let function = program.and_then(|p| {
+        p.functions
+            .iter()
+            .filter(|f| f.address <= address)
+            .filter(|f| f.ranges.iter().any(|r| (r[0]..r[1]).contains(&address)))
+            .max_by_key(|f| f.address)
+    });
+    match function {
+        Some(f) => format!("{}+{:#x} ({address:#x})", f.name, address - f.address),
+        None => format!("{address:#x}"),
+    }
+}
