@@ -5,7 +5,7 @@
 //! was made for, finds where the executable is loaded, and patches every planned site before
 //! any code of the executable runs (the constructors of preloaded libraries run before the
 //! executable's). Then, per event, the handler ([`on_event`]) drives the thread's
-//! [`ThreadState`], the same bookkeeping as the ptrace back-end's, so both give the same trees.
+//! `ThreadState`, the same bookkeeping as the ptrace back-end's, so both give the same trees.
 //!
 //! Threads: each thread's state is made at its first event, kept in a slot the thread finds
 //! through its thread-local words, and handed over when the thread ends (a `pthread` key
@@ -147,7 +147,7 @@ pub fn start(handover: &std::ffi::OsStr) {
     }
 }
 
-/// The handler the slow path calls: `word` is the site id (with [`UNCOUNTED_FLAG`] when the
+/// The handler the slow path calls: `word` is the site id (with `UNCOUNTED_FLAG` when the
 /// trampoline could not count the block), `stack_pointer` the program's at the site.
 pub extern "C" fn on_event(word: u32, stack_pointer: u64) {
     // SAFETY: this thread's own words, touched only by this thread (and read, racily but
