@@ -175,7 +175,9 @@ pub fn run(args: &RecordArgs, ui: &Ui) -> anyhow::Result<()> {
 }
 
 /// The patch back-end's runtime library: `LOOPSCOPE_PATCH_RUNTIME` if set, else the one cargo
-/// builds next to this binary (or in its `deps/` directory, where a test build leaves it).
+/// builds beside this binary: in its `deps/` directory first (where every build of loopscope
+/// leaves it; the copy next to the binary is only refreshed when the library itself is built
+/// as a workspace member), then next to it (an installed copy).
 fn patch_runtime() -> anyhow::Result<PathBuf> {
     const NAME: &str = "libloopscope_patch_runtime.so";
     if let Some(path) = std::env::var_os("LOOPSCOPE_PATCH_RUNTIME") {
@@ -183,7 +185,7 @@ fn patch_runtime() -> anyhow::Result<PathBuf> {
     }
     let exe = std::env::current_exe()?;
     let dir = exe.parent().unwrap_or(std::path::Path::new("."));
-    [dir.join(NAME), dir.join("deps").join(NAME)]
+    [dir.join("deps").join(NAME), dir.join(NAME)]
         .into_iter()
         .find(|p| p.is_file())
         .ok_or_else(|| {

@@ -19,8 +19,9 @@ struct Frame {
     node: NodeId,
     /// Function index in its program (`None` for PLT frames, which have no loops).
     function: Option<u32>,
-    /// Active loops of this activation, outermost first.
-    loops: Vec<ActiveLoop>,
+    /// Where this activation's active loops start in the thread's loop stack (its loops are
+    /// from there to the next frame's start, outermost first).
+    first_loop: usize,
 }
 
 /// A loop entered and not yet left, with the header executions of this entry.
@@ -47,12 +48,20 @@ pub struct ThreadTree {
     pub unmatched_events: u64,
 }
 
+/// How far below a call's stack pointer a frame's return address may lie and still be taken
+/// as returned (see [`ThreadState::call`]): more than any thread's stack, far less than the
+/// distance between two stacks.
+pub const REAP_BYTES: u64 = 256 << 20;
+
 /// The live state of one thread.
 #[derive(Debug, Clone)]
 pub struct ThreadState {
     /// What is kept at the end.
     pub result: ThreadTree,
     frames: Vec<Frame>,
+    /// The active loops of every activation, each frame's above the previous frame's (one
+    /// vector for all, so a call allocates nothing).
+    loops: Vec<ActiveLoop>,
     cur: NodeId,
     /// TSC at the end of the last analysis routine.
     pub last_tsc: u64,
@@ -70,6 +79,7 @@ impl ThreadState {
                 unmatched_events: 0,
             },
             frames: Vec::new(),
+            loops: Vec::new(),
             cur: Lcct::ROOT,
             last_tsc: now_tsc,
         }
@@ -98,6 +108,7 @@ impl ThreadState {
                 unmatched_events: 0,
             },
             frames: self.frames.clone(),
+            loops: self.loops.clone(),
             cur: self.cur,
             last_tsc: now_tsc,
         }
@@ -118,6 +129,13 @@ impl ThreadState {
     }
 
     /// A procedure was entered with `return_address` on top of the stack at `stack_pointer`.
+    ///
+    /// Activations whose return address lay below `stack_pointer` have returned without their
+    /// return being seen (a callback returning into library code, a `longjmp`), since the
+    /// stack has been popped past their return address: they are closed first. Only those
+    /// within [`REAP_BYTES`] below are, so that a call on another stack (a signal handler's,
+    /// a coroutine's) closes nothing; one whose return address is exactly at `stack_pointer`
+    /// stays (a tail call replaces its caller's frame there, and is shown as its callee).
     pub fn call(
         &mut self,
         key: NodeKey,
@@ -125,6 +143,17 @@ impl ThreadState {
         return_address: u64,
         stack_pointer: u64,
     ) {
+        let returned = self
+            .frames
+            .iter()
+            .rposition(|f| {
+                let slot = f.return_stack_pointer.wrapping_sub(8);
+                !(slot < stack_pointer && stack_pointer - slot < REAP_BYTES)
+            })
+            .map_or(0, |live| live + 1);
+        if returned < self.frames.len() {
+            self.close_frames_from(returned);
+        }
         let node = self.result.tree.procedure_node(self.cur, key);
         self.result.tree.enter(node);
         self.frames.push(Frame {
@@ -133,9 +162,21 @@ impl ThreadState {
             caller: self.cur,
             node,
             function,
-            loops: Vec::new(),
+            first_loop: self.loops.len(),
         });
         self.cur = node;
+    }
+
+    /// Closes the frames from index `depth` up, innermost first, with their loops.
+    fn close_frames_from(&mut self, depth: usize) {
+        while self.frames.len() > depth {
+            let frame = self.frames.pop().expect("depth < len");
+            while self.loops.len() > frame.first_loop {
+                let active = self.loops.pop().expect("len > first");
+                self.result.tree.exit(active.node, active.trips);
+            }
+            self.cur = frame.caller;
+        }
     }
 
     /// Control reached `address` with the stack pointer at `stack_pointer`: every activation
@@ -151,13 +192,7 @@ impl ThreadState {
         else {
             return false;
         };
-        while self.frames.len() > depth {
-            let frame = self.frames.pop().expect("depth < len");
-            for active in frame.loops.iter().rev() {
-                self.result.tree.exit(active.node, active.trips);
-            }
-            self.cur = frame.caller;
-        }
+        self.close_frames_from(depth);
         true
     }
 
@@ -165,7 +200,7 @@ impl ThreadState {
     /// (static ids, outermost first); `header_of` is the loop whose header the block is.
     /// Loops left are exited, loops entered are entered, and a header counts an iteration.
     pub fn block(&mut self, function: u32, chain: &[u32], header_of: Option<u32>) {
-        let Some(frame) = self.frames.last_mut() else {
+        let Some(frame) = self.frames.last() else {
             self.result.unmatched_events += 1;
             return;
         };
@@ -173,29 +208,29 @@ impl ThreadState {
             self.result.unmatched_events += 1;
             return;
         }
+        let (first, frame_node) = (frame.first_loop, frame.node);
         let tree = &mut self.result.tree;
-        let common = frame
-            .loops
+        let common = self.loops[first..]
             .iter()
             .zip(chain)
             .take_while(|(active, c)| active.id == **c)
             .count();
         let back_edge = common == chain.len() && header_of == chain.last().copied();
-        while frame.loops.len() > common {
-            let active = frame.loops.pop().expect("len > common");
+        while self.loops.len() > first + common {
+            let active = self.loops.pop().expect("len > common");
             tree.exit(active.node, active.trips);
         }
-        let mut at = frame.loops.last().map_or(frame.node, |a| a.node);
+        let mut at = self.loops[first..].last().map_or(frame_node, |a| a.node);
         for &id in &chain[common..] {
             at = tree.child(
                 at,
                 NodeKey::Loop {
-                    object: key_object(tree, frame.node),
+                    object: key_object(tree, frame_node),
                     id,
                 },
             );
             tree.enter(at);
-            frame.loops.push(ActiveLoop {
+            self.loops.push(ActiveLoop {
                 id,
                 node: at,
                 trips: 0,
@@ -203,7 +238,7 @@ impl ThreadState {
         }
         if let Some(h) = header_of
             && chain.last() == Some(&h)
-            && let Some(active) = frame.loops.last_mut()
+            && let Some(active) = self.loops[first..].last_mut()
         {
             active.trips += 1;
             tree.header(at, back_edge);
@@ -218,7 +253,7 @@ impl ThreadState {
     /// [`ThreadState::repeat_back_edges`].
     pub fn repeating_loop(&self, function: u32) -> Option<u32> {
         let frame = self.frames.last()?;
-        let active = frame.loops.last()?;
+        let active = self.loops[frame.first_loop..].last()?;
         (frame.function == Some(function) && active.node == self.cur).then_some(active.id)
     }
 
@@ -231,7 +266,10 @@ impl ThreadState {
         if n == 0 {
             return;
         }
-        let Some(active) = self.frames.last_mut().and_then(|f| f.loops.last_mut()) else {
+        let Some(first) = self.frames.last().map(|f| f.first_loop) else {
+            return;
+        };
+        let Some(active) = self.loops[first..].last_mut() else {
             return;
         };
         active.trips += n;
@@ -244,11 +282,7 @@ impl ThreadState {
 
     /// Closes every open activation (the thread ended) and returns its tree.
     pub fn finish(mut self) -> ThreadTree {
-        for frame in self.frames.drain(..).rev() {
-            for active in frame.loops.iter().rev() {
-                self.result.tree.exit(active.node, active.trips);
-            }
-        }
+        self.close_frames_from(0);
         self.result
     }
 }
@@ -353,6 +387,33 @@ mod tests {
             0x6000,
         );
         assert!(t.returned_to(0x1010, 0x6008));
+        assert_eq!(t.current(), 1);
+    }
+
+    #[test]
+    fn a_callback_that_returned_unseen_is_closed_by_the_next_call() {
+        let mut t = ThreadState::new(1, 1, 0);
+        t.call(MAIN, Some(0), 0xdead, 0x7000);
+        let plt = NodeKey::Plt {
+            object: 0,
+            address: 0x500,
+        };
+        t.call(plt, None, 0x1010, 0x6ff8);
+        // The library calls back twice, the second time from higher up its stack; the first
+        // return goes into the library, unseen.
+        t.call(INNER, Some(1), 0x7777_0000, 0x6000);
+        t.block(1, &[5], Some(5));
+        t.call(INNER, Some(1), 0x7777_0000, 0x6100);
+        assert_eq!(t.frames.len(), 3, "main, plt, one callback");
+        assert_eq!(
+            loop_node(&t, 5)[0].exits,
+            1,
+            "the first callback's loop closed"
+        );
+        // A call on a stack far away (a signal handler's) closes nothing.
+        t.call(MAIN, Some(0), 0x1234, 0x7000 + (1 << 32));
+        assert_eq!(t.frames.len(), 4);
+        assert!(t.returned_to(0x1010, 0x7000));
         assert_eq!(t.current(), 1);
     }
 

@@ -75,6 +75,9 @@ pub struct Handover {
     pub sites: Vec<PlannedSite>,
     /// Blocks with a counter (block-counting mode), 0 otherwise.
     pub counted_blocks: u32,
+    /// The program has VEX/EVEX instructions: the slow path saves the whole extended state.
+    #[serde(default = "yes")]
+    pub vector_extensions: bool,
     /// Directory where each process writes its result.
     pub results: PathBuf,
 }
@@ -132,6 +135,10 @@ impl Handover {
         }
         Ok(handover)
     }
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// How a process ended, as its runtime saw it.
@@ -232,9 +239,11 @@ mod tests {
                 patch: SitePatch::Jump {
                     bytes: 5,
                     instructions: 2,
+                    flags_dead: false,
                 },
             }],
             counted_blocks: 0,
+            vector_extensions: true,
             results: "/tmp/r".into(),
         }
     }

@@ -5,6 +5,9 @@ use loopscope_binary::Program;
 
 use super::record::PatchSummary;
 
+/// Fallback sites named one by one in the notes; the rest are counted.
+const TRAPS_LISTED: usize = 12;
+
 /// The notes of a patch recording; `program` names the functions of skipped sites.
 pub fn patch_notes(summary: &PatchSummary, program: Option<&Program>) -> Vec<String> {
     let mut notes = Vec::new();
@@ -21,6 +24,19 @@ pub fn patch_notes(summary: &PatchSummary, program: Option<&Program>) -> Vec<Str
             summary.trap_sites + summary.jump_sites,
             reasons.join("; ")
         ));
+        for t in summary.traps.iter().take(TRAPS_LISTED) {
+            notes.push(format!(
+                "trap at {}: {}",
+                place(program, t.address),
+                t.reason
+            ));
+        }
+        if summary.traps.len() > TRAPS_LISTED {
+            notes.push(format!(
+                "{} more traps (the profile file lists them all)",
+                summary.traps.len() - TRAPS_LISTED
+            ));
+        }
     }
     for s in &summary.skipped {
         notes.push(format!(

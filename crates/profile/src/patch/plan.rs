@@ -22,10 +22,10 @@
 
 use std::collections::{HashMap, HashSet};
 
-use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction};
+use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic};
 use serde::{Deserialize, Serialize};
 
-use loopscope_binary::Program;
+use loopscope_binary::{Exit, Program};
 
 use super::landing::Landings;
 use super::trampoline::movable;
@@ -44,6 +44,25 @@ pub enum SitePatch {
         bytes: u32,
         /// Instructions displaced.
         instructions: u32,
+        /// The status flags are written before they are read from the site on (or a call or
+        /// return comes first, after which the ABI keeps none), so the trampoline's fast paths
+        /// may change them.
+        #[serde(default)]
+        flags_dead: bool,
+    },
+    /// A 2-byte `jmp rel8` over the first `bytes` bytes (a block too short for 5), to a 5-byte
+    /// jump to the trampoline placed at `springboard`, within 128 bytes, in bytes no control
+    /// reaches (padding after a jump or return, or under another site's jump).
+    ShortJump {
+        /// Bytes displaced (at least 2).
+        bytes: u32,
+        /// Instructions displaced.
+        instructions: u32,
+        /// Static address of the 5 bytes holding the jump to the trampoline.
+        springboard: u64,
+        /// As for `Jump`.
+        #[serde(default)]
+        flags_dead: bool,
     },
     /// The site's instruction lies under the jump of site `by`, whose trampoline runs this
     /// site's events just before its copy of the instruction.
@@ -110,6 +129,11 @@ struct Graph {
     /// Block start or last instruction → (end of the shortest such block, its function has
     /// unrecovered indirect jumps).
     extent: HashMap<u64, (u64, bool)>,
+    /// Every block's `[start, end)`, sorted.
+    blocks: Vec<(u64, u64)>,
+    /// Ends of blocks control does not fall out of (a jump, a return, a call that never
+    /// returns), outside functions with unknown jump targets.
+    closed_ends: HashSet<u64>,
 }
 
 impl Graph {
@@ -133,7 +157,25 @@ impl Graph {
         }
         let unwound = reached_from(&landings.pads, code, &starts);
         starts.extend(unwound);
-        Graph { starts, extent }
+        let mut blocks = Vec::new();
+        let mut closed_ends = HashSet::new();
+        for f in &program.functions {
+            let unsure = extent.get(&f.address).is_none_or(|e| e.1);
+            for b in &f.blocks {
+                blocks.push((b.start, b.end));
+                let closed = !matches!(b.exit, Exit::FallThrough | Exit::Branch | Exit::Call);
+                if closed && !unsure {
+                    closed_ends.insert(b.end);
+                }
+            }
+        }
+        blocks.sort_unstable();
+        Graph {
+            starts,
+            extent,
+            blocks,
+            closed_ends,
+        }
     }
 }
 
@@ -154,29 +196,248 @@ pub fn plan_sites(
     landings: &Landings,
 ) -> Vec<SitePatch> {
     let graph = Graph::new(program, landings, code);
-    let mut plans = Vec::with_capacity(sites.len());
+    let mut plans: Vec<SitePatch> = sites
+        .iter()
+        .map(|site| plan_one(&graph, code, site.address))
+        .collect();
+    cover_sites(sites, &mut plans, &graph);
+    place_springboards(sites, &mut plans, &graph, code);
+    cover_sites(sites, &mut plans, &graph);
+    plans
+}
+
+/// Sites under another site's jump (PLT calls in its block) become `Covered` by it.
+fn cover_sites(sites: &[Site], plans: &mut [SitePatch], graph: &Graph) {
     let mut covering: Option<(u32, u64)> = None;
     for (i, site) in sites.iter().enumerate() {
         if let Some((by, until)) = covering
             && site.address < until
         {
-            plans.push(if graph.starts.contains(&site.address) {
+            plans[i] = if graph.starts.contains(&site.address) {
                 // Cannot happen (a jump stops before every block start); never patch blindly.
                 SitePatch::Skip {
                     reason: "a block start under another site's jump".into(),
                 }
             } else {
                 SitePatch::Covered { by }
-            });
+            };
             continue;
         }
-        let plan = plan_one(&graph, code, site.address);
-        if let SitePatch::Jump { bytes, .. } = plan {
+        if let SitePatch::Jump { bytes, .. } = plans[i] {
             covering = Some((i as u32, site.address + u64::from(bytes)));
         }
-        plans.push(plan);
     }
-    plans
+}
+
+/// The reach of a `jmp rel8`'s target from the jump at `at`: `[at + 2 - 128, at + 2 + 127]`.
+fn short_reach(at: u64) -> (u64, u64) {
+    (at.saturating_sub(126), at + 129)
+}
+
+/// Bytes that no control reaches, where 5-byte springboards can go.
+struct Room {
+    /// Free `[start, end)` spans.
+    spans: Vec<(u64, u64)>,
+}
+
+impl Room {
+    fn new(mut spans: Vec<(u64, u64)>) -> Room {
+        spans.sort_unstable();
+        Room { spans }
+    }
+
+    /// Adds a free span (disjoint from the others).
+    fn add(&mut self, span: (u64, u64)) {
+        let i = self.spans.partition_point(|s| s.0 < span.0);
+        self.spans.insert(i, span);
+    }
+
+    /// 5 free bytes starting within `[low, high]`, taken.
+    fn take(&mut self, low: u64, high: u64) -> Option<u64> {
+        let first = self.spans.partition_point(|s| s.1 < low + JUMP_BYTES);
+        let i = (first..self.spans.len())
+            .take_while(|&i| self.spans[i].0 <= high)
+            .find(|&i| {
+                let (s, e) = self.spans[i];
+                e.saturating_sub(s) >= JUMP_BYTES
+                    && s.max(low) + JUMP_BYTES <= e
+                    && s.max(low) <= high
+            })?;
+        let (s, e) = self.spans.remove(i);
+        let at = s.max(low);
+        if at + JUMP_BYTES < e {
+            self.spans.insert(i, (at + JUMP_BYTES, e));
+        }
+        if at > s {
+            self.spans.insert(i, (s, at));
+        }
+        Some(at)
+    }
+}
+
+/// The padding after blocks that control does not fall out of: `nop`s and `int3`s up to the
+/// next block.
+fn padding(graph: &Graph, code: &dyn CodeBytes) -> Vec<(u64, u64)> {
+    // The furthest end of the blocks up to each one (blocks may overlap).
+    let furthest: Vec<u64> = graph
+        .blocks
+        .iter()
+        .scan(0u64, |m, &(_, e)| {
+            *m = (*m).max(e);
+            Some(*m)
+        })
+        .collect();
+    let mut spans = Vec::new();
+    for &end in &graph.closed_ends {
+        // No block may hold `end`, and the padding stops at the next block.
+        let before = graph.blocks.partition_point(|b| b.0 <= end);
+        if before > 0 && furthest[before - 1] > end {
+            continue;
+        }
+        let next = graph.blocks.get(before).map_or(u64::MAX, |b| b.0);
+        let mut at = end;
+        while at < next {
+            let Some(instr) = decode_one(code, at) else {
+                break;
+            };
+            let padding = matches!(instr.mnemonic(), Mnemonic::Nop | Mnemonic::Int3);
+            if !padding || instr.next_ip() > next || graph.starts.contains(&at) {
+                break;
+            }
+            at = instr.next_ip();
+        }
+        if at > end {
+            spans.push((end, at));
+        }
+    }
+    spans.sort_unstable();
+    spans
+}
+
+/// Gives each trapped site whose block is at least 2 bytes a `jmp rel8` to a springboard:
+/// free padding or the tail of a jump first, else a nearby jump lengthened to 10 bytes (its
+/// block allowing) to make the room.
+fn place_springboards(
+    sites: &[Site],
+    plans: &mut [SitePatch],
+    graph: &Graph,
+    code: &dyn CodeBytes,
+) {
+    let mut spans = padding(graph, code);
+    for (site, plan) in sites.iter().zip(plans.iter()) {
+        if let SitePatch::Jump { bytes, .. } = *plan
+            && u64::from(bytes) > JUMP_BYTES
+        {
+            spans.push((site.address + JUMP_BYTES, site.address + u64::from(bytes)));
+        }
+    }
+    let mut room = Room::new(spans);
+    for i in 0..sites.len() {
+        if !matches!(plans[i], SitePatch::Trap { .. }) {
+            continue;
+        }
+        let address = sites[i].address;
+        let Some(&(end, false)) = graph.extent.get(&address) else {
+            continue;
+        };
+        let Ok((bytes, instructions)) = cover(graph, code, address, end, 2) else {
+            continue;
+        };
+        let (low, high) = short_reach(address);
+        let springboard = room
+            .take(low, high)
+            .or_else(|| lengthen_a_jump(sites, plans, graph, code, &mut room, low, high));
+        if let Some(springboard) = springboard {
+            plans[i] = SitePatch::ShortJump {
+                bytes,
+                instructions,
+                springboard,
+                flags_dead: flags_dead_from(code, address, end),
+            };
+        }
+    }
+}
+
+/// Lengthens the jump of a site whose free tail would start within `[low, high]` to cover 10
+/// bytes of its block, adds the tail to the room, and takes 5 bytes of it.
+fn lengthen_a_jump(
+    sites: &[Site],
+    plans: &mut [SitePatch],
+    graph: &Graph,
+    code: &dyn CodeBytes,
+    room: &mut Room,
+    low: u64,
+    high: u64,
+) -> Option<u64> {
+    let first = sites.partition_point(|s| s.address + JUMP_BYTES < low);
+    for j in first..sites.len() {
+        let address = sites[j].address;
+        if address + JUMP_BYTES > high {
+            break;
+        }
+        let SitePatch::Jump {
+            bytes, flags_dead, ..
+        } = plans[j]
+        else {
+            continue;
+        };
+        if u64::from(bytes) > JUMP_BYTES {
+            continue; // its tail is in the room already, and too short
+        }
+        let Some(&(end, false)) = graph.extent.get(&address) else {
+            continue;
+        };
+        if let Ok((longer, instructions)) = cover(graph, code, address, end, 2 * JUMP_BYTES) {
+            plans[j] = SitePatch::Jump {
+                bytes: longer,
+                instructions,
+                flags_dead,
+            };
+            room.add((address + JUMP_BYTES, address + u64::from(longer)));
+            if let Some(at) = room.take(low, high) {
+                return Some(at);
+            }
+        }
+    }
+    None
+}
+
+/// The whole instructions from `address` covering at least `at_least` bytes, all inside the
+/// block ending at `end`, none a branch target but the first, each movable: (bytes,
+/// instructions), or why not.
+fn cover(
+    graph: &Graph,
+    code: &dyn CodeBytes,
+    address: u64,
+    end: u64,
+    at_least: u64,
+) -> Result<(u32, u32), String> {
+    let mut covered = 0u64;
+    let mut instructions = 0;
+    while covered < at_least {
+        let next = address + covered;
+        if next >= end {
+            return Err(format!(
+                "its block is {} bytes, short of a jump",
+                end - address
+            ));
+        }
+        if covered > 0 && graph.starts.contains(&next) {
+            return Err(format!("a branch target {} bytes in", next - address));
+        }
+        let Some(instr) = decode_one(code, next) else {
+            return Err("an undecodable instruction under the jump".into());
+        };
+        if next + instr.len() as u64 > end {
+            return Err("an instruction under the jump runs past its block".into());
+        }
+        if let Err(why) = movable(&instr) {
+            return Err(format!("{why} under the jump"));
+        }
+        covered += instr.len() as u64;
+        instructions += 1;
+    }
+    Ok((covered as u32, instructions))
 }
 
 /// Every instruction start reachable from `pads` (code only the unwinder enters, which the
@@ -222,35 +483,62 @@ fn plan_one(graph: &Graph, code: &dyn CodeBytes, address: u64) -> SitePatch {
     if unsure && (first.len() as u64) < JUMP_BYTES {
         return trap("its function has an indirect jump with unknown targets".into());
     }
-    let mut covered = first.len() as u64;
-    let mut instructions = 1;
-    while covered < JUMP_BYTES {
-        let next = address + covered;
-        if next >= end {
-            return trap(format!(
-                "its block is {} bytes, short of a jump",
-                end - address
-            ));
-        }
-        if graph.starts.contains(&next) {
-            return trap(format!("a branch target {} bytes in", next - address));
-        }
-        let Some(instr) = decode_one(code, next) else {
-            return trap("an undecodable instruction under the jump".into());
+    match cover(graph, code, address, end, JUMP_BYTES) {
+        Ok((bytes, instructions)) => SitePatch::Jump {
+            bytes,
+            instructions,
+            flags_dead: flags_dead_from(code, address, end),
+        },
+        Err(why) => trap(why),
+    }
+}
+
+/// The six status flags (iced's `RflagsBits` OF, SF, ZF, AF, CF, PF).
+const STATUS_FLAGS: u32 = 0x3f;
+
+/// Whether the status flags are dead at `address`: along the block up to `end`, each is
+/// written before it is read, or a call or return comes first. Conservative: anything else
+/// (the block ends, a branch, an undecodable byte) counts as live.
+fn flags_dead_from(code: &dyn CodeBytes, address: u64, end: u64) -> bool {
+    let mut written = 0;
+    let mut at = address;
+    while at < end {
+        let Some(instr) = decode_one(code, at) else {
+            return false;
         };
-        if next + instr.len() as u64 > end {
-            return trap("an instruction under the jump runs past its block".into());
+        if instr.rflags_read() & STATUS_FLAGS & !written != 0 {
+            return false;
         }
-        if let Err(why) = movable(&instr) {
-            return trap(format!("{why} under the jump"));
+        written |= instr.rflags_modified() & STATUS_FLAGS;
+        if written == STATUS_FLAGS {
+            return true;
         }
-        covered += instr.len() as u64;
-        instructions += 1;
+        match instr.flow_control() {
+            FlowControl::Next => {}
+            FlowControl::Call | FlowControl::IndirectCall | FlowControl::Return => return true,
+            _ => return false,
+        }
+        at = instr.next_ip();
     }
-    SitePatch::Jump {
-        bytes: covered as u32,
-        instructions,
-    }
+    false
+}
+
+/// Whether any instruction of the program's blocks is VEX, EVEX or XOP encoded: then its sites
+/// may have live upper halves of vector registers, which the slow path must save.
+pub fn uses_vector_extensions(program: &Program, code: &dyn CodeBytes) -> bool {
+    program.functions.iter().flat_map(|f| &f.blocks).any(|b| {
+        let mut at = b.start;
+        while at < b.end {
+            let Some(instr) = decode_one(code, at) else {
+                return false;
+            };
+            if !matches!(instr.encoding(), iced_x86::EncodingKind::Legacy) {
+                return true;
+            }
+            at = instr.next_ip();
+        }
+        false
+    })
 }
 
 #[cfg(test)]
@@ -346,18 +634,21 @@ mod tests {
             &[site(0x1000), site(0x1007), site(0x100c)],
             &none(),
         );
+        // mov; add (writes every status flag): dead. The call: dead (nothing survives it).
         assert_eq!(
             plans[0],
             SitePatch::Jump {
                 bytes: 5,
-                instructions: 2
+                instructions: 2,
+                flags_dead: true,
             }
         );
         assert_eq!(
             plans[1],
             SitePatch::Jump {
                 bytes: 5,
-                instructions: 1
+                instructions: 1,
+                flags_dead: true,
             },
             "a call is emulated"
         );
@@ -446,11 +737,73 @@ mod tests {
             plans[0],
             SitePatch::Jump {
                 bytes: 7,
-                instructions: 2
+                instructions: 2,
+                flags_dead: true,
             }
         );
         assert_eq!(plans[1], SitePatch::Covered { by: 0 });
         assert!(matches!(plans[2], SitePatch::Skip { .. }));
+    }
+
+    #[test]
+    fn a_short_block_jumps_to_a_springboard_in_padding_or_a_lengthened_jump() {
+        // 0x1000: inc eax; jne 0x1000 (4 bytes, a loop) | 0x1004: ret | 0x1005: 7 bytes of nop
+        // padding | 0x100c: a long block (mov eax, 1 ×4 then ret).
+        let mut bytes = vec![0xff, 0xc0, 0x75, 0xfc, 0xc3];
+        bytes.extend([0x0f, 0x1f, 0x80, 0, 0, 0, 0]);
+        for _ in 0..4 {
+            bytes.extend([0xb8, 1, 0, 0, 0]);
+        }
+        bytes.push(0xc3);
+        let bytes = Bytes(0x1000, bytes);
+        let blocks = vec![
+            block(0x1000, 0x1004, 0x1002, Exit::Branch),
+            block(0x1004, 0x1005, 0x1004, Exit::Return),
+            block(0x100c, 0x1021, 0x1020, Exit::Return),
+        ];
+        let p = program(blocks.clone(), 0);
+        let sites = [site(0x1000), site(0x100c)];
+        let plans = plan_sites(&p, &bytes, &sites, &none());
+        assert_eq!(
+            plans[0],
+            SitePatch::ShortJump {
+                bytes: 2,
+                instructions: 1,
+                springboard: 0x1005,
+                flags_dead: false,
+            },
+            "inc leaves CF, which jne does not read, but the block ends: {plans:?}"
+        );
+        // Without the padding (a fall-through block there), the long block's jump grows.
+        let mut blocks = blocks;
+        blocks[1] = block(0x1004, 0x100c, 0x1004, Exit::FallThrough);
+        let p = program(blocks, 0);
+        let plans = plan_sites(&p, &bytes, &sites, &none());
+        assert!(
+            matches!(
+                plans[0],
+                SitePatch::ShortJump {
+                    springboard: 0x1011,
+                    ..
+                }
+            ),
+            "{plans:?}"
+        );
+        assert!(
+            matches!(plans[1], SitePatch::Jump { bytes: 10, .. }),
+            "{plans:?}"
+        );
+    }
+
+    #[test]
+    fn flags_read_before_written_are_live() {
+        // 0x1000: adc eax, 1 (reads CF) | 0x1003: inc eax (leaves CF); jb (reads CF).
+        let bytes = Bytes(0x1000, vec![0x83, 0xd0, 0x01, 0xff, 0xc0, 0x72, 0xf9]);
+        assert!(!flags_dead_from(&bytes, 0x1000, 0x1007));
+        assert!(!flags_dead_from(&bytes, 0x1003, 0x1007));
+        // add eax, 1 then jb: CF written first.
+        let bytes = Bytes(0x1000, vec![0x83, 0xc0, 0x01, 0x72, 0xfb]);
+        assert!(flags_dead_from(&bytes, 0x1000, 0x1005));
     }
 
     #[test]

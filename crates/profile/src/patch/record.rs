@@ -15,7 +15,7 @@ use super::handover::{
     FileIdentity, HANDOVER_VARIABLE, HANDOVER_VERSION, Handover, PlannedSite, ProcessResult,
 };
 use super::landing::landing_pads;
-use super::plan::{FileCode, SitePatch, decode_one, plan_sites};
+use super::plan::{FileCode, SitePatch, decode_one, plan_sites, uses_vector_extensions};
 use crate::exact::markers::{counted_blocks, direct_call_target, marker_sites};
 use crate::exact::{BlockCounts, ExactRun};
 use crate::{ObjectRef, ProfileError, TargetExit, resolve_command};
@@ -42,10 +42,17 @@ pub struct PatchOptions {
 pub struct PatchSummary {
     /// Sites patched with a jump to a trampoline.
     pub jump_sites: u64,
-    /// Sites patched with an `int3` (the fallback), and why no jump fitted, by reason.
+    /// Of those, sites in blocks too short for a 5-byte jump, patched with a 2-byte jump to a
+    /// springboard nearby.
+    #[serde(default)]
+    pub springboard_sites: u64,
+    /// Sites patched with an `int3` (the fallback).
     pub trap_sites: u64,
     /// Why sites got the fallback, with how many sites each.
     pub trap_reasons: BTreeMap<String, u64>,
+    /// The fallback sites, each with why no jump fitted.
+    #[serde(default)]
+    pub traps: Vec<SkippedSite>,
     /// Sites not instrumented, with the reason.
     pub skipped: Vec<SkippedSite>,
     /// Events met while a thread was already in the handler (a signal handler of the
@@ -59,7 +66,7 @@ pub struct PatchSummary {
     pub processes_without_result: u64,
 }
 
-/// A marker site left out.
+/// A marker site left out, or patched with the fallback, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SkippedSite {
     /// Index of the object in the run.
@@ -133,6 +140,7 @@ pub fn record_patch(
             .map(|(site, patch)| PlannedSite { site, patch })
             .collect(),
         counted_blocks: counted.len() as u32,
+        vector_extensions: uses_vector_extensions(&program, &code),
         results: results.clone(),
     };
     let handover_path = scratch.path().join("handover.json");
@@ -380,6 +388,9 @@ impl Gathered {
             .unwrap_or_default();
         for (i, planned) in handover.sites.iter().enumerate() {
             match &planned.patch {
+                SitePatch::ShortJump { .. } if !refused.contains(&(i as u32)) => {
+                    summary.springboard_sites += 1;
+                }
                 SitePatch::Skip { reason } => summary.skipped.push(SkippedSite {
                     object: 0,
                     address: planned.site.address,
@@ -387,6 +398,11 @@ impl Gathered {
                 }),
                 SitePatch::Trap { why } if !refused.contains(&(i as u32)) => {
                     *summary.trap_reasons.entry(why.clone()).or_default() += 1;
+                    summary.traps.push(SkippedSite {
+                        object: 0,
+                        address: planned.site.address,
+                        reason: why.clone(),
+                    });
                 }
                 _ => {}
             }

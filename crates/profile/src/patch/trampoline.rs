@@ -74,6 +74,11 @@ pub enum StateSave {
     },
     /// `fxsave` / `fxrstor` (x87 and SSE only; for CPUs without XSAVE).
     Legacy,
+    /// `xmm0`-`xmm15` only: for programs with no VEX or EVEX instruction, whose sites never
+    /// have live upper halves of vector registers (the C library's vector routines, which the
+    /// handler may call, clear those with `vzeroupper` before they return), and which keep no
+    /// x87 state the handler could touch (it never does).
+    Sse,
 }
 
 /// One step of a trampoline.
@@ -89,6 +94,9 @@ pub enum Step {
         repeats: bool,
         /// The site has events for the handler (not only a block counter).
         handled: bool,
+        /// No instruction reads the status flags before writing them all, from the site on:
+        /// the fast paths may use instructions that change them.
+        flags_dead: bool,
     },
     /// One of the program's instructions, relocated.
     Copy(Instruction),
@@ -213,11 +221,24 @@ fn thread_word(offset: i32) -> MemoryOperand {
 /// The shared slow path, entered by `call` from a trampoline with the stack holding, from
 /// `rsp` up: the return address, the site word, the saved `rcx`, then the 128 bytes skipped
 /// for the red zone, then the program's stack.
+/// The two slow paths: one restores every flag, the other (for sites where the status flags
+/// are dead) only the direction flag, sparing the costly `popfq`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlowPaths {
+    /// Restores the flags.
+    pub flags: u64,
+    /// Leaves the status flags changed.
+    pub no_flags: u64,
+}
+
+/// The shared slow path (`keep_flags`: restore all flags with `popfq`, else only the
+/// direction flag, for sites whose status flags are dead).
 pub fn slow_path(
     at: u64,
     handler: u64,
     words: &ThreadWords,
     save: StateSave,
+    keep_flags: bool,
 ) -> Result<Vec<u8>, String> {
     use Register::*;
     const SAVED: [Register; 9] = [RAX, RDX, RSI, RDI, R8, R9, R10, R11, RBX];
@@ -234,6 +255,7 @@ pub fn slow_path(
     let area_bytes = match save {
         StateSave::Compacted { bytes, .. } | StateSave::Standard { bytes, .. } => bytes,
         StateSave::Legacy => 512,
+        StateSave::Sse => 256,
     };
     a.add(Instruction::with2(
         Code::Sub_rm64_imm32,
@@ -251,6 +273,9 @@ pub fn slow_path(
         MemoryOperand::with_base_displ(RBX, saved_bytes + 8),
     ))?;
     a.lea(RSI, RBX, saved_bytes + 8 + 8 + 8 + RED_ZONE_BYTES)?;
+    // The thread's words: the thread pointer (at fs:0) plus their offset.
+    a.load_thread_word(RDX, 0)?;
+    a.lea(RDX, RDX, i64::from(words.hot))?;
     a.add(Instruction::with2(Code::Mov_r64_imm64, RAX, handler))?;
     a.add(Instruction::with1(Code::Call_rm64, RAX))?;
     save_state(&mut a, save, false)?;
@@ -260,12 +285,26 @@ pub fn slow_path(
     for r in SAVED.iter().rev() {
         a.pop(*r)?;
     }
-    a.add(Ok(Instruction::with(Code::Popfq)))?;
+    if keep_flags {
+        a.add(Ok(Instruction::with(Code::Popfq)))?;
+    } else {
+        // DF is bit 10 of the saved flags: set it again if it was (the handler needs it clear).
+        let clear = a.label();
+        a.add(Instruction::with2(
+            Code::Test_rm8_imm8,
+            MemoryOperand::with_base_displ(RSP, 1),
+            4u32,
+        ))?;
+        a.add(Instruction::with_branch(Code::Je_rel32_64, clear))?;
+        a.add(Ok(Instruction::with(Code::Std)))?;
+        a.bind(clear);
+        a.lea(RSP, RSP, 8)?;
+    }
     a.add(Ok(Instruction::with(Code::Retnq)))?;
     a.encode(at)
 }
 
-/// `xsavec`/`xsave`/`fxsave` into `[rsp]` (`store`), or the matching restore.
+/// `xsavec`/`xsave`/`fxsave`/`movaps` into `[rsp]` (`store`), or the matching restore.
 fn save_state(a: &mut Asm, save: StateSave, store: bool) -> Result<(), String> {
     use Register::*;
     let area = MemoryOperand::with_base(RSP);
@@ -280,6 +319,18 @@ fn save_state(a: &mut Asm, save: StateSave, store: bool) -> Result<(), String> {
         }
         (StateSave::Legacy, false) => {
             return a.add(Instruction::with1(Code::Fxrstor64_m512byte, area));
+        }
+        (StateSave::Sse, _) => {
+            for i in 0..16u32 {
+                let xmm = XMM0 + i;
+                let slot = MemoryOperand::with_base_displ(RSP, i64::from(i) * 16);
+                a.add(if store {
+                    Instruction::with2(Code::Movaps_xmmm128_xmm, slot, xmm)
+                } else {
+                    Instruction::with2(Code::Movaps_xmm_xmmm128, xmm, slot)
+                })?;
+            }
+            return Ok(());
         }
     };
     if store {
@@ -308,7 +359,7 @@ pub fn trampoline(
     at: u64,
     steps: &[Step],
     resume: Option<u64>,
-    slow: u64,
+    slow: SlowPaths,
     words: &ThreadWords,
 ) -> Result<Vec<u8>, String> {
     let mut a = Asm::new();
@@ -319,7 +370,20 @@ pub fn trampoline(
                 counter,
                 repeats,
                 handled,
-            } => event(&mut a, *site, *counter, *repeats, *handled, slow, words)?,
+                flags_dead,
+            } => {
+                let kind = EventKind {
+                    site: *site,
+                    counter: *counter,
+                    repeats: *repeats,
+                    handled: *handled,
+                };
+                if *flags_dead {
+                    event_flags_dead(&mut a, &kind, slow.no_flags, words)?
+                } else {
+                    event(&mut a, &kind, slow.flags, words)?
+                }
+            }
             Step::Copy(instr) => copy(&mut a, instr)?,
         }
     }
@@ -329,21 +393,37 @@ pub fn trampoline(
     a.encode(at)
 }
 
-fn event(
-    a: &mut Asm,
+/// What one site's event part must do.
+#[derive(Clone, Copy)]
+struct EventKind {
     site: u32,
     counter: Option<u32>,
     repeats: bool,
     handled: bool,
-    slow: u64,
-    words: &ThreadWords,
-) -> Result<(), String> {
-    use Register::*;
-    if site > MAX_SITE_ID || counter.is_some_and(|c| c > (i32::MAX as u32) / 8) {
-        return Err(format!(
-            "site {site} or its counter is beyond the trampoline's range"
-        ));
+}
+
+impl EventKind {
+    fn check(&self) -> Result<(), String> {
+        if self.site > MAX_SITE_ID || self.counter.is_some_and(|c| c > (i32::MAX as u32) / 8) {
+            return Err(format!(
+                "site {} or its counter is beyond the trampoline's range",
+                self.site
+            ));
+        }
+        Ok(())
     }
+}
+
+/// The event part with no instruction that changes the flags before the slow path saves them.
+fn event(a: &mut Asm, kind: &EventKind, slow: u64, words: &ThreadWords) -> Result<(), String> {
+    use Register::*;
+    kind.check()?;
+    let EventKind {
+        site,
+        counter,
+        repeats,
+        handled,
+    } = *kind;
     let done = a.label();
     let uncounted = a.label();
     a.lea(RSP, RSP, -RED_ZONE_BYTES)?;
@@ -391,6 +471,63 @@ fn slow_call(a: &mut Asm, word: u32, slow: u64) -> Result<(), String> {
     a.add(Instruction::with1(Code::Pushq_imm32, word as i32))?;
     a.add(Instruction::with_branch(Code::Call_rel32_64, slow))?;
     a.lea(Register::RSP, Register::RSP, 8)
+}
+
+/// The event part where the flags are dead: `cmp`, `test`, `inc` allowed, and no register or
+/// stack is needed to count a repeat.
+fn event_flags_dead(
+    a: &mut Asm,
+    kind: &EventKind,
+    slow: u64,
+    words: &ThreadWords,
+) -> Result<(), String> {
+    use Register::*;
+    kind.check()?;
+    let done = a.label();
+    if let Some(c) = kind.counter {
+        let counted = a.label();
+        a.lea(RSP, RSP, -RED_ZONE_BYTES)?;
+        a.push(RCX)?;
+        a.load_thread_word(RCX, words.counters)?;
+        a.add(Instruction::with2(Code::Test_rm64_r64, RCX, RCX))?;
+        a.add(Instruction::with_branch(Code::Jne_rel32_64, counted))?;
+        // No counters yet: the slow path counts the block and handles the events.
+        slow_call(a, kind.site | UNCOUNTED_FLAG, slow)?;
+        a.pop(RCX)?;
+        a.lea(RSP, RSP, RED_ZONE_BYTES)?;
+        a.jump(done)?;
+        a.bind(counted);
+        a.add(Instruction::with1(
+            Code::Inc_rm64,
+            MemoryOperand::with_base_displ(RCX, i64::from(c) * 8),
+        ))?;
+        a.pop(RCX)?;
+        a.lea(RSP, RSP, RED_ZONE_BYTES)?;
+    }
+    if kind.handled {
+        let call = a.label();
+        if kind.repeats {
+            a.add(Instruction::with2(
+                Code::Cmp_rm64_imm32,
+                thread_word(words.hot),
+                kind.site as i32,
+            ))?;
+            a.add(Instruction::with_branch(Code::Jne_rel32_64, call))?;
+            a.add(Instruction::with1(
+                Code::Inc_rm64,
+                thread_word(words.pending),
+            ))?;
+            a.jump(done)?;
+        }
+        a.bind(call);
+        a.lea(RSP, RSP, -RED_ZONE_BYTES)?;
+        a.push(RCX)?;
+        slow_call(a, kind.site, slow)?;
+        a.pop(RCX)?;
+        a.lea(RSP, RSP, RED_ZONE_BYTES)?;
+    }
+    a.bind(done);
+    Ok(())
 }
 
 /// One displaced instruction: calls emulated (the original return address pushed), the rest
@@ -489,11 +626,17 @@ pub fn main_return(
     at: u64,
     site: u32,
     slot: u64,
-    slow: u64,
+    slow: SlowPaths,
     words: &ThreadWords,
 ) -> Result<Vec<u8>, String> {
     let mut a = Asm::new();
-    event(&mut a, site, None, false, true, slow, words)?;
+    let kind = EventKind {
+        site,
+        counter: None,
+        repeats: false,
+        handled: true,
+    };
+    event(&mut a, &kind, slow.flags, words)?;
     a.add(Instruction::with1(
         Code::Jmp_rm64,
         MemoryOperand::new(
@@ -522,6 +665,11 @@ mod tests {
         exit_tsc: -0xe0,
     };
 
+    const SLOW: SlowPaths = SlowPaths {
+        flags: 0x1000_8000,
+        no_flags: 0x1000_9000,
+    };
+
     fn decode(at: u64, bytes: &[u8]) -> Vec<Instruction> {
         Decoder::with_ip(64, bytes, at, DecoderOptions::NONE)
             .into_iter()
@@ -539,8 +687,9 @@ mod tests {
             counter: Some(3),
             repeats: true,
             handled: true,
+            flags_dead: false,
         }];
-        let code = trampoline(0x1000_0000, &steps, Some(0x2000_0005), 0x1000_8000, &WORDS).unwrap();
+        let code = trampoline(0x1000_0000, &steps, Some(0x2000_0005), SLOW, &WORDS).unwrap();
         let instrs = decode(0x1000_0000, &code);
         let text: Vec<Mnemonic> = instrs.iter().map(|i| i.mnemonic()).collect();
         assert_eq!(&text[..2], &[Mnemonic::Lea, Mnemonic::Push]);
@@ -581,7 +730,7 @@ mod tests {
             .filter(|i| i.mnemonic() == Mnemonic::Call)
             .map(|i| i.near_branch_target())
             .collect();
-        assert_eq!(calls, vec![0x1000_8000; 2]);
+        assert_eq!(calls, vec![SLOW.flags; 2]);
         let last = instrs.last().unwrap();
         assert_eq!(
             (last.mnemonic(), last.near_branch_target()),
@@ -590,11 +739,35 @@ mod tests {
     }
 
     #[test]
+    fn with_dead_flags_a_repeat_is_a_compare_and_an_increment() {
+        let steps = [Step::Event {
+            site: 9,
+            counter: None,
+            repeats: true,
+            handled: true,
+            flags_dead: true,
+        }];
+        let code = trampoline(0x1000_0000, &steps, Some(0x2000_0005), SLOW, &WORDS).unwrap();
+        let instrs = decode(0x1000_0000, &code);
+        let m: Vec<Mnemonic> = instrs.iter().map(|i| i.mnemonic()).collect();
+        assert_eq!(&m[..3], &[Mnemonic::Cmp, Mnemonic::Jne, Mnemonic::Inc]);
+        assert_eq!(instrs[0].memory_displacement64() as i64, -0x100);
+        assert_eq!(instrs[0].immediate32(), 9);
+        assert_eq!(instrs[2].memory_displacement64() as i64, -0xf8);
+        // The slow call below keeps the red zone and rcx as the other form does.
+        let push = instrs
+            .iter()
+            .position(|i| i.code() == Code::Pushq_imm32)
+            .unwrap();
+        assert_eq!(m[push - 2..push], [Mnemonic::Lea, Mnemonic::Push]);
+    }
+
+    #[test]
     fn a_displaced_call_pushes_the_original_return_address() {
         // call +0x100 at 0x40_1000 (5 bytes): returns to 0x40_1005, calls 0x40_1105.
         let call = one(0x40_1000, &[0xe8, 0x00, 0x01, 0x00, 0x00]);
         let at = 0x3000_0000;
-        let code = trampoline(at, &[Step::Copy(call)], None, at + 0x1000, &WORDS).unwrap();
+        let code = trampoline(at, &[Step::Copy(call)], None, SLOW, &WORDS).unwrap();
         let instrs = decode(at, &code);
         let lea = instrs
             .iter()
@@ -614,7 +787,7 @@ mod tests {
         let through_rsp = one(0x1000, &[0xff, 0x54, 0x24, 0x08]); // call [rsp+8]
         assert!(movable(&through_rsp).is_err());
         let through_rax = one(0x1000, &[0xff, 0xd0]); // call rax
-        let code = trampoline(0x9000, &[Step::Copy(through_rax)], None, 0, &WORDS).unwrap();
+        let code = trampoline(0x9000, &[Step::Copy(through_rax)], None, SLOW, &WORDS).unwrap();
         let last = *decode(0x9000, &code).last().unwrap();
         assert_eq!(
             (last.mnemonic(), last.op0_register()),
@@ -629,7 +802,7 @@ mod tests {
             mask: 0x7,
             bytes: 832,
         };
-        let code = slow_path(0x5000_0000, 0x7fff_1234_5678, &WORDS, save).unwrap();
+        let code = slow_path(0x5000_0000, 0x7fff_1234_5678, &WORDS, save, true).unwrap();
         let instrs = decode(0x5000_0000, &code);
         let m: Vec<Mnemonic> = instrs.iter().map(|i| i.mnemonic()).collect();
         let position = |x| m.iter().position(|&y| y == x).unwrap();
@@ -657,8 +830,32 @@ mod tests {
     }
 
     #[test]
+    fn without_vector_instructions_the_slow_path_saves_the_sixteen_xmm_registers() {
+        let code = slow_path(0x5000_0000, 0x7fff_1234_5678, &WORDS, StateSave::Sse, false).unwrap();
+        let instrs = decode(0x5000_0000, &code);
+        let stores = instrs
+            .iter()
+            .filter(|i| i.code() == Code::Movaps_xmmm128_xmm)
+            .count();
+        let loads = instrs
+            .iter()
+            .filter(|i| i.code() == Code::Movaps_xmm_xmmm128)
+            .count();
+        assert_eq!((stores, loads), (16, 16));
+        assert!(!instrs.iter().any(|i| i.mnemonic() == Mnemonic::Xsavec64));
+        assert!(
+            !instrs.iter().any(|i| i.mnemonic() == Mnemonic::Popfq),
+            "flags left as they are"
+        );
+        assert!(
+            instrs.iter().any(|i| i.mnemonic() == Mnemonic::Std),
+            "but DF restored"
+        );
+    }
+
+    #[test]
     fn main_returns_through_the_kept_address() {
-        let code = main_return(0x6000_0000, 9, 0x6000_1000, 0x6000_0800, &WORDS).unwrap();
+        let code = main_return(0x6000_0000, 9, 0x6000_1000, SLOW, &WORDS).unwrap();
         let last = *decode(0x6000_0000, &code).last().unwrap();
         assert_eq!(last.mnemonic(), Mnemonic::Jmp);
         assert_eq!(last.ip_rel_memory_address(), 0x6000_1000);

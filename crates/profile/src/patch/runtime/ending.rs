@@ -40,6 +40,57 @@ const FATAL_SIGNALS: [libc::c_int; 13] = [
     libc::SIGUSR2,
 ];
 
+/// The handler starts work on its thread's slot: `false` when the process's result is being
+/// written (then the slot is left alone).
+///
+/// The handshake with [`write_result`] is asymmetric: here a plain store and a compiler
+/// barrier (a fence per event would cost more than the rest of the handler), there a
+/// `membarrier` system call, which makes every thread of the process pass a full barrier: after
+/// it, either this thread's `busy` is visible to the writer or this thread sees `ENDING`.
+pub(super) fn enter(slot: &Slot) -> bool {
+    slot.busy.store(true, Ordering::Relaxed);
+    std::sync::atomic::compiler_fence(Ordering::SeqCst);
+    if ENDING.load(Ordering::Relaxed) {
+        slot.busy.store(false, Ordering::Release);
+        return false;
+    }
+    true
+}
+
+/// The handler is done with its thread's slot.
+pub(super) fn leave(slot: &Slot) {
+    std::sync::atomic::compiler_fence(Ordering::SeqCst);
+    slot.busy.store(false, Ordering::Release);
+}
+
+/// Makes every thread of the process pass a full memory barrier (see [`enter`]); without the
+/// system call (kernels before 4.14), waits long enough for any handler running to finish.
+fn barrier_on_every_thread() {
+    const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
+    const MEMBARRIER_CMD_GLOBAL: libc::c_long = 1;
+    // SAFETY: membarrier takes two integers and touches no memory of ours.
+    let done = unsafe {
+        libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) == 0
+            || libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0) == 0
+    };
+    if !done {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Registers the process for the expedited `membarrier` (done once, at start).
+pub(super) fn register_barrier() {
+    const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
+    // SAFETY: as above.
+    unsafe {
+        libc::syscall(
+            libc::SYS_membarrier,
+            MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
+            0,
+        );
+    }
+}
+
 /// A new slot for this thread, listed for the end of the process.
 pub(super) fn new_slot(rt: &Runtime, f: &mut Fast, entry: u64) -> *mut Slot {
     // SAFETY: getpid and gettid have no preconditions.
@@ -74,6 +125,7 @@ fn words_are_here(rt: &Runtime) -> bool {
 
 /// Installs the process-wide hooks: the thread-end key, `fork` handlers and fatal signals.
 pub(super) fn arm_process_hooks() {
+    register_barrier();
     let mut key: libc::pthread_key_t = 0;
     // SAFETY: `thread_ended` matches the destructor signature and copes with any value set.
     if unsafe { libc::pthread_key_create(&mut key, Some(thread_ended)) } == 0 {
@@ -289,6 +341,7 @@ fn write_result(ending: Ending, skip_current: bool) {
         return;
     }
     ENDING.store(true, Ordering::SeqCst);
+    barrier_on_every_thread();
     let me = fast();
     let mut out = ResultWriter::create(&rt.results);
     let slots = SLOTS.lock_within(PATIENCE);

@@ -9,7 +9,9 @@ use iced_x86::{Decoder, DecoderOptions, Instruction};
 
 use super::super::handover::{FileIdentity, Handover, Refusal};
 use super::super::plan::{JUMP_BYTES, SitePatch};
-use super::super::trampoline::{self, MAX_SITE_ID, StateSave, Step, ThreadWords, falls_through};
+use super::super::trampoline::{
+    self, MAX_SITE_ID, SlowPaths, StateSave, Step, ThreadWords, falls_through,
+};
 use super::threads::{thread_words, words_offset};
 use super::{Runtime, RuntimeSite, TrapSite};
 
@@ -34,13 +36,20 @@ pub(super) fn install(handover: &Handover) -> Result<Option<Runtime>, String> {
     let image = loaded_image().ok_or("the executable is not among the loaded objects")?;
     let words = thread_words(words_offset())
         .ok_or("the runtime's thread-local words are out of the trampolines' reach")?;
-    let save = state_save();
+    let save = if handover.vector_extensions {
+        state_save()
+    } else {
+        StateSave::Sse
+    };
     let plans = decode_plans(handover, image.bias);
     let area_bytes = area_bytes(&plans);
     let area = map_area(&image, area_bytes)?;
     let mut patcher = Patcher::new(area, area_bytes, words);
-    let slow = patcher
-        .place(|at| trampoline::slow_path(at, super::on_event as *const () as u64, &words, save))?;
+    let handler = super::on_event as *const () as u64;
+    let slow = SlowPaths {
+        flags: patcher.place(|at| trampoline::slow_path(at, handler, &words, save, true))?,
+        no_flags: patcher.place(|at| trampoline::slow_path(at, handler, &words, save, false))?,
+    };
     let main_return_site = handover.sites.len() as u32;
     let slot = area + area_bytes - PAGE;
     let main_return_stub =
@@ -61,6 +70,8 @@ pub(super) fn install(handover: &Handover) -> Result<Option<Runtime>, String> {
         words,
     };
     let mut writes: Vec<(u64, Vec<u8>)> = Vec::new();
+    // Written last: a springboard may lie in the bytes another site's jump covers.
+    let mut springboards: Vec<(u64, Vec<u8>)> = Vec::new();
     for (id, planned) in handover.sites.iter().enumerate() {
         let address = planned.site.address.wrapping_add(image.bias);
         if Some(planned.site.address) == handover.main_entry {
@@ -68,7 +79,7 @@ pub(super) fn install(handover: &Handover) -> Result<Option<Runtime>, String> {
         }
         let plt = plans[id].plt;
         let repeats = match (&planned.patch, &planned.site.block) {
-            (SitePatch::Jump { .. }, Some(b))
+            (SitePatch::Jump { .. } | SitePatch::ShortJump { .. }, Some(b))
                 if b.header_of.is_some()
                     && b.chain.last() == b.header_of.as_ref()
                     && !planned.site.return_site
@@ -97,14 +108,43 @@ pub(super) fn install(handover: &Handover) -> Result<Option<Runtime>, String> {
     for (id, planned) in handover.sites.iter().enumerate() {
         let address = runtime.sites[id].address;
         let outcome = match (&planned.patch, &plans[id].instructions) {
-            (SitePatch::Jump { .. }, Ok(instrs)) => {
-                jump_site(&mut patcher, &runtime, &covered, id as u32, instrs, slow).map(
-                    |code_at| {
-                        runtime.jump_sites += 1 + covered_by.get(&(id as u32)).unwrap_or(&0);
-                        writes.push((address, jump_bytes(address, code_at, instrs)));
-                    },
-                )
-            }
+            (SitePatch::Jump { flags_dead, .. }, Ok(instrs)) => jump_site(
+                &mut patcher,
+                &runtime,
+                &covered,
+                id as u32,
+                instrs,
+                *flags_dead,
+                slow,
+            )
+            .map(|code_at| {
+                runtime.jump_sites += 1 + covered_by.get(&(id as u32)).unwrap_or(&0);
+                writes.push((address, jump_bytes(address, code_at, instrs)));
+            }),
+            (
+                SitePatch::ShortJump {
+                    flags_dead,
+                    springboard,
+                    ..
+                },
+                Ok(instrs),
+            ) => jump_site(
+                &mut patcher,
+                &runtime,
+                &covered,
+                id as u32,
+                instrs,
+                *flags_dead,
+                slow,
+            )
+            .and_then(|code_at| {
+                let board = springboard.wrapping_add(image.bias);
+                let (short, board_bytes) = short_jump_bytes(address, board, code_at, instrs)?;
+                runtime.jump_sites += 1;
+                writes.push((address, short));
+                springboards.push((board, board_bytes));
+                Ok(())
+            }),
             (SitePatch::Trap { .. }, Ok(instrs)) => {
                 let first = instrs[0];
                 patcher
@@ -124,7 +164,10 @@ pub(super) fn install(handover: &Handover) -> Result<Option<Runtime>, String> {
                         writes.push((address, vec![0xcc]));
                     })
             }
-            (SitePatch::Jump { .. } | SitePatch::Trap { .. }, Err(why)) => Err(why.clone()),
+            (
+                SitePatch::Jump { .. } | SitePatch::ShortJump { .. } | SitePatch::Trap { .. },
+                Err(why),
+            ) => Err(why.clone()),
             (SitePatch::Covered { .. } | SitePatch::Skip { .. }, _) => Ok(()),
         };
         if let Err(reason) = outcome {
@@ -146,6 +189,7 @@ pub(super) fn install(handover: &Handover) -> Result<Option<Runtime>, String> {
         }
     }
     patcher.seal()?;
+    writes.extend(springboards);
     write_code(&writes)?;
     Ok(Some(runtime))
 }
@@ -163,7 +207,8 @@ fn decode_plans(handover: &Handover, bias: u64) -> Vec<Decoded> {
         .map(|planned| {
             let address = planned.site.address.wrapping_add(bias);
             let count = match planned.patch {
-                SitePatch::Jump { instructions, .. } => instructions as usize,
+                SitePatch::Jump { instructions, .. }
+                | SitePatch::ShortJump { instructions, .. } => instructions as usize,
                 SitePatch::Trap { .. } => 1,
                 _ => usize::from(planned.site.plt_call),
             };
@@ -175,7 +220,7 @@ fn decode_plans(handover: &Handover, bias: u64) -> Vec<Decoded> {
                 _ => None,
             };
             let instructions = instructions.and_then(|i| match planned.patch {
-                SitePatch::Jump { bytes, .. }
+                SitePatch::Jump { bytes, .. } | SitePatch::ShortJump { bytes, .. }
                     if i.iter().map(|x| x.len() as u64).sum::<u64>() != u64::from(bytes) =>
                 {
                     Err("the code in memory differs from the file".into())
@@ -235,23 +280,26 @@ fn jump_site(
     covered: &HashMap<u64, u32>,
     id: u32,
     instrs: &[Instruction],
-    slow: u64,
+    flags_dead: bool,
+    slow: SlowPaths,
 ) -> Result<u64, String> {
-    let event = |i: u32| {
+    let event = |i: u32, flags_dead: bool| {
         let site = &runtime.sites[i as usize];
         Step::Event {
             site: i,
             counter: site.site.counted_block,
             repeats: site.repeats.is_some(),
             handled: site.handled(),
+            flags_dead,
         }
     };
-    let mut steps = vec![event(id)];
+    let mut steps = vec![event(id, flags_dead)];
     for (k, instr) in instrs.iter().enumerate() {
         if k > 0
             && let Some(&c) = covered.get(&instr.ip())
         {
-            steps.push(event(c));
+            // A covered site is a call, after which no flag survives.
+            steps.push(event(c, true));
         }
         steps.push(Step::Copy(*instr));
     }
@@ -269,6 +317,25 @@ fn jump_bytes(address: u64, code_at: u64, instrs: &[Instruction]) -> Vec<u8> {
     bytes.extend(rel.to_le_bytes());
     bytes.resize(covered as usize, 0xcc);
     bytes
+}
+
+/// `jmp rel8` to the springboard over the displaced instructions (the rest `int3`), and the
+/// springboard's `jmp rel32` to the trampoline.
+fn short_jump_bytes(
+    address: u64,
+    board: u64,
+    code_at: u64,
+    instrs: &[Instruction],
+) -> Result<(Vec<u8>, Vec<u8>), String> {
+    let covered: u64 = instrs.iter().map(|i| i.len() as u64).sum();
+    let rel8 = i8::try_from(board.wrapping_sub(address + 2) as i64)
+        .map_err(|_| "its springboard is out of a short jump's reach".to_owned())?;
+    let mut short = vec![0xeb, rel8 as u8];
+    short.resize(covered as usize, 0xcc);
+    let rel32 = code_at.wrapping_sub(board + JUMP_BYTES) as i64 as i32;
+    let mut board_bytes = vec![0xe9];
+    board_bytes.extend(rel32.to_le_bytes());
+    Ok((short, board_bytes))
 }
 
 /// Trampoline space needed by the planned sites, plus the two stubs and the data page.
@@ -605,7 +672,7 @@ mod tests {
                 assert_eq!(mask & 3, 3);
                 assert!(bytes >= 576);
             }
-            StateSave::Legacy => {}
+            StateSave::Legacy | StateSave::Sse => {}
         }
     }
 }

@@ -148,11 +148,13 @@ pub fn start(handover: &std::ffi::OsStr) {
 }
 
 /// The handler the slow path calls: `word` is the site id (with `UNCOUNTED_FLAG` when the
-/// trampoline could not count the block), `stack_pointer` the program's at the site.
-pub extern "C" fn on_event(word: u32, stack_pointer: u64) {
+/// trampoline could not count the block), `stack_pointer` the program's at the site, `words`
+/// this thread's words (found by the slow path through the thread pointer, which is cheaper
+/// than the runtime's own thread-local access from a shared library).
+extern "C" fn on_event(word: u32, stack_pointer: u64, words: *mut Fast) {
     // SAFETY: this thread's own words, touched only by this thread (and read, racily but
     // harmlessly, by a thread writing the process's result).
-    let f = unsafe { &mut *fast() };
+    let f = unsafe { &mut *words };
     if f.in_handler != 0 {
         f.dropped += 1;
         return;
@@ -200,9 +202,7 @@ fn handle(f: &mut Fast, word: u32, stack_pointer: u64, entry: u64) {
     // SAFETY: the slot belongs to this thread; `busy` keeps a thread writing the result away
     // from it until this returns.
     let slot = unsafe { &mut *slot };
-    slot.busy.store(true, Ordering::SeqCst);
-    if ENDING.load(Ordering::SeqCst) {
-        slot.busy.store(false, Ordering::SeqCst);
+    if !ending::enter(slot) {
         return;
     }
     if word & UNCOUNTED_FLAG != 0
@@ -228,7 +228,7 @@ fn handle(f: &mut Fast, word: u32, stack_pointer: u64, entry: u64) {
             };
         }
     }
-    slot.busy.store(false, Ordering::Release);
+    ending::leave(slot);
 }
 
 /// The events one site stands for, in the order control meets them (as the ptrace back-end's
@@ -274,8 +274,7 @@ fn main_returned(rt: &Runtime, f: &mut Fast, stack_pointer: u64, entry: u64) {
     }
     // SAFETY: this thread's slot, as in `handle`.
     let slot = unsafe { &mut *f.slot };
-    slot.busy.store(true, Ordering::SeqCst);
-    if !ENDING.load(Ordering::SeqCst) {
+    if ending::enter(slot) {
         slot.close_previous_call(f.exit_tsc);
         slot.last_entry = entry;
         if let Some(state) = slot.state.as_mut() {
@@ -285,10 +284,10 @@ fn main_returned(rt: &Runtime, f: &mut Fast, stack_pointer: u64, entry: u64) {
             let return_address = unsafe { rt.main_return_slot.read() };
             state.returned_to(return_address, stack_pointer);
         }
+        ending::leave(slot);
     }
     f.hot = u64::MAX;
     f.counters = std::ptr::null_mut();
-    slot.busy.store(false, Ordering::Release);
 }
 
 /// This thread's slot, made at its first event.
