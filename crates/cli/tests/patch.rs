@@ -1,0 +1,213 @@
+//! `record --backend patch` end to end: the report of a patch recording next to a ptrace one,
+//! `mix` on block counts, an interrupted recording, bad flag combinations.
+
+mod common;
+
+use std::io::BufRead;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use common::{assert_bad_input, compile_profile_fixture, loopscope, repo_root, stdout};
+use serde_json::Value;
+
+fn record(args: &[&str], binary: &Path, target_args: &[&str], profile: &Path) {
+    let mut all: Vec<String> = vec!["record".into(), "-q".into(), "-o".into()];
+    all.push(profile.display().to_string());
+    all.extend(args.iter().map(|s| s.to_string()));
+    all.push("--".into());
+    all.push(binary.display().to_string());
+    all.extend(target_args.iter().map(|s| s.to_string()));
+    let out = loopscope(&all);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn json(args: &[&str]) -> Value {
+    let out = loopscope(args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&stdout(&out)).unwrap()
+}
+
+/// Every loop and function node as (path of names, entries, iterations).
+fn counts(node: &Value, path: &str, out: &mut Vec<(String, u64, u64)>) {
+    let here = format!("{path}/{}", node["name"].as_str().unwrap_or("?"));
+    out.push((
+        here.clone(),
+        node["entries"].as_u64().unwrap_or(0),
+        node["iterations"].as_u64().unwrap_or(0),
+    ));
+    for c in node["children"].as_array().into_iter().flatten() {
+        counts(c, &here, out);
+    }
+}
+
+fn ptrace_allowed() -> bool {
+    let scope = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope").unwrap_or_default();
+    if scope.trim() == "3" {
+        eprintln!("skipped: ptrace disabled (kernel.yama.ptrace_scope = 3)");
+        return false;
+    }
+    true
+}
+
+#[test]
+fn a_patch_report_has_the_ptrace_reports_counts() {
+    if !ptrace_allowed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(binary) = compile_profile_fixture("nest.c", dir.path(), &[]) else {
+        return;
+    };
+    let patched = dir.path().join("patch.profile");
+    let traced = dir.path().join("ptrace.profile");
+    record(&["--backend", "patch"], &binary, &["30"], &patched);
+    record(
+        &["--backend", "ptrace", "--no-calibrate"],
+        &binary,
+        &["30"],
+        &traced,
+    );
+    let a = json(&["report", &patched.display().to_string(), "--json", "--all"]);
+    let b = json(&["report", &traced.display().to_string(), "--json", "--all"]);
+    assert_eq!(a["backend"], "patch");
+    let (mut ca, mut cb) = (Vec::new(), Vec::new());
+    counts(&a["tree"], "", &mut ca);
+    counts(&b["tree"], "", &mut cb);
+    ca.sort();
+    cb.sort();
+    assert_eq!(ca, cb);
+    assert!(
+        ca.iter()
+            .any(|(_, entries, iterations)| (*entries, *iterations) == (30, 465))
+    );
+    let text = stdout(&loopscope(["report", &patched.display().to_string()]));
+    assert!(text.contains("patch back-end"), "{text}");
+}
+
+#[test]
+fn mix_on_patched_block_counts_is_exact_and_equals_ptraces() {
+    if !ptrace_allowed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(binary) = compile_profile_fixture("nest.c", dir.path(), &[]) else {
+        return;
+    };
+    let patched = dir.path().join("blocks.profile");
+    let traced = dir.path().join("exact.profile");
+    record(
+        &["--backend", "patch", "--blocks"],
+        &binary,
+        &["30"],
+        &patched,
+    );
+    record(&["--exact", "--no-calibrate"], &binary, &["30"], &traced);
+    let a = json(&["mix", &patched.display().to_string(), "--json"]);
+    let b = json(&["mix", &traced.display().to_string(), "--json"]);
+    assert_eq!(a["estimate"], "exact", "{a:#}");
+    assert_eq!(a["total_instructions"], b["total_instructions"]);
+    assert_eq!(a["types"], b["types"]);
+    let text = stdout(&loopscope(["mix", &patched.display().to_string()]));
+    assert!(text.contains("exact"), "{text}");
+}
+
+#[test]
+fn an_interrupted_patch_recording_keeps_what_the_target_measured() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = repo_root().join("crates/patch-runtime/tests/fixtures/ending.c");
+    let binary = dir.path().join("ending");
+    let built = Command::new("cc")
+        .args(["-O1", "-g"])
+        .arg(&source)
+        .arg("-o")
+        .arg(&binary)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !built {
+        eprintln!("skipped: cc could not build ending.c");
+        return;
+    }
+    let profile = dir.path().join("ending.profile");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loopscope"))
+        .args(["record", "--backend", "patch", "-o"])
+        .arg(&profile)
+        .arg("--")
+        .arg(&binary)
+        .arg("wait")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The target says "ready" once it has run some rounds of its loops.
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().map(|l| l.unwrap()), Some("ready".to_owned()));
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = json(&["report", &profile.display().to_string(), "--json", "--all"]);
+    assert_eq!(report["exit"]["kind"], "signaled", "{report:#}");
+    assert_eq!(report["exit"]["code"], 2, "{report:#}");
+    let mut all = Vec::new();
+    counts(&report["tree"], "", &mut all);
+    // At least 11 rounds of the outer loop, each with its 1000 inner iterations.
+    assert!(
+        all.iter()
+            .any(|(_, entries, iterations)| *entries >= 11 && *iterations >= 11_000),
+        "{all:?}"
+    );
+}
+
+#[test]
+fn block_counting_needs_a_marker_back_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = loopscope([
+        "record",
+        "--blocks",
+        "-o",
+        &dir.path().join("p").display().to_string(),
+        "--",
+        "true",
+    ]);
+    assert_bad_input(&out, "--blocks");
+}
+
+#[test]
+fn a_missing_runtime_library_is_one_clear_error() {
+    let out = Command::new(env!("CARGO_BIN_EXE_loopscope"))
+        .args([
+            "record",
+            "--backend",
+            "patch",
+            "-o",
+            "/dev/null",
+            "--",
+            "true",
+        ])
+        .env(
+            "LOOPSCOPE_PATCH_RUNTIME",
+            "/nonexistent/libloopscope_patch_runtime.so",
+        )
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("patch runtime library"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
