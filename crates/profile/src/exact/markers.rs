@@ -46,6 +46,17 @@ pub struct Site {
     pub counted_block: Option<u32>,
 }
 
+impl Site {
+    /// Whether the site has no role at all (only its address).
+    pub fn address_only(&self) -> bool {
+        *self
+            == Site {
+                address: self.address,
+                ..Site::default()
+            }
+    }
+}
+
 /// A block where loop entries, iterations and exits are decided.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LoopBlock {

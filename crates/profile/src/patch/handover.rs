@@ -128,7 +128,8 @@ impl Handover {
                 .function_entry
                 .is_some_and(|f| f as usize >= handover.functions.len())
                 || s.site.counted_block.is_some_and(|c| c >= counted)
-                || matches!(s.patch, SitePatch::Covered { by } if by as usize >= i);
+                || matches!(s.patch, SitePatch::Covered { by } | SitePatch::FallThrough { by, .. }
+                    if by as usize >= i);
             if bad_index {
                 return Err(bad(format!("site {i}: an index out of range")));
             }

@@ -11,6 +11,23 @@ const TRAPS_LISTED: usize = 12;
 /// The notes of a patch recording; `program` names the functions of skipped sites.
 pub fn patch_notes(summary: &PatchSummary, program: Option<&Program>) -> Vec<String> {
     let mut notes = Vec::new();
+    let short = summary.springboard_sites + summary.fall_through_sites;
+    if short > 0 {
+        notes.push(format!(
+            "{short} markers sit in blocks shorter than a jump: {} reached through a 2-byte jump \
+             to a springboard, {} on the jump of the block before{}",
+            summary.springboard_sites,
+            summary.fall_through_sites,
+            if summary.room_jumps > 0 {
+                format!(
+                    " ({} blocks with no marker run through a trampoline to make that possible)",
+                    summary.room_jumps
+                )
+            } else {
+                String::new()
+            }
+        ));
+    }
     if summary.trap_sites > 0 {
         let reasons: Vec<String> = summary
             .trap_reasons

@@ -25,7 +25,7 @@ use std::collections::{HashMap, HashSet};
 use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic};
 use serde::{Deserialize, Serialize};
 
-use loopscope_binary::{Exit, Program};
+use loopscope_binary::{EdgeKind, Exit, Program};
 
 use super::landing::Landings;
 use super::trampoline::movable;
@@ -61,6 +61,17 @@ pub enum SitePatch {
         /// Static address of the 5 bytes holding the jump to the trampoline.
         springboard: u64,
         /// As for `Jump`.
+        #[serde(default)]
+        flags_dead: bool,
+    },
+    /// A block too short for a jump, reached only by falling out of the block before it (whose
+    /// last instruction is a conditional branch): the jump of site `by`, which covers that
+    /// whole block, runs this site's events on its fall-through path, then jumps here, to the
+    /// block left as it is.
+    FallThrough {
+        /// Index of the site whose jump covers the block before.
+        by: u32,
+        /// The status flags are dead at this block's start.
         #[serde(default)]
         flags_dead: bool,
     },
@@ -134,6 +145,12 @@ struct Graph {
     /// Ends of blocks control does not fall out of (a jump, a return, a call that never
     /// returns), outside functions with unknown jump targets.
     closed_ends: HashSet<u64>,
+    /// Addresses some branch, call, table, unwinder or entry names: control arrives there
+    /// other than by falling out of the block before.
+    named: HashSet<u64>,
+    /// Block end → (its start, its exit), for the blocks of functions with known jump targets
+    /// (an end shared by two blocks is left out).
+    ending_at: HashMap<u64, (u64, Exit)>,
 }
 
 impl Graph {
@@ -155,11 +172,13 @@ impl Graph {
                 }
             }
         }
-        let unwound = reached_from(&landings.pads, code, &starts);
-        starts.extend(unwound);
+        let mut named: HashSet<u64> = reached_from(&landings.pads, code, &starts);
         let mut blocks = Vec::new();
         let mut closed_ends = HashSet::new();
+        let mut ending_at: HashMap<u64, (u64, Exit)> = HashMap::new();
+        let mut shared_ends = HashSet::new();
         for f in &program.functions {
+            named.insert(f.address);
             let unsure = extent.get(&f.address).is_none_or(|e| e.1);
             for b in &f.blocks {
                 blocks.push((b.start, b.end));
@@ -167,14 +186,36 @@ impl Graph {
                 if closed && !unsure {
                     closed_ends.insert(b.end);
                 }
+                for succ in b.succs.iter().filter(|s| s.kind != EdgeKind::FallThrough) {
+                    if let Some(target) = f.blocks.get(succ.block as usize) {
+                        named.insert(target.start);
+                    }
+                }
+                // A jump out of the function may land inside another one's block.
+                if matches!(b.exit, Exit::TailCall | Exit::Jump | Exit::Branch)
+                    && let Some(target) = decode_one(code, b.last)
+                        .filter(|i| i.is_jmp_short_or_near() || i.is_jcc_short_or_near())
+                        .map(|i| i.near_branch_target())
+                {
+                    named.insert(target);
+                }
+                if unsure || ending_at.insert(b.end, (b.start, b.exit)).is_some() {
+                    shared_ends.insert(b.end);
+                }
             }
         }
+        for end in shared_ends {
+            ending_at.remove(&end);
+        }
+        starts.extend(named.iter().copied());
         blocks.sort_unstable();
         Graph {
             starts,
             extent,
             blocks,
             closed_ends,
+            named,
+            ending_at,
         }
     }
 }
@@ -187,23 +228,124 @@ pub fn decode_one(code: &dyn CodeBytes, address: u64) -> Option<Instruction> {
     (!instr.is_invalid()).then_some(instr)
 }
 
-/// The patch of every site (in `sites`' order, which is by address), checked against the
-/// blocks of `program` and the exception tables' landing pads.
+/// The patch of every site, checked against the blocks of `program` and the exception
+/// tables' landing pads: `sites` (by address) with, in the same order, how each is patched.
+/// Sites with no role may be added: jumps that only move a block's first instructions away to
+/// make room for a springboard.
 pub fn plan_sites(
     program: &Program,
     code: &dyn CodeBytes,
-    sites: &[Site],
+    sites: Vec<Site>,
     landings: &Landings,
-) -> Vec<SitePatch> {
+) -> (Vec<Site>, Vec<SitePatch>) {
     let graph = Graph::new(program, landings, code);
     let mut plans: Vec<SitePatch> = sites
         .iter()
         .map(|site| plan_one(&graph, code, site.address))
         .collect();
-    cover_sites(sites, &mut plans, &graph);
-    place_springboards(sites, &mut plans, &graph, code);
-    cover_sites(sites, &mut plans, &graph);
-    plans
+    let carriers = fall_through_carriers(&sites, &mut plans, &graph, code);
+    cover_sites(&sites, &mut plans, &graph);
+    let mut added = place_springboards(&sites, &mut plans, &graph, code);
+    added.extend(carriers);
+    let (sites, mut plans) = merged(sites, plans, added);
+    cover_sites(&sites, &mut plans, &graph);
+    resolve_fall_throughs(&sites, &mut plans);
+    (sites, plans)
+}
+
+/// Trapped sites whose block is reached only by falling out of the block before it, ending in
+/// a conditional branch, get their events on the fall-through path of that block's
+/// trampoline: its site's jump is made to cover the whole block (or, with no site there, a
+/// jump with no events is added). The plan's `by` is set by [`resolve_fall_throughs`].
+fn fall_through_carriers(
+    sites: &[Site],
+    plans: &mut [SitePatch],
+    graph: &Graph,
+    code: &dyn CodeBytes,
+) -> Vec<(Site, SitePatch)> {
+    let index: HashMap<u64, usize> = sites
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.address, i))
+        .collect();
+    let mut added = Vec::new();
+    for i in 0..sites.len() {
+        let address = sites[i].address;
+        if !matches!(plans[i], SitePatch::Trap { .. }) || graph.named.contains(&address) {
+            continue;
+        }
+        let Some(&(end, false)) = graph.extent.get(&address) else {
+            continue;
+        };
+        let Some(&(before, Exit::Branch)) = graph.ending_at.get(&address) else {
+            continue;
+        };
+        let Ok((bytes, instructions)) = cover(graph, code, before, address, address - before)
+        else {
+            continue;
+        };
+        if u64::from(bytes) != address - before || u64::from(bytes) < JUMP_BYTES {
+            continue;
+        }
+        let carrier = SitePatch::Jump {
+            bytes,
+            instructions,
+            flags_dead: flags_dead_from(code, before, address),
+        };
+        match index.get(&before) {
+            Some(&j) if matches!(plans[j], SitePatch::Jump { .. }) => plans[j] = carrier,
+            Some(_) => continue,
+            None => added.push((
+                Site {
+                    address: before,
+                    ..Site::default()
+                },
+                carrier,
+            )),
+        }
+        plans[i] = SitePatch::FallThrough {
+            by: 0,
+            flags_dead: flags_dead_from(code, address, end),
+        };
+    }
+    added
+}
+
+/// `FallThrough` plans get their carrier's index once the sites are final: the site just
+/// before, whose jump ends where this block starts.
+fn resolve_fall_throughs(sites: &[Site], plans: &mut [SitePatch]) {
+    for i in 0..plans.len() {
+        if let SitePatch::FallThrough { by, flags_dead } = plans[i] {
+            let carrier = i
+                .checked_sub(1)
+                .filter(|&j| {
+                    matches!(plans[j], SitePatch::Jump { bytes, .. }
+                        if sites[j].address + u64::from(bytes) == sites[i].address)
+                })
+                .map(|j| j as u32);
+            plans[i] = match carrier {
+                Some(j) => SitePatch::FallThrough { by: j, flags_dead },
+                None => SitePatch::Skip {
+                    reason: "the block before it is not under one jump".into(),
+                },
+            };
+            let _ = by;
+        }
+    }
+}
+
+/// `sites` with `more` added, both kept in address order with their plans.
+fn merged(
+    sites: Vec<Site>,
+    plans: Vec<SitePatch>,
+    more: Vec<(Site, SitePatch)>,
+) -> (Vec<Site>, Vec<SitePatch>) {
+    if more.is_empty() {
+        return (sites, plans);
+    }
+    let mut all: Vec<(Site, SitePatch)> = sites.into_iter().zip(plans).chain(more).collect();
+    all.sort_by_key(|(s, _)| s.address);
+    all.into_iter().unzip()
 }
 
 /// Sites under another site's jump (PLT calls in its block) become `Covered` by it.
@@ -322,7 +464,9 @@ fn place_springboards(
     plans: &mut [SitePatch],
     graph: &Graph,
     code: &dyn CodeBytes,
-) {
+) -> Vec<(Site, SitePatch)> {
+    let taken: HashSet<u64> = sites.iter().map(|s| s.address).collect();
+    let mut room_makers: Vec<(Site, SitePatch)> = Vec::new();
     let mut spans = padding(graph, code);
     for (site, plan) in sites.iter().zip(plans.iter()) {
         if let SitePatch::Jump { bytes, .. } = *plan
@@ -346,7 +490,19 @@ fn place_springboards(
         let (low, high) = short_reach(address);
         let springboard = room
             .take(low, high)
-            .or_else(|| lengthen_a_jump(sites, plans, graph, code, &mut room, low, high));
+            .or_else(|| lengthen_a_jump(sites, plans, graph, code, &mut room, low, high))
+            .or_else(|| {
+                let (maker, plan) = make_room(graph, code, &taken, &room_makers, low, high)?;
+                if let SitePatch::Jump { bytes, .. } = plan {
+                    room.add((maker + JUMP_BYTES, maker + u64::from(bytes)));
+                }
+                let site = Site {
+                    address: maker,
+                    ..Site::default()
+                };
+                room_makers.push((site, plan));
+                room.take(low, high)
+            });
         if let Some(springboard) = springboard {
             plans[i] = SitePatch::ShortJump {
                 bytes,
@@ -356,6 +512,40 @@ fn place_springboards(
             };
         }
     }
+    room_makers
+}
+
+/// A block with no site, starting where its jump's free tail would fall in `[low, high]`,
+/// whose first 10 bytes can move to a trampoline of their own (no events: a jump there and a
+/// jump back, for whoever runs that block) to make the room.
+fn make_room(
+    graph: &Graph,
+    code: &dyn CodeBytes,
+    taken: &HashSet<u64>,
+    made: &[(Site, SitePatch)],
+    low: u64,
+    high: u64,
+) -> Option<(u64, SitePatch)> {
+    let first = graph.blocks.partition_point(|b| b.0 + JUMP_BYTES < low);
+    graph.blocks[first..]
+        .iter()
+        .take_while(|b| b.0 + JUMP_BYTES <= high)
+        .filter(|b| !taken.contains(&b.0) && !made.iter().any(|(s, _)| s.address == b.0))
+        .find_map(|&(start, _)| {
+            let &(end, unsure) = graph.extent.get(&start)?;
+            if unsure {
+                return None;
+            }
+            let (bytes, instructions) = cover(graph, code, start, end, 2 * JUMP_BYTES).ok()?;
+            Some((
+                start,
+                SitePatch::Jump {
+                    bytes,
+                    instructions,
+                    flags_dead: false,
+                },
+            ))
+        })
 }
 
 /// Lengthens the jump of a site whose free tail would start within `[low, high]` to cover 10
@@ -631,9 +821,10 @@ mod tests {
         let plans = plan_sites(
             &p,
             &code(),
-            &[site(0x1000), site(0x1007), site(0x100c)],
+            vec![site(0x1000), site(0x1007), site(0x100c)],
             &none(),
-        );
+        )
+        .1;
         // mov; add (writes every status flag): dead. The call: dead (nothing survives it).
         assert_eq!(
             plans[0],
@@ -667,19 +858,20 @@ mod tests {
             ],
             0,
         );
-        let plans = plan_sites(&p, &code(), &[site(0x1000)], &none());
+        let plans = plan_sites(&p, &code(), vec![site(0x1000)], &none()).1;
         assert!(matches!(&plans[0], SitePatch::Trap { .. }), "{plans:?}");
         // A landing pad the CFG does not know is a target as well.
         let p = program(vec![block(0x1000, 0x1007, 0x1005, Exit::Branch)], 0);
         let plans = plan_sites(
             &p,
             &code(),
-            &[site(0x1000)],
+            vec![site(0x1000)],
             &Landings {
                 pads: vec![0x1002],
                 unsure: Vec::new(),
             },
-        );
+        )
+        .1;
         assert!(matches!(&plans[0], SitePatch::Trap { why } if why.contains("2 bytes in")));
     }
 
@@ -701,7 +893,7 @@ mod tests {
             pads: vec![0x1010],
             unsure: Vec::new(),
         };
-        let plans = plan_sites(&p, &bytes, &[site(0x1000)], &landings);
+        let plans = plan_sites(&p, &bytes, vec![site(0x1000)], &landings).1;
         assert!(
             matches!(&plans[0], SitePatch::Trap { why } if why.contains("2 bytes in")),
             "{plans:?}"
@@ -717,7 +909,7 @@ mod tests {
             ],
             1,
         );
-        let plans = plan_sites(&p, &code(), &[site(0x1000), site(0x1007)], &none());
+        let plans = plan_sites(&p, &code(), vec![site(0x1000), site(0x1007)], &none()).1;
         assert!(matches!(plans[0], SitePatch::Trap { .. }));
         assert!(matches!(plans[1], SitePatch::Jump { bytes: 5, .. }));
     }
@@ -730,9 +922,10 @@ mod tests {
         let plans = plan_sites(
             &p,
             &bytes,
-            &[site(0x1000), site(0x1002), site(0x1007)],
+            vec![site(0x1000), site(0x1002), site(0x1007)],
             &none(),
-        );
+        )
+        .1;
         assert_eq!(
             plans[0],
             SitePatch::Jump {
@@ -763,7 +956,7 @@ mod tests {
         ];
         let p = program(blocks.clone(), 0);
         let sites = [site(0x1000), site(0x100c)];
-        let plans = plan_sites(&p, &bytes, &sites, &none());
+        let plans = plan_sites(&p, &bytes, sites.to_vec(), &none()).1;
         assert_eq!(
             plans[0],
             SitePatch::ShortJump {
@@ -778,7 +971,7 @@ mod tests {
         let mut blocks = blocks;
         blocks[1] = block(0x1004, 0x100c, 0x1004, Exit::FallThrough);
         let p = program(blocks, 0);
-        let plans = plan_sites(&p, &bytes, &sites, &none());
+        let plans = plan_sites(&p, &bytes, sites.to_vec(), &none()).1;
         assert!(
             matches!(
                 plans[0],
@@ -793,6 +986,66 @@ mod tests {
             matches!(plans[1], SitePatch::Jump { bytes: 10, .. }),
             "{plans:?}"
         );
+        // With no site there, the long block's first instructions move to make the room.
+        let (all, plans) = plan_sites(&p, &bytes, vec![site(0x1000)], &none());
+        assert_eq!(all.len(), 2, "a site added: {all:?}");
+        assert_eq!((all[1].address, all[1].block.is_none()), (0x100c, true));
+        assert!(
+            matches!(plans[1], SitePatch::Jump { bytes: 10, .. }),
+            "{plans:?}"
+        );
+        assert!(
+            matches!(
+                plans[0],
+                SitePatch::ShortJump {
+                    springboard: 0x1011,
+                    ..
+                }
+            ),
+            "{plans:?}"
+        );
+    }
+
+    #[test]
+    fn a_one_byte_block_after_a_branch_gets_its_events_on_the_fall_through_path() {
+        // 0x1000: mov eax, 1 (5); jbe 0x1010 (2) | 0x1007: ret | padding | 0x1010: ret.
+        let mut bytes = vec![0xb8, 1, 0, 0, 0, 0x76, 0x09, 0xc3];
+        bytes.extend([0xcc; 8]);
+        bytes.push(0xc3);
+        let bytes = Bytes(0x1000, bytes);
+        let mut a = block(0x1000, 0x1007, 0x1005, Exit::Branch);
+        a.succs = vec![
+            loopscope_binary::Succ {
+                block: 2,
+                kind: EdgeKind::Taken,
+            },
+            loopscope_binary::Succ {
+                block: 1,
+                kind: EdgeKind::FallThrough,
+            },
+        ];
+        let blocks = vec![
+            a,
+            block(0x1007, 0x1008, 0x1007, Exit::Return),
+            block(0x1010, 0x1011, 0x1010, Exit::Return),
+        ];
+        let p = program(blocks, 0);
+        let (all, plans) = plan_sites(&p, &bytes, vec![site(0x1007), site(0x1010)], &none());
+        assert_eq!(all[0].address, 0x1000, "a carrier added: {all:?}");
+        assert_eq!(
+            plans[0],
+            SitePatch::Jump {
+                bytes: 7,
+                instructions: 2,
+                flags_dead: false,
+            }
+        );
+        assert!(
+            matches!(plans[1], SitePatch::FallThrough { by: 0, .. }),
+            "{plans:?}"
+        );
+        // 0x1010 is a branch target: no carrier can stand for it.
+        assert!(matches!(plans[2], SitePatch::Trap { .. }), "{plans:?}");
     }
 
     #[test]
@@ -810,7 +1063,7 @@ mod tests {
     fn an_int3_site_is_skipped() {
         let bytes = Bytes(0x1000, vec![0xcc, 0x90, 0x90, 0x90, 0x90, 0x90]);
         let p = program(vec![block(0x1000, 0x1006, 0x1005, Exit::FallThrough)], 0);
-        let plans = plan_sites(&p, &bytes, &[site(0x1000)], &none());
+        let plans = plan_sites(&p, &bytes, vec![site(0x1000)], &none()).1;
         assert!(matches!(&plans[0], SitePatch::Skip { reason } if reason.contains("cannot")));
     }
 }

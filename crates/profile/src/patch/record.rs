@@ -46,6 +46,15 @@ pub struct PatchSummary {
     /// springboard nearby.
     #[serde(default)]
     pub springboard_sites: u64,
+    /// Sites in blocks too short for a jump, reached only by falling out of the block before:
+    /// their events run on that block's trampoline's fall-through path.
+    #[serde(default)]
+    pub fall_through_sites: u64,
+    /// Jumps with no event of their own: moving a block's first instructions away to make room
+    /// for a springboard, or carrying the next block's events (their block pays two jumps per
+    /// execution).
+    #[serde(default)]
+    pub room_jumps: u64,
     /// Sites patched with an `int3` (the fallback).
     pub trap_sites: u64,
     /// Why sites got the fallback, with how many sites each.
@@ -106,7 +115,7 @@ pub fn record_patch(
         |a| decode_one(&code, a).and_then(|i| direct_call_target(&i)),
         options.count_blocks,
     );
-    let plans = plan_sites(&program, &code, &sites, &landing_pads(&data));
+    let (sites, plans) = plan_sites(&program, &code, sites, &landing_pads(&data));
     let static_analysis = analysing.elapsed();
     let scratch = match &options.scratch {
         Some(dir) => Scratch::Given(dir.clone()),
@@ -390,6 +399,14 @@ impl Gathered {
             match &planned.patch {
                 SitePatch::ShortJump { .. } if !refused.contains(&(i as u32)) => {
                     summary.springboard_sites += 1;
+                }
+                SitePatch::FallThrough { .. } if !refused.contains(&(i as u32)) => {
+                    summary.fall_through_sites += 1;
+                }
+                SitePatch::Jump { .. }
+                    if planned.site.address_only() && !refused.contains(&(i as u32)) =>
+                {
+                    summary.room_jumps += 1;
                 }
                 SitePatch::Skip { reason } => summary.skipped.push(SkippedSite {
                     object: 0,

@@ -99,19 +99,31 @@ pub(super) fn install(handover: &Handover) -> Result<Option<Runtime>, String> {
     }
     let mut covered: HashMap<u64, u32> = HashMap::new();
     let mut covered_by: HashMap<u32, u64> = HashMap::new();
+    let mut fall_through: HashMap<u32, (u32, bool)> = HashMap::new();
     for (id, planned) in handover.sites.iter().enumerate() {
-        if let SitePatch::Covered { by } = planned.patch {
-            covered.insert(runtime.sites[id].address, id as u32);
-            *covered_by.entry(by).or_default() += 1;
+        match planned.patch {
+            SitePatch::Covered { by } => {
+                covered.insert(runtime.sites[id].address, id as u32);
+                *covered_by.entry(by).or_default() += 1;
+            }
+            SitePatch::FallThrough { by, flags_dead } => {
+                fall_through.insert(by, (id as u32, flags_dead));
+                *covered_by.entry(by).or_default() += 1;
+            }
+            _ => {}
         }
     }
+    let carried = Carried {
+        covered: &covered,
+        fall_through: &fall_through,
+    };
     for (id, planned) in handover.sites.iter().enumerate() {
         let address = runtime.sites[id].address;
         let outcome = match (&planned.patch, &plans[id].instructions) {
             (SitePatch::Jump { flags_dead, .. }, Ok(instrs)) => jump_site(
                 &mut patcher,
                 &runtime,
-                &covered,
+                &carried,
                 id as u32,
                 instrs,
                 *flags_dead,
@@ -131,7 +143,7 @@ pub(super) fn install(handover: &Handover) -> Result<Option<Runtime>, String> {
             ) => jump_site(
                 &mut patcher,
                 &runtime,
-                &covered,
+                &carried,
                 id as u32,
                 instrs,
                 *flags_dead,
@@ -168,7 +180,10 @@ pub(super) fn install(handover: &Handover) -> Result<Option<Runtime>, String> {
                 SitePatch::Jump { .. } | SitePatch::ShortJump { .. } | SitePatch::Trap { .. },
                 Err(why),
             ) => Err(why.clone()),
-            (SitePatch::Covered { .. } | SitePatch::Skip { .. }, _) => Ok(()),
+            (
+                SitePatch::Covered { .. } | SitePatch::FallThrough { .. } | SitePatch::Skip { .. },
+                _,
+            ) => Ok(()),
         };
         if let Err(reason) = outcome {
             runtime.refused.push(Refusal {
@@ -179,7 +194,7 @@ pub(super) fn install(handover: &Handover) -> Result<Option<Runtime>, String> {
     }
     let refused: std::collections::HashSet<u32> = runtime.refused.iter().map(|r| r.site).collect();
     for (id, planned) in handover.sites.iter().enumerate() {
-        if let SitePatch::Covered { by } = planned.patch
+        if let SitePatch::Covered { by } | SitePatch::FallThrough { by, .. } = planned.patch
             && refused.contains(&by)
         {
             runtime.refused.push(Refusal {
@@ -271,13 +286,21 @@ fn is_mapped(page: u64) -> bool {
     unsafe { libc::mincore(page as *mut libc::c_void, PAGE as usize, &mut vec) == 0 }
 }
 
+/// The sites whose events a jump site's trampoline runs besides its own.
+struct Carried<'a> {
+    /// Runtime address of an instruction under a jump → the site there (a PLT call).
+    covered: &'a HashMap<u64, u32>,
+    /// Carrier site → the site it falls through to, and whether its flags are dead.
+    fall_through: &'a HashMap<u32, (u32, bool)>,
+}
+
 /// The trampoline of a jump site: its event, the events of the sites under its jump each
-/// before its instruction (`covered`: runtime address → site id), the instructions, the jump
-/// back.
+/// before its instruction, the instructions, the events of a block it falls into (when it
+/// carries one), the jump back.
 fn jump_site(
     patcher: &mut Patcher,
     runtime: &Runtime,
-    covered: &HashMap<u64, u32>,
+    carried: &Carried,
     id: u32,
     instrs: &[Instruction],
     flags_dead: bool,
@@ -293,10 +316,14 @@ fn jump_site(
             flags_dead,
         }
     };
-    let mut steps = vec![event(id, flags_dead)];
+    let site = &runtime.sites[id as usize];
+    let mut steps = Vec::new();
+    if site.handled() || site.site.counted_block.is_some() {
+        steps.push(event(id, flags_dead));
+    }
     for (k, instr) in instrs.iter().enumerate() {
         if k > 0
-            && let Some(&c) = covered.get(&instr.ip())
+            && let Some(&c) = carried.covered.get(&instr.ip())
         {
             // A covered site is a call, after which no flag survives.
             steps.push(event(c, true));
@@ -304,6 +331,9 @@ fn jump_site(
         steps.push(Step::Copy(*instr));
     }
     let last = instrs.last().ok_or("no instruction")?;
+    if let Some(&(next, next_flags_dead)) = carried.fall_through.get(&id) {
+        steps.push(event(next, next_flags_dead));
+    }
     let resume = falls_through(last).then(|| last.next_ip());
     let words = patcher.words;
     patcher.place(|at| trampoline::trampoline(at, &steps, resume, slow, &words))
