@@ -174,6 +174,71 @@ fn an_interrupted_patch_recording_keeps_what_the_target_measured() {
     );
 }
 
+/// Every node as (kind, name, object, entries), with its children's.
+fn flatten(node: &Value, out: &mut Vec<(String, String, String, u64, Vec<String>)>) {
+    let text = |v: &Value| v.as_str().unwrap_or("").to_owned();
+    let children = node["children"].as_array().cloned().unwrap_or_default();
+    out.push((
+        text(&node["kind"]),
+        text(&node["name"]),
+        text(&node["object"]),
+        node["entries"].as_u64().unwrap_or(0),
+        children.iter().map(|c| text(&c["object"])).collect(),
+    ));
+    for c in &children {
+        flatten(c, out);
+    }
+}
+
+#[test]
+fn with_libraries_a_library_call_has_the_librarys_functions_below_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = repo_root().join("crates/patch-runtime/tests/fixtures/libraries.c");
+    let binary = dir.path().join("libraries");
+    let built = Command::new("cc")
+        .args(["-O1", "-g"])
+        .arg(&source)
+        .arg("-o")
+        .arg(&binary)
+        .arg("-lm")
+        .status()
+        .is_ok_and(|s| s.success());
+    if !built {
+        eprintln!("skipped: cc could not build libraries.c");
+        return;
+    }
+    let profile = dir.path().join("libraries.profile");
+    record(
+        &["--backend", "patch", "--libraries"],
+        &binary,
+        &["500"],
+        &profile,
+    );
+    let report = json(&["report", &profile.display().to_string(), "--json", "--all"]);
+    let mut all = Vec::new();
+    flatten(&report["tree"], &mut all);
+    let sin = all
+        .iter()
+        .find(|(kind, name, ..)| kind == "plt" && name == "sin@plt")
+        .unwrap_or_else(|| panic!("{report:#}"));
+    assert_eq!(sin.3, 500);
+    assert!(
+        sin.4.iter().any(|object| object.contains("libm.so")),
+        "libm's code below sin@plt: {sin:?}"
+    );
+    // Without the flag the library is one node.
+    record(&["--backend", "patch"], &binary, &["500"], &profile);
+    let report = json(&["report", &profile.display().to_string(), "--json", "--all"]);
+    let mut all = Vec::new();
+    flatten(&report["tree"], &mut all);
+    assert!(
+        !all.iter()
+            .any(|(_, _, object, ..)| object.contains("libm.so"))
+    );
+    let out = loopscope(["record", "--libraries", "-o", "/dev/null", "--", "true"]);
+    assert_bad_input(&out, "--libraries");
+}
+
 #[test]
 fn block_counting_needs_a_marker_back_end() {
     let dir = tempfile::tempdir().unwrap();

@@ -236,8 +236,8 @@ pub fn build_report(profile: &Profile, rule: HotRule) -> Result<ProfileReport, P
                 None => "TSC cycles between markers (trap cost not subtracted)".into(),
             };
             if let Some(summary) = &run.patch {
-                let program = objects.first().and_then(|o| o.program.as_ref());
-                notes.extend(crate::patch::patch_notes(summary, program));
+                let programs: Vec<_> = objects.iter().map(|o| o.program.as_ref()).collect();
+                notes.extend(crate::patch::patch_notes(summary, &programs));
             }
             if run.stepped_sites > 0 {
                 notes.push(format!(

@@ -65,6 +65,10 @@ pub struct RecordArgs {
     /// of `loopscope mix`; with the patch back-end at a fraction of the cost of `--exact`.
     #[arg(long)]
     pub blocks: bool,
+    /// Also patch the shared libraries the program loads at start (patch back-end; not the C
+    /// runtime's): their functions and loops get nodes of their own below `name@plt`.
+    #[arg(long)]
+    pub libraries: bool,
     /// The sampling event (sample back-end).
     #[arg(long, value_enum, default_value = "auto")]
     pub event: Event,
@@ -120,6 +124,9 @@ pub fn run(args: &RecordArgs, ui: &Ui) -> anyhow::Result<()> {
     } else {
         args.backend
     };
+    if args.libraries && !matches!(backend, Backend::Patch) {
+        return Err(bad_input("--libraries needs --backend patch"));
+    }
     if args.blocks && matches!(backend, Backend::Sample) {
         return Err(bad_input(
             "--blocks counts blocks with markers: use it with --backend patch or ptrace",
@@ -160,6 +167,7 @@ pub fn run(args: &RecordArgs, ui: &Ui) -> anyhow::Result<()> {
                 runtime: patch_runtime()?,
                 preload: std::env::var_os("LD_PRELOAD"),
                 count_blocks: args.blocks,
+                libraries: args.libraries,
                 scratch: None,
             };
             Profile::patched(text, record_patch(&args.command, &options, &stop)?)

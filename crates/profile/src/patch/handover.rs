@@ -64,10 +64,24 @@ pub struct PlannedSite {
 pub struct Handover {
     /// [`HANDOVER_VERSION`].
     pub version: u32,
-    /// The executable the sites are for.
-    pub executable: FileIdentity,
-    /// Static address of `main`'s entry: events count from there to `main`'s return; `None`
-    /// counts from the start.
+    /// The objects to patch: the executable first, then the shared libraries asked for
+    /// (`--libraries`), each found among the loaded objects by its file. Their indexes are the
+    /// objects' indexes in the profile.
+    pub objects: Vec<ObjectPlan>,
+    /// Some object has VEX/EVEX instructions: the slow path saves the whole extended state.
+    #[serde(default = "yes")]
+    pub vector_extensions: bool,
+    /// Directory where each process writes its result.
+    pub results: PathBuf,
+}
+
+/// How one object is patched.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectPlan {
+    /// The file the sites are for.
+    pub file: FileIdentity,
+    /// Static address of `main`'s entry (the executable): events count from there to `main`'s
+    /// return; `None` in the executable counts from the start.
     pub main_entry: Option<u64>,
     /// Entry address of each function, by function index.
     pub functions: Vec<u64>,
@@ -75,11 +89,18 @@ pub struct Handover {
     pub sites: Vec<PlannedSite>,
     /// Blocks with a counter (block-counting mode), 0 otherwise.
     pub counted_blocks: u32,
-    /// The program has VEX/EVEX instructions: the slow path saves the whole extended state.
-    #[serde(default = "yes")]
-    pub vector_extensions: bool,
-    /// Directory where each process writes its result.
-    pub results: PathBuf,
+}
+
+impl Handover {
+    /// Sites over all objects (site ids run on from one object to the next).
+    pub fn site_count(&self) -> usize {
+        self.objects.iter().map(|o| o.sites.len()).sum()
+    }
+
+    /// Counted blocks over all objects (counter indexes run on likewise).
+    pub fn counted_blocks(&self) -> usize {
+        self.objects.iter().map(|o| o.counted_blocks as usize).sum()
+    }
 }
 
 impl Handover {
@@ -121,17 +142,22 @@ impl Handover {
                 handover.version
             )));
         }
-        let counted = handover.counted_blocks;
-        for (i, s) in handover.sites.iter().enumerate() {
-            let bad_index = s
-                .site
-                .function_entry
-                .is_some_and(|f| f as usize >= handover.functions.len())
-                || s.site.counted_block.is_some_and(|c| c >= counted)
-                || matches!(s.patch, SitePatch::Covered { by } | SitePatch::FallThrough { by, .. }
-                    if by as usize >= i);
-            if bad_index {
-                return Err(bad(format!("site {i}: an index out of range")));
+        if handover.objects.is_empty() {
+            return Err(bad("no object to patch".into()));
+        }
+        for (o, object) in handover.objects.iter().enumerate() {
+            let counted = object.counted_blocks;
+            for (i, s) in object.sites.iter().enumerate() {
+                let bad_index = s
+                    .site
+                    .function_entry
+                    .is_some_and(|f| f as usize >= object.functions.len())
+                    || s.site.counted_block.is_some_and(|c| c >= counted)
+                    || matches!(s.patch, SitePatch::Covered { by } | SitePatch::FallThrough { by, .. }
+                        if by as usize >= i);
+                if bad_index {
+                    return Err(bad(format!("object {o}, site {i}: an index out of range")));
+                }
             }
         }
         Ok(handover)
@@ -181,7 +207,8 @@ pub struct ProcessResult {
     /// One tree per thread.
     #[serde(default)]
     pub threads: Vec<ThreadTree>,
-    /// Executions per counted block, summed over the process's threads.
+    /// Executions per counted block, summed over the process's threads (the objects' blocks one
+    /// after another, in the handover's order).
     #[serde(default)]
     pub executions: Vec<u64>,
     /// Cycles in the runtime's handlers.
@@ -197,9 +224,12 @@ pub struct ProcessResult {
     /// Sites patched with an `int3`.
     #[serde(default)]
     pub trap_sites: u64,
-    /// Sites planned but left alone.
+    /// Sites planned but left alone (site ids run over all objects).
     #[serde(default)]
     pub refused: Vec<Refusal>,
+    /// Objects planned that were not loaded in this process (indexes in the handover).
+    #[serde(default)]
+    pub unloaded: Vec<u32>,
     /// Threads whose state could not be taken (busy in the handler when the process died).
     #[serde(default)]
     pub lost_threads: u32,
@@ -223,27 +253,29 @@ mod tests {
     fn handover() -> Handover {
         Handover {
             version: HANDOVER_VERSION,
-            executable: FileIdentity {
-                path: "/bin/x".into(),
-                device: 1,
-                inode: 2,
-                bytes: 3,
-            },
-            main_entry: Some(0x1000),
-            functions: vec![0x1000],
-            sites: vec![PlannedSite {
-                site: Site {
-                    address: 0x1000,
-                    function_entry: Some(0),
-                    ..Site::default()
+            objects: vec![ObjectPlan {
+                file: FileIdentity {
+                    path: "/bin/x".into(),
+                    device: 1,
+                    inode: 2,
+                    bytes: 3,
                 },
-                patch: SitePatch::Jump {
-                    bytes: 5,
-                    instructions: 2,
-                    flags_dead: false,
-                },
+                main_entry: Some(0x1000),
+                functions: vec![0x1000],
+                sites: vec![PlannedSite {
+                    site: Site {
+                        address: 0x1000,
+                        function_entry: Some(0),
+                        ..Site::default()
+                    },
+                    patch: SitePatch::Jump {
+                        bytes: 5,
+                        instructions: 2,
+                        flags_dead: false,
+                    },
+                }],
+                counted_blocks: 0,
             }],
-            counted_blocks: 0,
             vector_extensions: true,
             results: "/tmp/r".into(),
         }
@@ -254,7 +286,7 @@ mod tests {
         let bytes = serde_json::to_vec(&handover()).unwrap();
         assert_eq!(Handover::parse(Path::new("h"), &bytes).unwrap(), handover());
         let mut bad = handover();
-        bad.sites[0].site.function_entry = Some(4);
+        bad.objects[0].sites[0].site.function_entry = Some(4);
         let bytes = serde_json::to_vec(&bad).unwrap();
         let e = Handover::parse(Path::new("h"), &bytes)
             .unwrap_err()

@@ -8,8 +8,10 @@ use super::record::PatchSummary;
 /// Fallback sites named one by one in the notes; the rest are counted.
 const TRAPS_LISTED: usize = 12;
 
-/// The notes of a patch recording; `program` names the functions of skipped sites.
-pub fn patch_notes(summary: &PatchSummary, program: Option<&Program>) -> Vec<String> {
+/// The notes of a patch recording; `programs` (by object index) name the functions of the
+/// sites listed.
+pub fn patch_notes(summary: &PatchSummary, programs: &[Option<&Program>]) -> Vec<String> {
+    let program = |object: u32| programs.get(object as usize).copied().flatten();
     let mut notes = Vec::new();
     let short = summary.springboard_sites + summary.fall_through_sites;
     if short > 0 {
@@ -44,7 +46,7 @@ pub fn patch_notes(summary: &PatchSummary, program: Option<&Program>) -> Vec<Str
         for t in summary.traps.iter().take(TRAPS_LISTED) {
             notes.push(format!(
                 "trap at {}: {}",
-                place(program, t.address),
+                place(program(t.object), t.address),
                 t.reason
             ));
         }
@@ -58,7 +60,7 @@ pub fn patch_notes(summary: &PatchSummary, program: Option<&Program>) -> Vec<Str
     for s in &summary.skipped {
         notes.push(format!(
             "marker at {} skipped: {}",
-            place(program, s.address),
+            place(program(s.object), s.address),
             s.reason
         ));
     }
@@ -73,6 +75,9 @@ pub fn patch_notes(summary: &PatchSummary, program: Option<&Program>) -> Vec<Str
             "{} threads' trees lost: they were in the runtime's handler when their process ended",
             summary.lost_threads
         ));
+    }
+    for library in &summary.unloaded {
+        notes.push(format!("{library}: not loaded at start, not instrumented"));
     }
     for program in &summary.uninstrumented {
         notes.push(format!("{program}: another program, not instrumented"));

@@ -12,7 +12,8 @@ use loopscope_binary::{Image, Options, Program};
 use serde::{Deserialize, Serialize};
 
 use super::handover::{
-    FileIdentity, HANDOVER_VARIABLE, HANDOVER_VERSION, Handover, PlannedSite, ProcessResult,
+    FileIdentity, HANDOVER_VARIABLE, HANDOVER_VERSION, Handover, ObjectPlan, PlannedSite,
+    ProcessResult,
 };
 use super::landing::landing_pads;
 use super::plan::{FileCode, SitePatch, decode_one, plan_sites, uses_vector_extensions};
@@ -32,6 +33,8 @@ pub struct PatchOptions {
     pub preload: Option<OsString>,
     /// Count every block's executions as well.
     pub count_blocks: bool,
+    /// Patch the shared libraries the program loads at start too (not the C runtime's).
+    pub libraries: bool,
     /// Where the handover and the results go (default: a new temporary directory).
     pub scratch: Option<PathBuf>,
 }
@@ -73,6 +76,9 @@ pub struct PatchSummary {
     pub uninstrumented: Vec<String>,
     /// Processes that ended without a result (killed by `SIGKILL`, or by a raw `exit_group`).
     pub processes_without_result: u64,
+    /// Libraries planned (`--libraries`) that the program had not loaded when it started.
+    #[serde(default)]
+    pub unloaded: Vec<String>,
 }
 
 /// A marker site left out, or patched with the fallback, and why.
@@ -102,20 +108,12 @@ pub fn record_patch(
     let program_path = resolve_command(first, options.search_path.as_deref())?;
     let runtime = checked_runtime(&options.runtime)?;
     let analysing = Instant::now();
-    let image = Image::open(&program_path)?;
-    let program = Program::analyze(&image, &Options::default());
-    let data = std::fs::read(&program_path).map_err(|source| ProfileError::Io {
-        path: program_path.clone(),
-        action: "read",
-        source,
-    })?;
-    let code = FileCode::new(&program, &data);
-    let sites = marker_sites(
-        &program,
-        |a| decode_one(&code, a).and_then(|i| direct_call_target(&i)),
-        options.count_blocks,
-    );
-    let (sites, plans) = plan_sites(&program, &code, sites, &landing_pads(&data));
+    let mut planned = vec![plan_object(&program_path, options.count_blocks, true)?];
+    if options.libraries {
+        for library in loaded_libraries(&program_path, command)? {
+            planned.push(plan_object(&library, options.count_blocks, false)?);
+        }
+    }
     let static_analysis = analysing.elapsed();
     let scratch = match &options.scratch {
         Some(dir) => Scratch::Given(dir.clone()),
@@ -129,27 +127,10 @@ pub fn record_patch(
         action: "write",
         source,
     })?;
-    let counted = if options.count_blocks {
-        counted_blocks(&program)
-    } else {
-        Vec::new()
-    };
     let handover = Handover {
         version: HANDOVER_VERSION,
-        executable: FileIdentity::of(&program_path).map_err(|source| ProfileError::Io {
-            path: program_path.clone(),
-            action: "read",
-            source,
-        })?,
-        main_entry: program.function("main").map(|f| f.address),
-        functions: program.functions.iter().map(|f| f.address).collect(),
-        sites: sites
-            .into_iter()
-            .zip(plans)
-            .map(|(site, patch)| PlannedSite { site, patch })
-            .collect(),
-        counted_blocks: counted.len() as u32,
-        vector_extensions: uses_vector_extensions(&program, &code),
+        objects: planned.iter().map(|p| p.plan.clone()).collect(),
+        vector_extensions: planned.iter().any(|p| p.vector_extensions),
         results: results.clone(),
     };
     let handover_path = scratch.path().join("handover.json");
@@ -169,16 +150,24 @@ pub fn record_patch(
     let exit = run_to_the_end(child, &results, stop)?;
     let wall_ns = started.elapsed().as_nanos() as u64;
     let gathered = gather(&results, exit)?;
-    let objects = vec![ObjectRef {
-        path: program_path.display().to_string(),
-        build_id: program.build_id.clone(),
-    }];
+    let objects = planned
+        .iter()
+        .map(|p| ObjectRef {
+            path: p.path.display().to_string(),
+            build_id: p.build_id.clone(),
+        })
+        .collect();
     let blocks = if options.count_blocks {
-        vec![BlockCounts {
-            object: 0,
-            executions: gathered.executions(counted.len()),
-            starts: counted,
-        }]
+        let mut executions = gathered.executions(handover.counted_blocks()).into_iter();
+        planned
+            .iter()
+            .enumerate()
+            .map(|(i, p)| BlockCounts {
+                object: i as u32,
+                executions: executions.by_ref().take(p.counted.len()).collect(),
+                starts: p.counted.clone(),
+            })
+            .collect()
     } else {
         Vec::new()
     };
@@ -197,6 +186,124 @@ pub fn record_patch(
         blocks,
         patch: Some(summary),
     })
+}
+
+/// One object analysed and planned.
+struct PlannedObject {
+    path: PathBuf,
+    build_id: Option<String>,
+    plan: ObjectPlan,
+    counted: Vec<u64>,
+    vector_extensions: bool,
+}
+
+/// Analyses the object at `path` and plans its sites, as the ptrace back-end places them.
+fn plan_object(
+    path: &Path,
+    count_blocks: bool,
+    executable: bool,
+) -> Result<PlannedObject, ProfileError> {
+    let image = Image::open(path)?;
+    let program = Program::analyze(&image, &Options::default());
+    let data = std::fs::read(path).map_err(|source| ProfileError::Io {
+        path: path.to_owned(),
+        action: "read",
+        source,
+    })?;
+    let code = FileCode::new(&program, &data);
+    let sites = marker_sites(
+        &program,
+        |a| decode_one(&code, a).and_then(|i| direct_call_target(&i)),
+        count_blocks,
+    );
+    let (sites, plans) = plan_sites(&program, &code, sites, &landing_pads(&data));
+    let counted = if count_blocks {
+        counted_blocks(&program)
+    } else {
+        Vec::new()
+    };
+    let plan = ObjectPlan {
+        file: FileIdentity::of(path).map_err(|source| ProfileError::Io {
+            path: path.to_owned(),
+            action: "read",
+            source,
+        })?,
+        main_entry: executable
+            .then(|| program.function("main").map(|f| f.address))
+            .flatten(),
+        functions: program.functions.iter().map(|f| f.address).collect(),
+        sites: sites
+            .into_iter()
+            .zip(plans)
+            .map(|(site, patch)| PlannedSite { site, patch })
+            .collect(),
+        counted_blocks: counted.len() as u32,
+    };
+    Ok(PlannedObject {
+        path: path.to_owned(),
+        build_id: program.build_id.clone(),
+        vector_extensions: uses_vector_extensions(&program, &code),
+        plan,
+        counted,
+    })
+}
+
+/// Libraries of the C runtime, which the runtime's own handler calls: never patched.
+const C_RUNTIME: [&str; 7] = [
+    "ld-linux",
+    "libc.so",
+    "libpthread.so",
+    "libdl.so",
+    "librt.so",
+    "libgcc_s.so",
+    "libloopscope_patch_runtime",
+];
+
+/// The shared libraries the program loads at start, as its dynamic loader resolves them (the
+/// loader lists them and stops when `LD_TRACE_LOADED_OBJECTS` is set, as `ldd` does), less
+/// the C runtime. A program without a dynamic loader has none (and is not run: it would ignore
+/// the variable).
+fn loaded_libraries(program: &Path, command: &[OsString]) -> Result<Vec<PathBuf>, ProfileError> {
+    let data = std::fs::read(program).map_err(|source| ProfileError::Io {
+        path: program.to_owned(),
+        action: "read",
+        source,
+    })?;
+    let dynamic = object::File::parse(&*data)
+        .is_ok_and(|f| object::Object::section_by_name(&f, ".interp").is_some());
+    if !dynamic {
+        return Ok(Vec::new());
+    }
+    let listed = std::process::Command::new(program)
+        .args(&command[1..])
+        .env("LD_TRACE_LOADED_OBJECTS", "1")
+        .env_remove("LD_PRELOAD")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .map_err(system("listing the program's libraries"))?;
+    Ok(String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .filter_map(library_path)
+        .filter(|p| {
+            let name = p
+                .file_name()
+                .map(|n| n.to_string_lossy())
+                .unwrap_or_default();
+            !C_RUNTIME.iter().any(|c| name.starts_with(c))
+        })
+        .collect())
+}
+
+/// The path of one line of the loader's list (`name => /path (0x…)`, or `/path (0x…)`).
+fn library_path(line: &str) -> Option<PathBuf> {
+    let line = line.trim();
+    let path = match line.split_once("=>") {
+        Some((_, right)) => right.trim(),
+        None => line,
+    };
+    let path = path.rsplit_once(" (").map_or(path, |(p, _)| p).trim();
+    path.starts_with('/').then(|| PathBuf::from(path))
 }
 
 /// The runtime's path as `LD_PRELOAD` needs it: absolute, existing, without the separators
@@ -395,31 +502,30 @@ impl Gathered {
         let refused: HashSet<u32> = instrumented
             .map(|r| r.refused.iter().map(|x| x.site).collect())
             .unwrap_or_default();
-        for (i, planned) in handover.sites.iter().enumerate() {
+        // Site ids run over the objects one after another.
+        let all: Vec<(u32, &PlannedSite)> = handover
+            .objects
+            .iter()
+            .enumerate()
+            .flat_map(|(o, object)| object.sites.iter().map(move |s| (o as u32, s)))
+            .collect();
+        for (id, &(object, planned)) in all.iter().enumerate() {
+            let kept = !refused.contains(&(id as u32));
+            let site = |reason: &str| SkippedSite {
+                object,
+                address: planned.site.address,
+                reason: reason.to_owned(),
+            };
             match &planned.patch {
-                SitePatch::ShortJump { .. } if !refused.contains(&(i as u32)) => {
-                    summary.springboard_sites += 1;
-                }
-                SitePatch::FallThrough { .. } if !refused.contains(&(i as u32)) => {
-                    summary.fall_through_sites += 1;
-                }
-                SitePatch::Jump { .. }
-                    if planned.site.address_only() && !refused.contains(&(i as u32)) =>
-                {
+                SitePatch::ShortJump { .. } if kept => summary.springboard_sites += 1,
+                SitePatch::FallThrough { .. } if kept => summary.fall_through_sites += 1,
+                SitePatch::Jump { .. } if kept && planned.site.address_only() => {
                     summary.room_jumps += 1;
                 }
-                SitePatch::Skip { reason } => summary.skipped.push(SkippedSite {
-                    object: 0,
-                    address: planned.site.address,
-                    reason: reason.clone(),
-                }),
-                SitePatch::Trap { why } if !refused.contains(&(i as u32)) => {
+                SitePatch::Skip { reason } => summary.skipped.push(site(reason)),
+                SitePatch::Trap { why } if kept => {
                     *summary.trap_reasons.entry(why.clone()).or_default() += 1;
-                    summary.traps.push(SkippedSite {
-                        object: 0,
-                        address: planned.site.address,
-                        reason: why.clone(),
-                    });
+                    summary.traps.push(site(why));
                 }
                 _ => {}
             }
@@ -428,16 +534,21 @@ impl Gathered {
             summary.jump_sites = r.jump_sites;
             summary.trap_sites = r.trap_sites;
             for refusal in &r.refused {
-                if let Some(planned) = handover.sites.get(refusal.site as usize) {
+                if let Some(&(object, planned)) = all.get(refusal.site as usize) {
                     summary.skipped.push(SkippedSite {
-                        object: 0,
+                        object,
                         address: planned.site.address,
                         reason: refusal.reason.clone(),
                     });
                 }
             }
+            for &o in &r.unloaded {
+                if let Some(object) = handover.objects.get(o as usize) {
+                    summary.unloaded.push(object.file.path.clone());
+                }
+            }
         }
-        summary.skipped.sort_by_key(|s| s.address);
+        summary.skipped.sort_by_key(|s| (s.object, s.address));
         for r in &self.results {
             summary.dropped_events += r.dropped_events;
             summary.lost_threads += u64::from(r.lost_threads);
@@ -451,5 +562,24 @@ impl Gathered {
         summary.processes_without_result =
             self.started.saturating_sub(instrumented_results.count()) as u64;
         summary
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_loaders_list_gives_paths() {
+        assert_eq!(
+            library_path("\tlibm.so.6 => /lib/x86_64-linux-gnu/libm.so.6 (0x00007f2a1c000000)"),
+            Some(PathBuf::from("/lib/x86_64-linux-gnu/libm.so.6"))
+        );
+        assert_eq!(
+            library_path("\t/lib64/ld-linux-x86-64.so.2 (0x00007f2a1c200000)"),
+            Some(PathBuf::from("/lib64/ld-linux-x86-64.so.2"))
+        );
+        assert_eq!(library_path("\tlinux-vdso.so.1 (0x00007ffc5a5e8000)"), None);
+        assert_eq!(library_path("\tlibfoo.so => not found"), None);
     }
 }

@@ -408,6 +408,8 @@ fn write_result(ending: Ending, skip_current: bool) {
     out.json(&rt.trap_sites);
     out.text(",\"refused\":");
     out.json(&rt.refused);
+    out.text(",\"unloaded\":");
+    out.json(&rt.unloaded);
     out.text(",\"lost_threads\":");
     out.json(&lost_threads);
     out.text("}");

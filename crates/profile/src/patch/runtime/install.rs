@@ -1,13 +1,14 @@
-//! Patching the executable in this process: trampolines generated into an area mapped within
-//! a 32-bit displacement of the code, then every planned site rewritten, each text page
-//! writable (and not executable) only while its sites are written.
+//! Patching the executable (and the libraries asked for) in this process: for each object,
+//! trampolines generated into an area mapped within a 32-bit displacement of its code, then
+//! every planned site rewritten, each text page writable (and not executable) only while its
+//! sites are written.
 
 use std::collections::HashMap;
 use std::path::Path;
 
 use iced_x86::{Decoder, DecoderOptions, Instruction};
 
-use super::super::handover::{FileIdentity, Handover, Refusal};
+use super::super::handover::{FileIdentity, Handover, ObjectPlan, Refusal};
 use super::super::plan::{JUMP_BYTES, SitePatch};
 use super::super::trampoline::{
     self, MAX_SITE_ID, SlowPaths, StateSave, Step, ThreadWords, falls_through,
@@ -20,20 +21,21 @@ const PAGE: u64 = 4096;
 const TRAMPOLINE_BYTES: u64 = 256;
 const COVERED_EVENT_BYTES: u64 = 96;
 
-/// Patches the executable as `handover` plans; `None` when this process runs another program.
+/// Patches the objects as `handover` plans; `None` when this process runs another program.
 pub(super) fn install(handover: &Handover) -> Result<Option<Runtime>, String> {
     let me = FileIdentity::of(Path::new("/proc/self/exe"))
         .map_err(|e| format!("cannot stat /proc/self/exe: {e}"))?;
-    if !handover.executable.same_file(&me) {
+    if !handover.objects[0].file.same_file(&me) {
         return Ok(None);
     }
-    if handover.sites.len() as u64 > u64::from(MAX_SITE_ID) {
-        return Err(format!(
-            "{} sites: more than a trampoline can name",
-            handover.sites.len()
-        ));
+    let total = handover.site_count();
+    if total as u64 >= u64::from(MAX_SITE_ID) {
+        return Err(format!("{total} sites: more than a trampoline can name"));
     }
-    let image = loaded_image().ok_or("the executable is not among the loaded objects")?;
+    let loaded = loaded_objects();
+    let executable = loaded
+        .first()
+        .ok_or("the executable is not among the loaded objects")?;
     let words = thread_words(words_offset())
         .ok_or("the runtime's thread-local words are out of the trampolines' reach")?;
     let save = if handover.vector_extensions {
@@ -41,43 +43,123 @@ pub(super) fn install(handover: &Handover) -> Result<Option<Runtime>, String> {
     } else {
         StateSave::Sse
     };
-    let plans = decode_plans(handover, image.bias);
+    let mut runtime = Runtime {
+        sites: Vec::with_capacity(total),
+        functions: handover
+            .objects
+            .iter()
+            .map(|o| o.functions.clone())
+            .collect(),
+        main_entry_site: None,
+        main_return_site: total as u32,
+        main_return_stub: 0,
+        main_return_slot: std::ptr::null_mut(),
+        traps: HashMap::new(),
+        counted_blocks: handover.counted_blocks(),
+        results: handover.results.clone(),
+        jump_sites: 0,
+        trap_sites: 0,
+        refused: Vec::new(),
+        unloaded: Vec::new(),
+        words,
+    };
+    let mut out = Writes::default();
+    let mut counters = 0u32;
+    for (index, object) in handover.objects.iter().enumerate() {
+        let image = if index == 0 {
+            Some(executable)
+        } else {
+            loaded[1..].iter().find(|l| {
+                FileIdentity::of(Path::new(&l.path)).is_ok_and(|id| id.same_file(&object.file))
+            })
+        };
+        let first_site = runtime.sites.len() as u32;
+        match image {
+            Some(image) => install_object(
+                &mut runtime,
+                &mut out,
+                Placing {
+                    index: index as u32,
+                    object,
+                    image,
+                    first_site,
+                    first_counter: counters,
+                    words,
+                    save,
+                },
+            )?,
+            None => {
+                runtime.unloaded.push(index as u32);
+                runtime
+                    .sites
+                    .extend(object.sites.iter().map(|p| RuntimeSite {
+                        site: p.site.clone(),
+                        object: index as u32,
+                        address: 0,
+                        counter: None,
+                        plt: None,
+                        repeats: None,
+                    }));
+            }
+        }
+        counters += object.counted_blocks;
+    }
+    out.writes.extend(out.springboards);
+    write_code(&out.writes)?;
+    Ok(Some(runtime))
+}
+
+/// The bytes to write over the code: the sites' jumps and traps, then the springboards (which
+/// may lie in bytes another site's jump covers, so written after).
+#[derive(Default)]
+struct Writes {
+    writes: Vec<(u64, Vec<u8>)>,
+    springboards: Vec<(u64, Vec<u8>)>,
+}
+
+/// One object to patch and where its sites and counters start in the global numbering.
+struct Placing<'a> {
+    index: u32,
+    object: &'a ObjectPlan,
+    image: &'a LoadedImage,
+    first_site: u32,
+    first_counter: u32,
+    words: ThreadWords,
+    save: StateSave,
+}
+
+/// Generates an object's trampolines in an area near it and plans its writes.
+fn install_object(runtime: &mut Runtime, out: &mut Writes, p: Placing) -> Result<(), String> {
+    let Placing {
+        index,
+        object,
+        image,
+        first_site,
+        first_counter,
+        words,
+        save,
+    } = p;
+    let plans = decode_plans(object, image.bias);
     let area_bytes = area_bytes(&plans);
-    let area = map_area(&image, area_bytes)?;
+    let area = map_area(image, area_bytes)?;
     let mut patcher = Patcher::new(area, area_bytes, words);
     let handler = super::on_event as *const () as u64;
     let slow = SlowPaths {
         flags: patcher.place(|at| trampoline::slow_path(at, handler, &words, save, true))?,
         no_flags: patcher.place(|at| trampoline::slow_path(at, handler, &words, save, false))?,
     };
-    let main_return_site = handover.sites.len() as u32;
-    let slot = area + area_bytes - PAGE;
-    let main_return_stub =
-        patcher.place(|at| trampoline::main_return(at, main_return_site, slot, slow, &words))?;
-    let mut runtime = Runtime {
-        sites: Vec::with_capacity(handover.sites.len()),
-        functions: handover.functions.clone(),
-        main_entry_site: None,
-        main_return_site,
-        main_return_stub,
-        main_return_slot: slot as *mut u64,
-        traps: HashMap::new(),
-        counted_blocks: handover.counted_blocks as usize,
-        results: handover.results.clone(),
-        jump_sites: 0,
-        trap_sites: 0,
-        refused: Vec::new(),
-        words,
-    };
-    let mut writes: Vec<(u64, Vec<u8>)> = Vec::new();
-    // Written last: a springboard may lie in the bytes another site's jump covers.
-    let mut springboards: Vec<(u64, Vec<u8>)> = Vec::new();
-    for (id, planned) in handover.sites.iter().enumerate() {
-        let address = planned.site.address.wrapping_add(image.bias);
-        if Some(planned.site.address) == handover.main_entry {
-            runtime.main_entry_site = Some(id as u32);
+    if index == 0 {
+        let slot = area + area_bytes - PAGE;
+        let site = runtime.main_return_site;
+        runtime.main_return_stub =
+            patcher.place(|at| trampoline::main_return(at, site, slot, slow, &words))?;
+        runtime.main_return_slot = slot as *mut u64;
+    }
+    let id_of = |local: usize| first_site + local as u32;
+    for (local, planned) in object.sites.iter().enumerate() {
+        if index == 0 && Some(planned.site.address) == object.main_entry {
+            runtime.main_entry_site = Some(id_of(local));
         }
-        let plt = plans[id].plt;
         let repeats = match (&planned.patch, &planned.site.block) {
             (SitePatch::Jump { .. } | SitePatch::ShortJump { .. }, Some(b))
                 if b.header_of.is_some()
@@ -92,23 +174,26 @@ pub(super) fn install(handover: &Handover) -> Result<Option<Runtime>, String> {
         };
         runtime.sites.push(RuntimeSite {
             site: planned.site.clone(),
-            address,
-            plt,
+            object: index,
+            address: planned.site.address.wrapping_add(image.bias),
+            counter: planned.site.counted_block.map(|c| first_counter + c),
+            plt: plans[local].plt,
             repeats,
         });
     }
     let mut covered: HashMap<u64, u32> = HashMap::new();
-    let mut covered_by: HashMap<u32, u64> = HashMap::new();
+    let mut carries: HashMap<u32, u64> = HashMap::new();
     let mut fall_through: HashMap<u32, (u32, bool)> = HashMap::new();
-    for (id, planned) in handover.sites.iter().enumerate() {
+    for (local, planned) in object.sites.iter().enumerate() {
+        let id = id_of(local);
         match planned.patch {
             SitePatch::Covered { by } => {
-                covered.insert(runtime.sites[id].address, id as u32);
-                *covered_by.entry(by).or_default() += 1;
+                covered.insert(runtime.sites[id as usize].address, id);
+                *carries.entry(id_of(by as usize)).or_default() += 1;
             }
             SitePatch::FallThrough { by, flags_dead } => {
-                fall_through.insert(by, (id as u32, flags_dead));
-                *covered_by.entry(by).or_default() += 1;
+                fall_through.insert(id_of(by as usize), (id, flags_dead));
+                *carries.entry(id_of(by as usize)).or_default() += 1;
             }
             _ => {}
         }
@@ -117,21 +202,24 @@ pub(super) fn install(handover: &Handover) -> Result<Option<Runtime>, String> {
         covered: &covered,
         fall_through: &fall_through,
     };
-    for (id, planned) in handover.sites.iter().enumerate() {
-        let address = runtime.sites[id].address;
-        let outcome = match (&planned.patch, &plans[id].instructions) {
+    let mut refused = std::collections::HashSet::new();
+    for (local, planned) in object.sites.iter().enumerate() {
+        let id = id_of(local);
+        let address = runtime.sites[id as usize].address;
+        let outcome = match (&planned.patch, &plans[local].instructions) {
             (SitePatch::Jump { flags_dead, .. }, Ok(instrs)) => jump_site(
                 &mut patcher,
-                &runtime,
+                runtime,
                 &carried,
-                id as u32,
+                id,
                 instrs,
                 *flags_dead,
                 slow,
             )
             .map(|code_at| {
-                runtime.jump_sites += 1 + covered_by.get(&(id as u32)).unwrap_or(&0);
-                writes.push((address, jump_bytes(address, code_at, instrs)));
+                runtime.jump_sites += 1 + carries.get(&id).unwrap_or(&0);
+                out.writes
+                    .push((address, jump_bytes(address, code_at, instrs)));
             }),
             (
                 SitePatch::ShortJump {
@@ -142,9 +230,9 @@ pub(super) fn install(handover: &Handover) -> Result<Option<Runtime>, String> {
                 Ok(instrs),
             ) => jump_site(
                 &mut patcher,
-                &runtime,
+                runtime,
                 &carried,
-                id as u32,
+                id,
                 instrs,
                 *flags_dead,
                 slow,
@@ -153,8 +241,8 @@ pub(super) fn install(handover: &Handover) -> Result<Option<Runtime>, String> {
                 let board = springboard.wrapping_add(image.bias);
                 let (short, board_bytes) = short_jump_bytes(address, board, code_at, instrs)?;
                 runtime.jump_sites += 1;
-                writes.push((address, short));
-                springboards.push((board, board_bytes));
+                out.writes.push((address, short));
+                out.springboards.push((board, board_bytes));
                 Ok(())
             }),
             (SitePatch::Trap { .. }, Ok(instrs)) => {
@@ -165,15 +253,9 @@ pub(super) fn install(handover: &Handover) -> Result<Option<Runtime>, String> {
                         trampoline::trampoline(at, &[Step::Copy(first)], resume, slow, &words)
                     })
                     .map(|resume| {
-                        runtime.traps.insert(
-                            address,
-                            TrapSite {
-                                site: id as u32,
-                                resume,
-                            },
-                        );
+                        runtime.traps.insert(address, TrapSite { site: id, resume });
                         runtime.trap_sites += 1;
-                        writes.push((address, vec![0xcc]));
+                        out.writes.push((address, vec![0xcc]));
                     })
             }
             (
@@ -186,27 +268,21 @@ pub(super) fn install(handover: &Handover) -> Result<Option<Runtime>, String> {
             ) => Ok(()),
         };
         if let Err(reason) = outcome {
-            runtime.refused.push(Refusal {
-                site: id as u32,
-                reason,
-            });
+            refused.insert(local as u32);
+            runtime.refused.push(Refusal { site: id, reason });
         }
     }
-    let refused: std::collections::HashSet<u32> = runtime.refused.iter().map(|r| r.site).collect();
-    for (id, planned) in handover.sites.iter().enumerate() {
+    for (local, planned) in object.sites.iter().enumerate() {
         if let SitePatch::Covered { by } | SitePatch::FallThrough { by, .. } = planned.patch
             && refused.contains(&by)
         {
             runtime.refused.push(Refusal {
-                site: id as u32,
-                reason: format!("under the jump of site {by}, which was not patched"),
+                site: id_of(local),
+                reason: "under the jump of a site that was not patched".into(),
             });
         }
     }
-    patcher.seal()?;
-    writes.extend(springboards);
-    write_code(&writes)?;
-    Ok(Some(runtime))
+    patcher.seal()
 }
 
 /// A site's instructions as found in memory, and the PLT call's stub and return address.
@@ -215,8 +291,8 @@ struct Decoded {
     plt: Option<(u64, u64)>,
 }
 
-fn decode_plans(handover: &Handover, bias: u64) -> Vec<Decoded> {
-    handover
+fn decode_plans(object: &ObjectPlan, bias: u64) -> Vec<Decoded> {
+    object
         .sites
         .iter()
         .map(|planned| {
@@ -310,7 +386,7 @@ fn jump_site(
         let site = &runtime.sites[i as usize];
         Step::Event {
             site: i,
-            counter: site.site.counted_block,
+            counter: site.counter,
             repeats: site.repeats.is_some(),
             handled: site.handled(),
             flags_dead,
@@ -318,7 +394,7 @@ fn jump_site(
     };
     let site = &runtime.sites[id as usize];
     let mut steps = Vec::new();
-    if site.handled() || site.site.counted_block.is_some() {
+    if site.handled() || site.counter.is_some() {
         steps.push(event(id, flags_dead));
     }
     for (k, instr) in instrs.iter().enumerate() {
@@ -514,22 +590,24 @@ fn protection_of(maps: &str, page: u64) -> Option<libc::c_int> {
     })
 }
 
-/// Where the executable is loaded: its bias and the span of its segments.
+/// Where an object is loaded: its path, bias and the span of its segments.
 struct LoadedImage {
+    path: String,
     bias: u64,
     low: u64,
     high: u64,
 }
 
-fn loaded_image() -> Option<LoadedImage> {
-    let mut found: Option<LoadedImage> = None;
-    unsafe extern "C" fn first(
+/// The loaded objects, the executable first (as `dl_iterate_phdr` lists them).
+fn loaded_objects() -> Vec<LoadedImage> {
+    let mut found: Vec<LoadedImage> = Vec::new();
+    unsafe extern "C" fn each(
         info: *mut libc::dl_phdr_info,
         _size: libc::size_t,
         data: *mut libc::c_void,
     ) -> libc::c_int {
         // SAFETY: dl_iterate_phdr passes a valid info; `data` is the `found` below.
-        let (info, found) = unsafe { (&*info, &mut *(data as *mut Option<LoadedImage>)) };
+        let (info, found) = unsafe { (&*info, &mut *(data as *mut Vec<LoadedImage>)) };
         let mut low = u64::MAX;
         let mut high = 0;
         for i in 0..info.dlpi_phnum as usize {
@@ -540,18 +618,29 @@ fn loaded_image() -> Option<LoadedImage> {
                 high = high.max(ph.p_vaddr + ph.p_memsz);
             }
         }
-        *found = Some(LoadedImage {
-            bias: info.dlpi_addr,
-            low: low.wrapping_add(info.dlpi_addr),
-            high: high.wrapping_add(info.dlpi_addr),
-        });
-        1 // the first object is the executable: stop
+        let path = if info.dlpi_name.is_null() {
+            String::new()
+        } else {
+            // SAFETY: a non-null dlpi_name is a NUL-terminated string owned by the loader.
+            unsafe { std::ffi::CStr::from_ptr(info.dlpi_name) }
+                .to_string_lossy()
+                .into_owned()
+        };
+        if low < high {
+            found.push(LoadedImage {
+                path,
+                bias: info.dlpi_addr,
+                low: low.wrapping_add(info.dlpi_addr),
+                high: high.wrapping_add(info.dlpi_addr),
+            });
+        }
+        0
     }
     // SAFETY: the callback matches the expected signature and only writes `found`.
     unsafe {
-        libc::dl_iterate_phdr(Some(first), &mut found as *mut _ as *mut libc::c_void);
+        libc::dl_iterate_phdr(Some(each), &mut found as *mut _ as *mut libc::c_void);
     }
-    found.filter(|f| f.low < f.high)
+    found
 }
 
 /// Maps `bytes` read-write where every byte is within a 32-bit displacement of the whole image:

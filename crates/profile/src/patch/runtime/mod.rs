@@ -39,8 +39,12 @@ pub use ending::{end_process, quick_exit};
 struct RuntimeSite {
     /// Its roles (static addresses).
     site: Site,
+    /// Index of its object (0: the executable).
+    object: u32,
     /// Where it is in this process.
     address: u64,
+    /// Its block counter's index over all objects.
+    counter: Option<u32>,
     /// For a PLT call: the stub's static address and where the call returns.
     plt: Option<(u64, u64)>,
     /// For a loop header that is nothing else: (function, loop) whose repeat the trampoline
@@ -66,7 +70,8 @@ struct TrapSite {
 /// Everything fixed once the sites are patched.
 struct Runtime {
     sites: Vec<RuntimeSite>,
-    functions: Vec<u64>,
+    /// Entry address of each function, per object.
+    functions: Vec<Vec<u64>>,
     main_entry_site: Option<u32>,
     /// The site id of the stub `main` returns through.
     main_return_site: u32,
@@ -79,6 +84,7 @@ struct Runtime {
     jump_sites: u64,
     trap_sites: u64,
     refused: Vec<Refusal>,
+    unloaded: Vec<u32>,
     words: ThreadWords,
 }
 
@@ -206,7 +212,7 @@ fn handle(f: &mut Fast, word: u32, stack_pointer: u64, entry: u64) {
         return;
     }
     if word & UNCOUNTED_FLAG != 0
-        && let Some(c) = site.site.counted_block
+        && let Some(c) = site.counter
         && let Some(count) = slot.counters.get_mut(c as usize)
     {
         *count += 1;
@@ -235,15 +241,21 @@ fn handle(f: &mut Fast, word: u32, stack_pointer: u64, entry: u64) {
 /// `events`).
 fn events(rt: &Runtime, state: &mut ThreadState, site: &RuntimeSite, stack_pointer: u64) {
     let s = &site.site;
+    let object = site.object;
     if s.return_site {
         state.returned_to(site.address, stack_pointer);
     }
     if let Some(fi) = s.function_entry {
         // SAFETY: at a function's entry the program's stack holds its return address.
         let return_address = unsafe { (stack_pointer as *const u64).read() };
-        let address = rt.functions.get(fi as usize).copied().unwrap_or(0);
+        let address = rt
+            .functions
+            .get(object as usize)
+            .and_then(|f| f.get(fi as usize))
+            .copied()
+            .unwrap_or(0);
         state.call(
-            NodeKey::Function { object: 0, address },
+            NodeKey::Function { object, address },
             Some(fi),
             return_address,
             stack_pointer,
@@ -255,7 +267,7 @@ fn events(rt: &Runtime, state: &mut ThreadState, site: &RuntimeSite, stack_point
     if let Some((stub, return_address)) = site.plt {
         state.call(
             NodeKey::Plt {
-                object: 0,
+                object,
                 address: stub,
             },
             None,
