@@ -135,7 +135,6 @@ pub fn record_patch(
     };
     let handover_path = scratch.path().join("handover.json");
     handover.write(&handover_path)?;
-    let tsc_hz = crate::tsc::tsc_hz();
     let mut preload = runtime.into_os_string();
     if let Some(more) = options.preload.as_ref().filter(|p| !p.is_empty()) {
         preload.push(":");
@@ -147,7 +146,13 @@ pub fn record_patch(
         .args(&command[1..])
         .env("LD_PRELOAD", preload)
         .env(HANDOVER_VARIABLE, &handover_path);
+    // The TSC rate over the whole run: no time of its own, precise on any run but the shortest.
+    let (clock, tsc) = (Instant::now(), crate::tsc::read());
     let exit = run_to_the_end(child, &results, stop)?;
+    let tsc_hz = match clock.elapsed().as_secs_f64() {
+        seconds if seconds >= 0.2 => (crate::tsc::read() - tsc) as f64 / seconds,
+        _ => crate::tsc::tsc_hz(),
+    };
     let wall_ns = started.elapsed().as_nanos() as u64;
     let gathered = gather(&results, exit)?;
     let objects = planned
@@ -466,9 +471,10 @@ fn gather(results: &Path, exit: TargetExit) -> Result<Gathered, ProfileError> {
     let started = pids_with(results, "started").len();
     if out.is_empty() && started == 0 && !matches!(exit, TargetExit::Signaled(_)) {
         return Err(ProfileError::System {
-            what: "the patch runtime did not run in the target".into(),
+            what: "the patch runtime did not report from the target".into(),
             source: std::io::Error::other(
-                "it was not loaded (a static executable, or a set-user-ID one, ignores LD_PRELOAD)",
+                "it was not loaded (a static executable, or a set-user-ID one, ignores \
+                 LD_PRELOAD), or could not read its handover",
             ),
         });
     }

@@ -21,6 +21,10 @@ const PATIENCE: Duration = Duration::from_millis(200);
 static THREAD_KEY: std::sync::OnceLock<libc::pthread_key_t> = std::sync::OnceLock::new();
 /// The process's result has been written.
 static WRITTEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// The process the runtime's state belongs to (set at start and after `fork`). A child made
+/// by `vfork` shares the parent's memory without the `fork` handlers running: it must write
+/// nothing (its `_exit` would otherwise write the parent's trees and stop the parent's events).
+static OWNER: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
 /// Signals whose default action ends the process, caught (when their action is the default)
 /// so the result is written first.
@@ -125,6 +129,8 @@ fn words_are_here(rt: &Runtime) -> bool {
 
 /// Installs the process-wide hooks: the thread-end key, `fork` handlers and fatal signals.
 pub(super) fn arm_process_hooks() {
+    // SAFETY: getpid has no preconditions.
+    OWNER.store(unsafe { libc::getpid() }, Ordering::SeqCst);
     register_barrier();
     let mut key: libc::pthread_key_t = 0;
     // SAFETY: `thread_ended` matches the destructor signature and copes with any value set.
@@ -307,6 +313,7 @@ extern "C" fn after_fork_child() {
     f.pending = 0;
     f.dropped = 0;
     WRITTEN.store(false, Ordering::SeqCst);
+    OWNER.store(pid as i32, Ordering::SeqCst);
     FINISHED.release();
     SLOTS.release();
     if let Some(rt) = RUNTIME.get() {
@@ -337,6 +344,10 @@ fn write_result(ending: Ending, skip_current: bool) {
     let Some(rt) = RUNTIME.get() else {
         return;
     };
+    // SAFETY: getpid has no preconditions.
+    if unsafe { libc::getpid() } != OWNER.load(Ordering::SeqCst) {
+        return;
+    }
     if WRITTEN.swap(true, Ordering::SeqCst) {
         return;
     }

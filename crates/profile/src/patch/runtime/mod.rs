@@ -4,7 +4,7 @@
 //! [`start`] reads the handover `record` wrote, checks that the process runs the executable it
 //! was made for, finds where the executable is loaded, and patches every planned site before
 //! any code of the executable runs (the constructors of preloaded libraries run before the
-//! executable's). Then, per event, the handler ([`on_event`]) drives the thread's
+//! executable's). Then, per event, the handler (`on_event`) drives the thread's
 //! `ThreadState`, the same bookkeeping as the ptrace back-end's, so both give the same trees.
 //!
 //! Threads: each thread's state is made at its first event, kept in a slot the thread finds
