@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use crate::file::read_text;
+use crate::file::read_text_within;
 use crate::units::{parse_frequency_hz, parse_size_bytes};
 use crate::{Cache, CacheKind, IsaFeature, Machine, MachineError, PeakFlops};
 
@@ -104,7 +104,9 @@ pub fn detect_from(root: &SysRoot) -> Result<Machine, MachineError> {
     let mut machine = Machine::unknown();
     let mut sources = Vec::new();
     if root.cpuinfo.exists() {
-        let info = parse_cpuinfo(&read_text(&root.cpuinfo)?);
+        // One block of a few KiB per logical processor: 64 MiB is room for tens of thousands.
+        let text = read_text_within(&root.cpuinfo, 64 << 20, "/proc/cpuinfo")?;
+        let info = parse_cpuinfo(&text);
         apply_cpuinfo(&mut machine, &info);
         sources.push(root.cpuinfo.display().to_string());
     }

@@ -1,8 +1,9 @@
 //! loopscope's machine files: TOML with a `format_version`, written atomically.
 
-use std::io::Write;
 use std::path::Path;
 
+use crate::bounded::{MACHINE_FILE_CAP_BYTES, read_bounded};
+use crate::writing::{check_target, write_atomically};
 use crate::{Machine, MachineError};
 
 /// The machine-file format this version reads and writes.
@@ -76,15 +77,19 @@ pub fn read_machine_file(path: &Path) -> Result<Machine, MachineError> {
     from_toml(&text, path)
 }
 
-/// Reads a whole text file, refusing directories with a clear message.
+/// Reads a whole text file within [`MACHINE_FILE_CAP_BYTES`], refusing directories, devices
+/// that never end and huge files with a clear message.
 pub(crate) fn read_text(path: &Path) -> Result<String, MachineError> {
-    if path.is_dir() {
-        return Err(MachineError::Invalid {
-            path: path.to_owned(),
-            message: "is a directory, expected a file".to_owned(),
-        });
-    }
-    let bytes = std::fs::read(path).map_err(|source| MachineError::Io {
+    read_text_within(path, MACHINE_FILE_CAP_BYTES, "machine files")
+}
+
+/// Reads a whole text file of at most `cap_bytes`; `what` names the kind of file.
+pub(crate) fn read_text_within(
+    path: &Path,
+    cap_bytes: u64,
+    what: &str,
+) -> Result<String, MachineError> {
+    let bytes = read_bounded(path, cap_bytes, what).map_err(|source| MachineError::Io {
         path: path.to_owned(),
         action: "cannot read",
         source,
@@ -136,6 +141,7 @@ pub fn machine_to_update(
     if !path.exists() {
         return Ok(detected);
     }
+    check_target(path)?;
     let existing = read_machine_file(path)?;
     if existing.model != detected.model && !force {
         return Err(invalid(format!(
@@ -144,42 +150,6 @@ pub fn machine_to_update(
         )));
     }
     Ok(existing)
-}
-
-/// Writes `contents` to a temporary file beside `path`, syncs it and renames it over `path`.
-pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<(), MachineError> {
-    let io = |action: &'static str| {
-        move |source: std::io::Error| MachineError::Io {
-            path: path.to_owned(),
-            action,
-            source,
-        }
-    };
-    if path.is_dir() {
-        return Err(MachineError::Invalid {
-            path: path.to_owned(),
-            message: "is a directory, expected a file path".to_owned(),
-        });
-    }
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let file_name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{file_name}.tmp.{}", std::process::id()));
-    let result = (|| {
-        let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(contents)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result.map_err(io("cannot write"))
 }
 
 #[cfg(test)]

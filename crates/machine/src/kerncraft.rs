@@ -14,6 +14,7 @@ use yaml_rust2::{Yaml, YamlLoader};
 
 use crate::file::read_text;
 use crate::units::{parse_frequency_hz, parse_size_bytes};
+use crate::yaml_budget::check_expansion;
 use crate::{Bandwidth, Cache, CacheKind, Machine, MachineError, Measured, PeakFlops};
 
 /// The result of importing a kerncraft machine file.
@@ -33,6 +34,7 @@ pub fn import_kerncraft(path: &Path) -> Result<KerncraftImport, MachineError> {
 
 /// Imports a kerncraft machine file's text; `path` names it in errors and in `source`.
 pub fn import_kerncraft_str(text: &str, path: &Path) -> Result<KerncraftImport, MachineError> {
+    check_expansion(text, path)?;
     let docs = YamlLoader::load_from_str(text).map_err(|e| MachineError::Syntax {
         path: path.to_owned(),
         line: e.marker().line().max(1),

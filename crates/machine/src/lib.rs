@@ -33,18 +33,21 @@
 //! ```
 #![deny(missing_docs)]
 
+mod bounded;
 mod detect;
 mod error;
 mod file;
 mod kerncraft;
 mod model;
 mod units;
+mod writing;
+mod yaml_budget;
 
+pub use bounded::{MACHINE_FILE_CAP_BYTES, read_bounded, read_bounded_from};
 pub use detect::{CpuInfo, SysRoot, detect, detect_from, parse_cpuinfo};
 pub use error::MachineError;
 pub use file::{
-    FORMAT_VERSION, from_toml, machine_to_update, read_machine_file, to_toml, write_atomically,
-    write_machine_file,
+    FORMAT_VERSION, from_toml, machine_to_update, read_machine_file, to_toml, write_machine_file,
 };
 pub use kerncraft::{KerncraftImport, import_kerncraft, import_kerncraft_str};
 pub use model::{
@@ -52,3 +55,7 @@ pub use model::{
     PeakGflops,
 };
 pub use units::{format_bytes, parse_frequency_hz, parse_size_bytes};
+pub use writing::{
+    partial_path, write_atomically, write_atomically_with, write_measured_machine_file,
+};
+pub use yaml_budget::{YAML_DEPTH_CAP, YAML_EXPANSION_CAP_BYTES};
