@@ -250,7 +250,8 @@ pub fn levels_from_machine(machine: &Machine) -> Result<Vec<LevelConfig>, CacheE
     Ok(levels)
 }
 
-/// Checks each level and the hierarchy: at least one level, line sizes not shrinking downwards,
+/// Checks each level and the hierarchy: at least one level, each named once (ignoring case),
+/// line sizes not shrinking downwards,
 /// the first level not exclusive.
 pub fn check_hierarchy(levels: &[LevelConfig]) -> Result<(), CacheError> {
     let Some(first) = levels.first() else {
@@ -259,8 +260,17 @@ pub fn check_hierarchy(levels: &[LevelConfig]) -> Result<(), CacheError> {
             message: "no cache level given".into(),
         });
     };
-    for l in levels {
+    for (i, l) in levels.iter().enumerate() {
         l.validate()?;
+        if levels[..i]
+            .iter()
+            .any(|o| o.name.eq_ignore_ascii_case(&l.name))
+        {
+            return Err(CacheError::Geometry {
+                name: l.name.clone(),
+                message: "the level is named twice (each level once, innermost first)".into(),
+            });
+        }
     }
     if first.inclusion == Inclusion::Exclusive {
         return Err(CacheError::Geometry {
@@ -310,6 +320,8 @@ mod tests {
             "L1=32K:8:64:excl",
             "L1=32K:8:128,L2=1M:8:64",
             "L1=24K:3:64:plru",
+            "L1=32K:8:64,L1=64K:8:64",
+            "L1=32K:8:64,L2=1M:16:64,l1=2M:16:64",
         ] {
             assert!(parse_cache_spec(spec).is_err(), "{spec} accepted");
         }

@@ -34,6 +34,12 @@ impl LoadedKernel {
         base: Option<&str>,
         listener: &dyn Listener,
     ) -> Result<LoadedKernel, KernelError> {
+        if let Some((name, first, second)) = repeated_definition(define) {
+            return Err(KernelError::Binding {
+                origin: "-D".into(),
+                message: format!("`{name}` is given twice ({name}={first} and {name}={second})"),
+            });
+        }
         let (text, kernel) = read_kernel_file(path)?;
         for unused in kernel.unused_definitions(define) {
             listener.warn(&format!("-D {unused}: the kernel does not use `{unused}`"));
@@ -72,16 +78,43 @@ pub fn read_kernel_file(path: &Path) -> Result<(String, Kernel), KernelError> {
     Ok((text, kernel))
 }
 
-/// Parses `NAME=VALUE` (a `-D` value): the name trimmed, the value a 64-bit integer.
+/// Parses `NAME=VALUE` (a `-D` value): the name a C identifier (as the kernel's symbols are),
+/// the value a 64-bit integer, both trimmed. Messages do not repeat the text: the caller names
+/// the flag and the value.
 pub fn parse_definition(text: &str) -> Result<(String, i64), String> {
     let (name, value) = text
         .split_once('=')
-        .ok_or_else(|| format!("expected NAME=VALUE, found `{text}`"))?;
+        .ok_or_else(|| "expected NAME=VALUE".to_owned())?;
+    let name = name.trim();
+    if !is_identifier(name) {
+        return Err(format!(
+            "`{name}` is not a name (expected a letter or `_`, then letters, digits or `_`)"
+        ));
+    }
     let value: i64 = value
         .trim()
         .parse()
-        .map_err(|_| format!("value of `{name}` is not a 64-bit integer: `{value}`"))?;
-    Ok((name.trim().to_owned(), value))
+        .map_err(|_| format!("the value of `{name}` is not a 64-bit integer"))?;
+    Ok((name.to_owned(), value))
+}
+
+/// True for a C identifier: a letter or `_`, then letters, digits or `_` (ASCII).
+fn is_identifier(text: &str) -> bool {
+    let mut chars = text.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The first name given twice in `-D` values, with its two values.
+fn repeated_definition(define: &[(String, i64)]) -> Option<(&str, i64, i64)> {
+    define.iter().enumerate().find_map(|(i, (name, first))| {
+        define[i + 1..]
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, second)| (name.as_str(), *first, *second))
+    })
 }
 
 /// Parses `--base A=0,B=800,C=0x640`: array names and their addresses (decimal or `0x` hex).
@@ -103,7 +136,15 @@ pub fn parse_bases(text: &str) -> Result<Vec<(String, u64)>, KernelError> {
             .map_err(|_| bad(format!("address of `{name}` is not a number: `{addr}`")))?;
             Ok((name.trim().to_owned(), value))
         })
-        .collect()
+        .collect::<Result<Vec<(String, u64)>, KernelError>>()
+        .and_then(|bases| {
+            for (i, (name, _)) in bases.iter().enumerate() {
+                if bases[..i].iter().any(|(n, _)| n == name) {
+                    return Err(bad(format!("`{name}` is given twice")));
+                }
+            }
+            Ok(bases)
+        })
 }
 
 #[cfg(test)]
@@ -115,16 +156,25 @@ mod tests {
     #[test]
     fn definitions_and_bases_parse() {
         assert_eq!(parse_definition(" N = -3 "), Ok(("N".into(), -3)));
-        assert!(
-            parse_definition("N")
-                .unwrap_err()
-                .contains("expected NAME=VALUE")
+        assert_eq!(parse_definition("_n2=7"), Ok(("_n2".into(), 7)));
+        assert_eq!(parse_definition("N").unwrap_err(), "expected NAME=VALUE");
+        assert_eq!(
+            parse_definition("N=x").unwrap_err(),
+            "the value of `N` is not a 64-bit integer"
         );
-        assert!(
-            parse_definition("N=x")
-                .unwrap_err()
-                .contains("not a 64-bit integer")
-        );
+        assert!(parse_definition("N=1e3").is_err());
+        for bad in [
+            "=5",
+            "1x=5",
+            "a b=5",
+            "a-b=5",
+            "\u{feff}N=5",
+            "N\0=5",
+            "é=1",
+        ] {
+            let e = parse_definition(bad).unwrap_err();
+            assert!(e.contains("is not a name"), "{bad}: {e}");
+        }
         assert_eq!(
             parse_bases("A=0, B=0x40").unwrap(),
             [("A".to_string(), 0), ("B".to_string(), 64)]
@@ -133,6 +183,21 @@ mod tests {
         assert_eq!(e, "--base: address of `A` is not a number: `zz`");
         let e = parse_bases("A").unwrap_err().to_string();
         assert_eq!(e, "--base: expected NAME=ADDRESS, found `A`");
+        let e = parse_bases("A=0, A=8").unwrap_err().to_string();
+        assert_eq!(e, "--base: `A` is given twice");
+    }
+
+    #[test]
+    fn a_name_defined_twice_is_refused() {
+        let define = [
+            ("N".to_string(), 5),
+            ("M".to_string(), 1),
+            ("N".to_string(), 6),
+        ];
+        let e = LoadedKernel::load(Path::new("/nonexistent.c"), &define, None, &Silent)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "-D: `N` is given twice (N=5 and N=6)");
     }
 
     struct Heard(std::sync::Mutex<Vec<String>>);
@@ -176,6 +241,14 @@ mod tests {
         fn parsers_never_panic(text in "\\PC{0,40}") {
             let _ = parse_definition(&text);
             let _ = parse_bases(&text);
+        }
+
+        #[test]
+        fn accepted_definitions_have_identifier_names(text in "[ -~]{0,12}|[a-zA-Z_0-9 =-]{0,12}") {
+            if let Ok((name, _)) = parse_definition(&text) {
+                prop_assert!(is_identifier(&name));
+                prop_assert!(!name.is_empty() && !name.as_bytes()[0].is_ascii_digit());
+            }
         }
     }
 }
