@@ -1,6 +1,6 @@
 //! `loopscope demo`: both pipelines on the bundled examples, in about a minute. It measures
 //! this machine (`probe --quick`), models and times example kernels (`misses`, `roofline
-//! --measure`), profiles an example program (`record` with both back-ends, `report`, `mix`)
+//! --measure`), profiles an example program (`record` sampled and patched, `report`, `mix`)
 //! and writes everything into one self-contained HTML page, with the command that reproduces
 //! each figure. Every step calls the library, as the commands do; a step that fails is named
 //! in the page and the summary, and the others still run.
@@ -20,8 +20,8 @@ use loopscope_kernel::Listener;
 use loopscope_machine::{Machine, write_atomically, write_machine_file};
 use loopscope_probe::{ProbeOptions, ProbeReport, Simd, run_probe};
 use loopscope_profile::{
-    ExactOptions, HotRule, MixOptions, MixReport, Profile, ProfileReport, SampleOptions, TreeNode,
-    build_mix, build_report, measure_trap_cost, record_exact, record_sampled,
+    HotRule, MixOptions, MixReport, PatchOptions, Profile, ProfileReport, SampleOptions, TreeNode,
+    build_mix, build_report, record_patch, record_sampled,
 };
 use loopscope_report::{
     Figure, FirefoxInput, HtmlReport, format_bytes, render_firefox_profile, render_html,
@@ -78,14 +78,12 @@ const MISSES_KERNELS: [(&str, &[(&str, i64)]); 2] = [
     ("stride-conflict", &[("N", 512), ("M", 512)]),
 ];
 
-/// The example program and its arguments for each back-end.
+/// The example program and its arguments, the same for both back-ends.
 const PROGRAM: &str = include_str!("../../../../examples/programs/stencil.c");
 const PROGRAM_NAME: &str = "stencil";
 /// A grid of 65 x 65 x 129 points, swept 120 times: about a second, a thousand samples (`-q`:
 /// the program prints nothing, so its output does not mix with the demo's).
-const SAMPLED_ARGS: [&str; 5] = ["65", "65", "129", "120", "-q"];
-/// A small grid and two sweeps: every loop header is a marker stop.
-const EXACT_ARGS: [&str; 5] = ["17", "17", "33", "2", "-q"];
+const PROGRAM_ARGS: [&str; 5] = ["65", "65", "129", "120", "-q"];
 
 /// What the demo found, as `--json` prints it.
 #[derive(Debug, Default, Serialize)]
@@ -108,7 +106,7 @@ pub struct DemoSummary {
     pub misses: Vec<MissLine>,
     /// The hottest loops of the sampled profile.
     pub hot_loops: Vec<LoopLine>,
-    /// Instruction shares by type.
+    /// Instruction shares by type (exact: the patched run's block counts).
     pub mix: Vec<(String, f64)>,
     /// Steps that failed, with why.
     pub failures: Vec<String>,
@@ -171,7 +169,7 @@ pub struct LoopLine {
     pub source: String,
     /// Inclusive share of the run.
     pub share: f64,
-    /// Fewest, mean and most trips per entry (exact profile).
+    /// Fewest, mean and most trips per entry (the patched run: exact).
     pub trips: Option<[f64; 3]>,
 }
 
@@ -492,7 +490,7 @@ impl Demo<'_> {
     fn record(&mut self, bar: &ProgressBar) -> anyhow::Result<()> {
         let program = self.program();
         let sampled_path = self.dir.join(format!("{PROGRAM_NAME}.profile"));
-        let command = command_line(&program, &SAMPLED_ARGS);
+        let command = command_line(&program, &PROGRAM_ARGS);
         let run = record_sampled(&command, &SampleOptions::default(), self.stop)?;
         let profile = Profile::sampled(text_of(&command), run);
         profile.write(&sampled_path)?;
@@ -513,7 +511,7 @@ impl Demo<'_> {
         self.results.sampled = Some((
             format!(
                 "Time per loop and calling context: {PROGRAM_NAME} {} (sample back-end)",
-                SAMPLED_ARGS.join(" ")
+                PROGRAM_ARGS.join(" ")
             ),
             format!(
                 "loopscope record -o {} -- {} && loopscope report {} --firefox {}",
@@ -526,26 +524,28 @@ impl Demo<'_> {
         ));
         bar.inc(1);
         let exact_path = self.dir.join(format!("{PROGRAM_NAME}-exact.profile"));
-        let command = command_line(&program, &EXACT_ARGS);
-        let options = ExactOptions {
+        let options = PatchOptions {
             search_path: std::env::var_os("PATH"),
-            trap_cost: Some(measure_trap_cost(20_000)?),
-            ..ExactOptions::default()
+            runtime: crate::cmd::record::patch_runtime()?,
+            preload: std::env::var_os("LD_PRELOAD"),
+            count_blocks: true,
+            libraries: false,
+            scratch: None,
         };
-        let run = record_exact(&command, &options, self.stop)?;
-        let profile = Profile::exact(text_of(&command), run);
+        let run = record_patch(&command, &options, self.stop)?;
+        let profile = Profile::patched(text_of(&command), run);
         profile.write(&exact_path)?;
         let report = build_report(&profile, HotRule::Share(0.01))?;
         self.add_trips(&report.tree);
         self.results.exact = Some((
             format!(
-                "Entries and trips per loop: {PROGRAM_NAME} {} (ptrace back-end: exact counts; \
-                 its times are of a program stopped at every loop header, take times from the \
-                 sampled tree)",
-                EXACT_ARGS.join(" ")
+                "Entries and trips per loop: {PROGRAM_NAME} {} (patch back-end with block \
+                 counters: exact counts; its times include the cost of every event, take times \
+                 from the sampled tree)",
+                PROGRAM_ARGS.join(" ")
             ),
             format!(
-                "loopscope record --backend ptrace -o {} -- {} && loopscope report {}",
+                "loopscope record --backend patch --blocks -o {} -- {} && loopscope report {}",
                 exact_path.display(),
                 text_of(&command).join(" "),
                 exact_path.display()
@@ -556,8 +556,9 @@ impl Demo<'_> {
         Ok(())
     }
 
+    /// The exact instruction mix, from the patched run's block counters.
     fn mix(&mut self) -> anyhow::Result<()> {
-        let path = self.dir.join(format!("{PROGRAM_NAME}.profile"));
+        let path = self.dir.join(format!("{PROGRAM_NAME}-exact.profile"));
         let profile = Profile::read(&path)?;
         let mix = build_mix(&profile, &MixOptions::default(), &path)?;
         self.summary.mix = mix
@@ -567,8 +568,8 @@ impl Demo<'_> {
             .collect();
         self.results.mix = Some((
             format!(
-                "Executed instructions: {PROGRAM_NAME} {}",
-                SAMPLED_ARGS.join(" ")
+                "Executed instructions: {PROGRAM_NAME} {} (every block counted)",
+                PROGRAM_ARGS.join(" ")
             ),
             format!("loopscope mix {}", path.display()),
             mix,

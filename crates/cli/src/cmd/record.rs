@@ -186,7 +186,7 @@ pub fn run(args: &RecordArgs, ui: &Ui) -> anyhow::Result<()> {
 /// builds beside this binary: in its `deps/` directory first (where every build of loopscope
 /// leaves it; the copy next to the binary is only refreshed when the library itself is built
 /// as a workspace member), then next to it (an installed copy).
-fn patch_runtime() -> anyhow::Result<PathBuf> {
+pub(crate) fn patch_runtime() -> anyhow::Result<PathBuf> {
     const NAME: &str = "libloopscope_patch_runtime.so";
     if let Some(path) = std::env::var_os("LOOPSCOPE_PATCH_RUNTIME") {
         return Ok(PathBuf::from(path));
