@@ -607,4 +607,26 @@ mod tests {
         h.access(60, 8, false, 0);
         assert_eq!(h.stats()[0].accesses, 2);
     }
+
+    #[test]
+    fn a_huge_sparse_level_counts_as_a_stored_one() {
+        // Direct-mapped, so lines closer than the set count never conflict: a 64 GiB level
+        // (stored sparsely) and a 16 MiB one (stored whole) see the same run below 16 MiB.
+        let mut huge = sim("L1=4K:4:64,L2=64G:1:64:wt", false);
+        let mut stored = sim("L1=4K:4:64,L2=16M:1:64:wt", false);
+        assert!(huge.levels[1].is_sparse() && !stored.levels[1].is_sparse());
+        let mut x = 12345u64;
+        let accesses: Vec<(u64, u32, bool, u32)> = (0..20_000)
+            .map(|i| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                ((x % (16 << 20)) & !7, 8, i % 3 == 0, (i % 4) as u32)
+            })
+            .collect();
+        huge.access_many(accesses.iter().copied());
+        stored.access_many(accesses.iter().copied());
+        assert_eq!(huge.stats(), stored.stats());
+        assert_eq!(huge.memory(), stored.memory());
+    }
 }

@@ -3,8 +3,19 @@
 //! Each set is a slice of `ways` entries. For LRU and FIFO the slice is kept in order (most
 //! recent or newest first, invalid entries last), so a hit is a short rotation and the victim is
 //! the last entry. Tree-PLRU and random keep lines in place and use per-set bits or a generator.
+//!
+//! A level whose sets would take more than [`DENSE_LEVEL_CAP_BYTES`] keeps only the sets that
+//! accesses touch, each made on first touch (a hash map from set to its place in storage), so
+//! `L1=64G:1:64` costs memory in proportion to the lines a run touches, not to the size it
+//! names. The results are the same either way: an untouched set is an empty one.
+
+use std::collections::HashMap;
 
 use crate::config::{LevelConfig, Replacement};
+
+/// The most memory a level's sets take stored whole (8 bytes per line); larger levels store
+/// only the sets accesses touch.
+pub const DENSE_LEVEL_CAP_BYTES: u64 = 64 << 20;
 
 const DIRTY: u64 = 1 << 63;
 const INVALID: u64 = u64::MAX;
@@ -22,14 +33,25 @@ pub(crate) struct Level {
     /// mapping.
     remainder_sets: u64,
     replacement: Replacement,
+    /// Every stored set's `ways` entries, one chunk after another.
     entries: Vec<u64>,
+    /// Tree-PLRU bits, one word per stored set.
     plru: Vec<u64>,
     rng: u64,
+    /// For a level stored sparsely: the chunk of `entries` and `plru` of each touched set.
+    /// `None`: every set is stored, set `s` in chunk `s`.
+    sparse: Option<HashMap<usize, usize>>,
 }
 
 impl Level {
     pub(crate) fn new(cfg: &LevelConfig, seed: u64) -> Level {
-        let sets = cfg.sets() as usize;
+        let dense_bytes = cfg.sets().saturating_mul(cfg.ways).saturating_mul(8);
+        Level::with_storage(cfg, seed, dense_bytes > DENSE_LEVEL_CAP_BYTES)
+    }
+
+    /// A level stored sparsely (only touched sets) or whole.
+    pub(crate) fn with_storage(cfg: &LevelConfig, seed: u64, sparse: bool) -> Level {
+        let stored_sets = if sparse { 0 } else { cfg.sets() as usize };
         let ways = cfg.ways as usize;
         Level {
             shift: cfg.line_bytes.trailing_zeros(),
@@ -41,15 +63,49 @@ impl Level {
                 cfg.sets()
             },
             replacement: cfg.replacement,
-            entries: vec![INVALID; sets * ways],
+            entries: vec![INVALID; stored_sets * ways],
             plru: if cfg.replacement == Replacement::TreePlru {
-                vec![0; sets]
+                vec![0; stored_sets]
             } else {
                 Vec::new()
             },
             // xorshift must not start at zero.
             rng: seed | 1,
+            sparse: sparse.then(HashMap::new),
         }
+    }
+
+    /// Whether only touched sets are stored.
+    #[cfg(test)]
+    pub(crate) fn is_sparse(&self) -> bool {
+        self.sparse.is_some()
+    }
+
+    /// The chunk `set` is stored in, `None` when a sparse level has not stored it yet (it is
+    /// empty).
+    #[inline]
+    fn chunk(&self, set: usize) -> Option<usize> {
+        match &self.sparse {
+            None => Some(set),
+            Some(chunks) => chunks.get(&set).copied(),
+        }
+    }
+
+    /// The chunk `set` is stored in, made empty on first touch.
+    #[inline]
+    fn chunk_mut(&mut self, set: usize) -> usize {
+        let Some(chunks) = &mut self.sparse else {
+            return set;
+        };
+        let next = chunks.len();
+        let chunk = *chunks.entry(set).or_insert(next);
+        if chunk == next {
+            self.entries.extend(std::iter::repeat_n(INVALID, self.ways));
+            if self.replacement == Replacement::TreePlru {
+                self.plru.push(0);
+            }
+        }
+        chunk
     }
 
     #[inline]
@@ -61,9 +117,10 @@ impl Level {
         }
     }
 
+    /// The entries of the set stored in `chunk`.
     #[inline]
-    fn slots(&mut self, set: usize) -> &mut [u64] {
-        let start = set * self.ways;
+    fn slots(&mut self, chunk: usize) -> &mut [u64] {
+        let start = chunk * self.ways;
         &mut self.entries[start..start + self.ways]
     }
 
@@ -71,7 +128,9 @@ impl Level {
     /// `make_dirty`, and returns true.
     #[inline]
     pub(crate) fn lookup(&mut self, line: u64, make_dirty: bool) -> bool {
-        let set = self.set_of(line);
+        let Some(set) = self.chunk(self.set_of(line)) else {
+            return false;
+        };
         let replacement = self.replacement;
         let slots = self.slots(set);
         let Some(way) = slots.iter().position(|e| e & LINE_MASK == line) else {
@@ -111,6 +170,10 @@ impl Level {
         hits_by_reference: &mut [u64],
         keep_room: bool,
     ) -> Stop {
+        // A sparse level's sets are found through its map, which the general path does.
+        if self.sparse.is_some() {
+            return accesses.next().map_or(Stop::End, Stop::Other);
+        }
         // A number of sets other than a power of two (some L3s) takes the general copy, with a
         // remainder per access.
         if self.remainder_sets != 0 {
@@ -179,7 +242,7 @@ impl Level {
         make_dirty: bool,
     ) -> Option<Option<(u64, bool)>> {
         let dirty = if make_dirty { DIRTY } else { 0 };
-        let start = self.set_of(line) * self.ways;
+        let start = self.chunk_mut(self.set_of(line)) * self.ways;
         let slots = self.entries.get_mut(start..start + self.ways)?;
         // As in `take_lru_hits`: unrolled scans for the usual associativities.
         let dropped = match slots.len() {
@@ -193,7 +256,7 @@ impl Level {
     /// Puts `line` in the front slot [`Level::lru_lookup_or_make_room`] freed.
     #[inline]
     pub(crate) fn lru_fill_front(&mut self, line: u64, dirty: bool) {
-        let start = self.set_of(line) * self.ways;
+        let start = self.chunk_mut(self.set_of(line)) * self.ways;
         if let Some(front) = self.entries.get_mut(start) {
             *front = line | if dirty { DIRTY } else { 0 };
         }
@@ -201,7 +264,10 @@ impl Level {
 
     /// Whether `line` is present, without touching the replacement state.
     pub(crate) fn contains(&self, line: u64) -> bool {
-        let start = self.set_of(line) * self.ways;
+        let Some(chunk) = self.chunk(self.set_of(line)) else {
+            return false;
+        };
+        let start = chunk * self.ways;
         self.entries[start..start + self.ways]
             .iter()
             .any(|e| e & LINE_MASK == line)
@@ -210,7 +276,7 @@ impl Level {
     /// Inserts `line` (which must be absent); returns the evicted line and its dirty bit.
     #[inline]
     pub(crate) fn insert(&mut self, line: u64, dirty: bool) -> Option<(u64, bool)> {
-        let set = self.set_of(line);
+        let set = self.chunk_mut(self.set_of(line));
         let entry = line | if dirty { DIRTY } else { 0 };
         let replacement = self.replacement;
         let victim = match replacement {
@@ -245,7 +311,7 @@ impl Level {
 
     /// Removes `line` if present; returns its dirty bit.
     pub(crate) fn remove(&mut self, line: u64) -> Option<bool> {
-        let set = self.set_of(line);
+        let set = self.chunk(self.set_of(line))?;
         let replacement = self.replacement;
         let slots = self.slots(set);
         let way = slots.iter().position(|e| e & LINE_MASK == line)?;
@@ -261,13 +327,24 @@ impl Level {
         Some(dirty)
     }
 
-    /// Every dirty line, cleaning it (for a final flush).
+    /// Every dirty line in set order, cleaning it (for a final flush).
     pub(crate) fn take_dirty(&mut self) -> Vec<u64> {
+        let chunks: Vec<usize> = match &self.sparse {
+            None => (0..self.entries.len() / self.ways.max(1)).collect(),
+            Some(chunks) => {
+                let mut by_set: Vec<(usize, usize)> =
+                    chunks.iter().map(|(&s, &c)| (s, c)).collect();
+                by_set.sort_unstable();
+                by_set.into_iter().map(|(_, c)| c).collect()
+            }
+        };
         let mut out = Vec::new();
-        for e in &mut self.entries {
-            if *e != INVALID && *e & DIRTY != 0 {
-                *e &= LINE_MASK;
-                out.push(*e);
+        for chunk in chunks {
+            for e in self.slots(chunk) {
+                if *e != INVALID && *e & DIRTY != 0 {
+                    *e &= LINE_MASK;
+                    out.push(*e);
+                }
             }
         }
         out
@@ -283,10 +360,10 @@ impl Level {
 
     /// Points every tree node on the path to `way` away from it. Node `n` has children `2n`
     /// and `2n+1`; bit `n` set means "the victim is in the right subtree".
-    fn plru_touch(&mut self, set: usize, way: usize) {
+    fn plru_touch(&mut self, chunk: usize, way: usize) {
         let depth = self.ways.trailing_zeros();
         let mut node = 1usize;
-        let bits = &mut self.plru[set];
+        let bits = &mut self.plru[chunk];
         for level in (0..depth).rev() {
             let right = (way >> level) & 1;
             if right == 1 {
@@ -298,9 +375,9 @@ impl Level {
         }
     }
 
-    fn plru_victim(&self, set: usize) -> usize {
+    fn plru_victim(&self, chunk: usize) -> usize {
         let depth = self.ways.trailing_zeros();
-        let bits = self.plru[set];
+        let bits = self.plru[chunk];
         let mut node = 1usize;
         let mut way = 0usize;
         for _ in 0..depth {
@@ -422,5 +499,78 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         assert_eq!(run(), run());
+    }
+
+    #[test]
+    fn a_huge_level_stores_only_the_sets_it_touches() {
+        let mut l = level("L1=64G:1:64");
+        assert!(l.sparse.is_some());
+        for line in (0..4000u64).map(|i| i * 7919) {
+            assert_eq!(l.insert(line, line % 2 == 0), None);
+        }
+        assert!(l.contains(7919) && !l.contains(1));
+        assert!(l.entries.len() <= 4000);
+        assert_eq!(l.take_dirty().len(), 2000);
+        // A level of the usual size is stored whole.
+        assert!(level("L1=32K:8:64").sparse.is_none());
+    }
+
+    /// One step of the storage comparison: insert, look up, remove or flush a line.
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert(u64, bool),
+        Lookup(u64, bool),
+        Remove(u64),
+        Flush,
+        /// The LRU demand path: look up or make room, then fill.
+        Demand(u64, bool),
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (0u64..200, any::<bool>()).prop_map(|(l, d)| Op::Insert(l, d)),
+            (0u64..200, any::<bool>()).prop_map(|(l, d)| Op::Lookup(l, d)),
+            (0u64..200).prop_map(Op::Remove),
+            Just(Op::Flush),
+            (0u64..200, any::<bool>()).prop_map(|(l, d)| Op::Demand(l, d)),
+        ]
+    }
+
+    fn apply(l: &mut Level, op: &Op) -> String {
+        match *op {
+            Op::Insert(line, dirty) if !l.contains(line) => format!("{:?}", l.insert(line, dirty)),
+            Op::Insert(..) => "present".into(),
+            Op::Lookup(line, dirty) => format!("{}", l.lookup(line, dirty)),
+            Op::Remove(line) => format!("{:?}", l.remove(line)),
+            Op::Flush => format!("{:?}", l.take_dirty()),
+            Op::Demand(..) if l.replacement != Replacement::Lru => "not lru".into(),
+            Op::Demand(line, dirty) => {
+                let outcome = l.lru_lookup_or_make_room(line, dirty);
+                if outcome.is_some() {
+                    l.lru_fill_front(line, dirty);
+                }
+                format!("{outcome:?}")
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn sparse_storage_answers_as_dense_storage_does(
+            ops in proptest::collection::vec(op(), 0..300),
+            policy in 0usize..4,
+        ) {
+            let name = ["lru", "fifo", "plru", "random"][policy];
+            let cfg = &crate::parse_cache_spec(&format!("L1=2K:4:64:{name}")).unwrap()[0];
+            let mut dense = Level::with_storage(cfg, 7, false);
+            let mut sparse = Level::with_storage(cfg, 7, true);
+            for op in &ops {
+                proptest::prop_assert_eq!(apply(&mut dense, op), apply(&mut sparse, op));
+            }
+            for line in 0..200 {
+                proptest::prop_assert_eq!(dense.contains(line), sparse.contains(line));
+            }
+        }
     }
 }

@@ -48,9 +48,10 @@ pub use config::{
 };
 pub use error::CacheError;
 pub use hierarchy::{Hierarchy, LevelStats, MemoryStats, RefStats};
+pub use level::DENSE_LEVEL_CAP_BYTES;
 pub use simulation::{
     AloneLevel, CurvePoint, MemoryTraffic, SimulatedLevel, SimulatedReference, Simulation,
-    SimulationInput, SimulationOptions, simulate, simulate_each_level_alone,
+    SimulationInput, SimulationOptions, TRACE_LINE_CAP_BYTES, simulate, simulate_each_level_alone,
 };
 pub use stack::{MissCurve, StackDistance};
 pub use trace::{TraceAccess, parse_trace_line};

@@ -3,7 +3,7 @@
 //! each level alone (the analytic model's assumption), for checking that model.
 
 use std::collections::BTreeMap;
-use std::io::BufRead;
+use std::io::{BufRead, Read};
 use std::path::Path;
 use std::time::Instant;
 
@@ -11,6 +11,10 @@ use loopscope_kernel::{Listener, LoadedKernel, Program, RefLabel};
 use serde::Serialize;
 
 use crate::{CacheError, Hierarchy, Inclusion, LevelConfig, MissCurve, parse_trace_line};
+
+/// The longest line an address trace may have. A trace is streamed, so its length is not
+/// capped; a line is, so that a file without line ends (`/dev/zero`) is refused at once.
+pub const TRACE_LINE_CAP_BYTES: u64 = 4096;
 
 /// What to simulate.
 #[derive(Debug, Clone, Copy)]
@@ -279,11 +283,24 @@ fn run_trace(
     let (mut number, mut read_bytes, mut shown) = (0u64, 0u64, 0u64);
     loop {
         line.clear();
-        let n = reader.read_line(&mut line).map_err(io)?;
+        let n = (&mut reader)
+            .take(TRACE_LINE_CAP_BYTES + 1)
+            .read_line(&mut line)
+            .map_err(io)?;
         if n == 0 {
             break;
         }
         number += 1;
+        if n as u64 > TRACE_LINE_CAP_BYTES {
+            return Err(CacheError::Trace {
+                path: path.to_owned(),
+                line: number,
+                message: format!(
+                    "longer than {TRACE_LINE_CAP_BYTES} bytes, the cap on a trace line \
+                     (expected `R|W HEX-ADDRESS SIZE`; see docs/limits.md)"
+                ),
+            });
+        }
         read_bytes += n as u64;
         if number % (1 << 16) == 0 {
             let position = read_bytes.min(total);
@@ -537,5 +554,51 @@ mod tests {
             .collect();
         assert_eq!((stats[0].accesses, stats[1].accesses), (200, 200));
         assert_eq!((stats[0].misses, stats[1].misses), (25, 13));
+    }
+
+    #[test]
+    fn a_trace_without_line_ends_is_refused_at_the_cap() {
+        let levels = parse_cache_spec("L1=32K:8:64").unwrap();
+        let options = SimulationOptions::default();
+        let zero = Path::new("/dev/zero");
+        let e = simulate(SimulationInput::Trace(zero), &levels, options, &Silent).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "/dev/zero:1: longer than 4096 bytes, the cap on a trace line \
+             (expected `R|W HEX-ADDRESS SIZE`; see docs/limits.md)"
+        );
+    }
+
+    #[test]
+    fn a_64_gib_level_is_simulated_in_little_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let trace = dir.path().join("t.trace");
+        let lines: String = (0..4000u64)
+            .map(|i| format!("R {:x} 8\n", (i % 1000) * 4096))
+            .collect();
+        std::fs::write(&trace, lines).unwrap();
+        let levels = parse_cache_spec("L1=64G:1:64").unwrap();
+        let input = SimulationInput::Trace(&trace);
+        let options = SimulationOptions::default();
+        let s = simulate(input, &levels, options, &Silent).unwrap();
+        assert_eq!((s.levels[0].accesses, s.levels[0].misses), (4000, 1000));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        #[test]
+        fn any_trace_bytes_give_an_answer(bytes in proptest::collection::vec(
+            proptest::prelude::any::<u8>(), 0..6000), newline_every in 1usize..6000) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("fuzz.trace");
+            let mut text = bytes;
+            for i in (0..text.len()).step_by(newline_every) {
+                text[i] = b'\n';
+            }
+            std::fs::write(&path, &text).unwrap();
+            let levels = parse_cache_spec("L1=1K:2:64").unwrap();
+            let input = SimulationInput::Trace(&path);
+            let _ = simulate(input, &levels, SimulationOptions::default(), &Silent);
+        }
     }
 }
