@@ -42,6 +42,7 @@
 
 mod bandwidth;
 mod chase;
+mod clock;
 mod code;
 mod error;
 #[cfg(test)]
@@ -59,6 +60,10 @@ mod timer;
 
 pub use bandwidth::{BandwidthSample, Kernel, measure_bandwidth};
 pub use chase::{CHASE_STRIDE_BYTES, ChaseBuffer, point_from_samples};
+pub use clock::{
+    ADD_LATENCY_CYCLES, CLOCK_AGREEMENT, CLOCK_RANGE, ClockSource, CoreClock, IMUL_LATENCY_CYCLES,
+    judge_clock, measure_core_clock,
+};
 pub use flops::{ACCUMULATORS, FlopsSample, Precision, flops_per_call, measure_flops};
 pub use icache::{CALLS_PER_SAMPLE, CodeProbe, CodeSample, generate};
 pub use levels::{
@@ -86,6 +91,6 @@ pub use knee::{
 };
 pub use mem::{HUGE_PAGE_BYTES, Mapping, anon_huge_kib};
 pub use timer::{
-    Timer, TimerSource, add_latency_ns, allowed_cpus, context_switches, core_hz, monotonic_raw_ns,
+    Timer, TimerSource, add_latency_ns, allowed_cpus, context_switches, monotonic_raw_ns,
     pin_current_thread, undisturbed_samples,
 };

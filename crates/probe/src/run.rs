@@ -11,6 +11,7 @@ use serde::Serialize;
 use crate::ProbeError;
 use crate::bandwidth::{Kernel, measure_bandwidth};
 use crate::chase::ChaseBuffer;
+use crate::clock::{CoreClock, measure_core_clock};
 use crate::code::CodeKind;
 use crate::flops::{FlopsSample, Precision, measure_flops};
 use crate::icache::CodeProbe;
@@ -20,7 +21,7 @@ use crate::knee::{
 };
 use crate::levels::{MIN_L1I_RATIO, assign_levels, cache_knees, level_caches};
 use crate::simd::Simd;
-use crate::timer::{Timer, add_latency_ns, allowed_cpus, core_hz, pin_current_thread};
+use crate::timer::{Timer, add_latency_ns, allowed_cpus, pin_current_thread};
 
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;
@@ -55,6 +56,8 @@ pub struct ProbeReport {
     pub measured: Measured,
     /// The clock used.
     pub timer: Timer,
+    /// The core clock latencies in cycles and the peak fraction use, with its evidence.
+    pub core_clock: CoreClock,
     /// The logical CPU the serial measurements ran on, when pinning worked.
     pub pinned_cpu: Option<usize>,
     /// Vector extension of the kernels.
@@ -148,7 +151,7 @@ pub fn run_probe(
     })?;
     let Serial {
         timer,
-        core_hz,
+        core_clock,
         add_latency_ns,
         pinned,
         curves,
@@ -185,7 +188,7 @@ pub fn run_probe(
             }
         }
     }
-    let peak_gflops = peak(&flops, machine, core_hz, &mut notes);
+    let peak_gflops = peak(&flops, machine, core_clock.hz, &mut notes);
     progress("done", 1.0);
     let partial = stop.load(Ordering::Relaxed);
     let mut caches = caches;
@@ -198,11 +201,12 @@ pub fn run_probe(
             duration_s: started.elapsed().as_secs_f64(),
             partial,
             notes,
-            core_hz: Some(core_hz),
+            core_hz: Some(core_clock.hz),
             memory_latency_ns,
             add_latency_ns: Some(add_latency_ns),
         },
         timer,
+        core_clock,
         pinned_cpu: pinned.then_some(cpus[0]),
         simd,
         curves,
@@ -212,7 +216,7 @@ pub fn run_probe(
 
 struct Serial {
     timer: Timer,
-    core_hz: f64,
+    core_clock: CoreClock,
     pinned: bool,
     curves: Vec<Curve>,
     notes: Vec<String>,
@@ -241,11 +245,14 @@ fn serial_part(
     };
     let timer = Timer::calibrate(budget.calibration);
     notes.push(format!("timer: {}", timer.describe()));
-    let core_hz = core_hz(&timer, 30);
-    notes.push(format!(
-        "core clock {:.3} GHz (dependent-add chain)",
-        core_hz / 1e9
-    ));
+    // The invariant TSC ticks at the nominal clock where the machine description has none.
+    let nominal_hz = machine
+        .nominal_hz
+        .map(|hz| hz as f64)
+        .or((timer.source == crate::timer::TimerSource::Tsc).then_some(timer.ticks_per_s));
+    let core_clock = measure_core_clock(&timer, 30, nominal_hz);
+    let core_hz = core_clock.hz;
+    notes.push(core_clock.describe());
     let add_latency_ns = add_latency_ns(&timer, 30);
     notes.push(format!(
         "floating-point add latency {add_latency_ns:.3} ns, {:.2} cycles (dependent-add chain)",
@@ -421,7 +428,7 @@ fn serial_part(
     }
     Ok(Serial {
         timer,
-        core_hz,
+        core_clock,
         add_latency_ns,
         pinned,
         curves,
@@ -777,8 +784,9 @@ fn peak(
     if theory.dp > 0 {
         let dp_peak = f64::from(theory.dp) * core_hz * f64::from(threads) / 1e9;
         notes.push(format!(
-            "peak DP {dp:.1} GFLOP/s of a theoretical {dp_peak:.1} ({:.0} %) at the measured clock",
-            100.0 * dp / dp_peak
+            "peak DP {dp:.1} GFLOP/s of a theoretical {dp_peak:.1} ({:.0} %) at the {:.3} GHz core clock",
+            100.0 * dp / dp_peak,
+            core_hz / 1e9
         ));
     }
     let simd = flops.first().map(|f| f.simd.name()).unwrap_or("scalar");

@@ -289,30 +289,10 @@ pub fn pin_current_thread(cpu: usize) -> Result<(), ProbeError> {
     Ok(())
 }
 
-/// The core clock in Hz, from a chain of dependent one-cycle integer additions.
-///
-/// Every x86-64 core since the 1990s retires a dependent `add reg, imm` in one cycle, so the
-/// chain's length divided by its time is the clock the core really runs at (turbo included),
-/// which the TSC does not tell.
-pub fn core_hz(timer: &Timer, chains: u32) -> f64 {
-    1e9 / ns_per_link(timer, chains, add_chain)
-}
-
-/// The fastest of `chains` runs of `chain` (64 dependent operations per iteration), in
-/// nanoseconds per operation.
-fn ns_per_link(timer: &Timer, chains: u32, chain: fn(u64)) -> f64 {
-    const LINKS_PER_ITERATION: u64 = 64;
-    const ITERATIONS: u64 = 20_000;
-    let best_ns = (0..chains.max(1))
-        .map(|_| timer.time_ns(|| chain(ITERATIONS)))
-        .fold(f64::INFINITY, f64::min);
-    best_ns / (ITERATIONS * LINKS_PER_ITERATION) as f64
-}
-
 /// Nanoseconds per double-precision addition that needs the result of the one before: what an
 /// in-order floating-point sum waits per element (3 or 4 cycles on current x86 cores).
 pub fn add_latency_ns(timer: &Timer, chains: u32) -> f64 {
-    ns_per_link(timer, chains, float_add_chain)
+    crate::clock::ns_per_link(timer, chains, float_add_chain)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -344,36 +324,6 @@ fn float_add_chain(iterations: u64) {
     let mut sum = 1.0f64;
     for _ in 0..iterations * 64 {
         sum = std::hint::black_box(sum + 1e-9);
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[inline(never)]
-fn add_chain(iterations: u64) {
-    let mut x = 0u64;
-    // SAFETY: pure register arithmetic on `x` and the counter; no memory is touched.
-    unsafe {
-        std::arch::asm!(
-            "2:",
-            ".rept 64",
-            "add {x}, 1",
-            ".endr",
-            "dec {n}",
-            "jnz 2b",
-            x = inout(reg) x,
-            n = inout(reg) iterations => _,
-            options(nostack, nomem),
-        );
-    }
-    std::hint::black_box(x);
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-#[inline(never)]
-fn add_chain(iterations: u64) {
-    let mut x = 0u64;
-    for _ in 0..iterations * 64 {
-        x = std::hint::black_box(x + 1);
     }
 }
 

@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use loopscope_machine::Machine;
-use loopscope_probe::{BaselineReport, ProbeReport};
+use loopscope_probe::{BaselineReport, ClockSource, ProbeReport};
 use plotters::prelude::*;
 
 use crate::machine::render_measured;
@@ -15,9 +15,15 @@ use crate::{Align, PlotError, Table, format_bytes};
 pub fn render_probe(report: &ProbeReport, machine: &Machine) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "machine   {}", machine.model);
-    if let Some(hz) = report.measured.core_hz {
-        let _ = writeln!(out, "clock     core {:.3} GHz measured", hz / 1e9);
-    }
+    let clock = &report.core_clock;
+    let how = match clock.source {
+        ClockSource::Measured => "measured".to_owned(),
+        ClockSource::Nominal => {
+            "nominal (the measured chains failed their check, see notes)".to_owned()
+        }
+        ClockSource::LowerChain => "from the slower chain, uncertain (see notes)".to_owned(),
+    };
+    let _ = writeln!(out, "clock     core {:.3} GHz {how}", clock.hz / 1e9);
     let _ = writeln!(
         out,
         "pinned    {}",
@@ -373,7 +379,7 @@ fn bounds(values: impl Iterator<Item = f64>) -> (f64, f64) {
 mod tests {
     use super::*;
     use loopscope_machine::{Cache, CacheKind, Measured};
-    use loopscope_probe::{Curve, Knee, Point, Simd, Timer};
+    use loopscope_probe::{Curve, Knee, Point, Simd, Timer, judge_clock};
 
     fn report() -> ProbeReport {
         let points = (10..20)
@@ -392,6 +398,7 @@ mod tests {
                 ..Measured::default()
             },
             timer: Timer::monotonic(None),
+            core_clock: judge_clock(1.0, 1.0 / 3.0, Some(3e9)),
             pinned_cpu: Some(0),
             simd: Simd::Scalar,
             curves: vec![Curve {
