@@ -1,8 +1,9 @@
 //! Cache level descriptions: geometry and policies, from `--cache` specs or machine files.
 
-use loopscope_machine::{Machine, parse_size_bytes};
+use loopscope_machine::{Machine, format_bytes, parse_size_bytes};
 
 use crate::CacheError;
+use crate::level::DENSE_LEVEL_CAP_BYTES;
 
 /// Which line a full set gives up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,6 +150,17 @@ impl LevelConfig {
         let sets = self.sets();
         if sets.checked_mul(self.ways).is_none_or(|n| n > 1 << 30) {
             return Err(bad("more than 2^30 lines".into()));
+        }
+        // Sparse storage keeps whole sets, so one set must fit the dense bound by itself.
+        let set_memory_bytes = self.ways.saturating_mul(8);
+        if set_memory_bytes > DENSE_LEVEL_CAP_BYTES {
+            return Err(bad(format!(
+                "one set of {} ways needs {} to simulate, more than the {} a set may take \
+                 (see docs/limits.md)",
+                self.ways,
+                format_bytes(set_memory_bytes),
+                format_bytes(DENSE_LEVEL_CAP_BYTES)
+            )));
         }
         if self.replacement == Replacement::TreePlru
             && (!self.ways.is_power_of_two() || self.ways > 64)
@@ -329,5 +341,18 @@ mod tests {
         assert!(e.to_string().contains("sets × ways × line"), "{e}");
         // 192 sets: indexed by remainder, as some L3s need.
         assert_eq!(parse_cache_spec("L1=96K:8:64").unwrap()[0].sets(), 192);
+    }
+
+    #[test]
+    fn a_set_too_large_to_simulate_is_refused_with_its_memory() {
+        let e = parse_cache_spec("L1=1G:16777216:64").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "cache L1: one set of 16777216 ways needs 128 MiB to simulate, more than the \
+             64 MiB a set may take (see docs/limits.md)"
+        );
+        // As many sets as wanted: only touched ones are stored.
+        assert!(parse_cache_spec("L1=64G:1:64").is_ok());
+        assert!(parse_cache_spec("L1=512M:8388608:64").is_ok());
     }
 }
