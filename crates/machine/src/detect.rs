@@ -217,7 +217,13 @@ fn read_sysfs_cache(dir: &Path) -> Result<Cache, MachineError> {
         .map(|list| count_cpu_list(&list))
         .unwrap_or(1);
     let mut cache = Cache::new(level, kind, size_bytes, line_bytes, ways, shared_by.max(1));
-    if let Some(s) = sets.filter(|&s| s > 0) {
+    // A sets count that contradicts the size (partitioned caches, odd hypervisors) is left
+    // derived, so that the description stays whole when read back.
+    if let Some(s) = sets.filter(|&s| {
+        ways.checked_mul(line_bytes)
+            .and_then(|wl| wl.checked_mul(s))
+            == Some(size_bytes)
+    }) {
         cache.sets = s;
     }
     Ok(cache)
@@ -314,7 +320,9 @@ mod cpuid {
                     ways,
                     p.max_cores_for_cache() as u32,
                 );
-                cache.sets = sets;
+                if sets * ways * line == cache.size_bytes {
+                    cache.sets = sets;
+                }
                 Some(cache)
             })
             .collect()

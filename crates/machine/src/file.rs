@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use crate::bounded::{MACHINE_FILE_CAP_BYTES, read_bounded};
+use crate::validate::validate;
 use crate::writing::{check_target, write_atomically};
 use crate::{Machine, MachineError};
 
@@ -14,7 +15,8 @@ pub fn to_toml(machine: &Machine) -> Result<String, MachineError> {
     toml::to_string_pretty(machine).map_err(|e| MachineError::Serialise(e.to_string()))
 }
 
-/// Parses a TOML machine file's text; `path` names it in errors.
+/// Parses a TOML machine file's text and checks what it describes (counts, clocks, cache
+/// geometries, measured figures); `path` names it in errors.
 pub fn from_toml(text: &str, path: &Path) -> Result<Machine, MachineError> {
     let table: toml::Table = toml::from_str(text).map_err(|e| syntax_error(text, path, &e))?;
     match table.get("format_version") {
@@ -44,7 +46,9 @@ pub fn from_toml(text: &str, path: &Path) -> Result<Machine, MachineError> {
             });
         }
     }
-    toml::from_str(text).map_err(|e| syntax_error(text, path, &e))
+    let machine: Machine = toml::from_str(text).map_err(|e| syntax_error(text, path, &e))?;
+    validate(&machine, path)?;
+    Ok(machine)
 }
 
 fn syntax_error(text: &str, path: &Path, error: &toml::de::Error) -> MachineError {

@@ -14,6 +14,7 @@ use yaml_rust2::{Yaml, YamlLoader};
 
 use crate::file::read_text;
 use crate::units::{parse_frequency_hz, parse_size_bytes};
+use crate::validate::validate;
 use crate::yaml_budget::check_expansion;
 use crate::{Bandwidth, Cache, CacheKind, Machine, MachineError, Measured, PeakFlops};
 
@@ -120,7 +121,15 @@ impl Importer<'_> {
                 _ => self.unmapped.push(key),
             }
         }
+        if machine.caches.is_empty() {
+            return Err(invalid(
+                self.path,
+                "memory hierarchy",
+                "no cache level (expected a list of levels with `cache per group`)",
+            ));
+        }
         machine.sort_caches();
+        validate(&machine, self.path)?;
         Ok(KerncraftImport {
             machine,
             unmapped: self.unmapped,
@@ -169,6 +178,9 @@ impl Importer<'_> {
             };
             let path = format!("{key}[{name}]");
             if let Some(cache) = self.level(level, &path, &name, default_line_bytes, machine)? {
+                if caches.iter().any(|c: &Cache| c.level == cache.level) {
+                    return Err(invalid(self.path, &path, "the level is listed twice"));
+                }
                 caches.push(cache);
             }
         }
@@ -202,7 +214,9 @@ impl Importer<'_> {
         } else {
             CacheKind::Unified
         };
-        let mut cache = self.cache_per_group(geometry.1, &format!("{path}.cache per group"))?;
+        let geometry_path = format!("{path}.cache per group");
+        let mut cache = self.cache_per_group(geometry.1, &geometry_path)?;
+        check_geometry(&cache, &geometry_path, self.path)?;
         cache.level = number;
         cache.kind = kind;
         if cache.line_bytes == 0 {
@@ -425,6 +439,28 @@ impl Importer<'_> {
     }
 }
 
+/// The parts of a level's `cache per group` the simulator needs: ways and sets 1 or more, a
+/// line size (when given) that is a power of two.
+fn check_geometry(cache: &Cache, path: &str, file: &Path) -> Result<(), MachineError> {
+    for (key, value) in [("ways", cache.ways), ("sets", cache.sets)] {
+        if value == 0 {
+            return Err(invalid(
+                file,
+                &format!("{path}.{key}"),
+                "is 0 (or missing): expected 1 or more",
+            ));
+        }
+    }
+    if cache.line_bytes != 0 && !cache.line_bytes.is_power_of_two() {
+        return Err(invalid(
+            file,
+            &format!("{path}.cl_size"),
+            &format!("is {}: expected a power of two", cache.line_bytes),
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -525,6 +561,44 @@ mod tests {
         let text = "memory hierarchy:\n  - level: Lx\n    cache per group: {sets: 1}\n";
         let err = import(text).unwrap_err().to_string();
         assert!(err.contains("memory hierarchy[Lx].level"), "{err}");
+    }
+
+    #[test]
+    fn impossible_hierarchies_are_refused() {
+        let level = |name: &str, geometry: &str| {
+            format!("  - level: {name}\n    cache per group: {{{geometry}}}\n")
+        };
+        let good = "sets: 64, ways: 8, cl_size: 64";
+        let cases = [
+            (
+                level("L1", "sets: 64, ways: 0, cl_size: 64"),
+                "key `memory hierarchy[L1].cache per group.ways`: is 0",
+            ),
+            (
+                level("L1", "sets: 64, ways: 8, cl_size: 63"),
+                "key `memory hierarchy[L1].cache per group.cl_size`: is 63: expected a power of two",
+            ),
+            (
+                level("L1", good) + &level("L1", good),
+                "key `memory hierarchy[L1]`: the level is listed twice",
+            ),
+            (
+                "  - level: MEM\n    cores per group: 4\n".to_owned(),
+                "key `memory hierarchy`: no cache level",
+            ),
+        ];
+        for (levels, want) in cases {
+            let text = format!("clock: 2 GHz\nmemory hierarchy:\n{levels}");
+            let err = import(&text).unwrap_err().to_string();
+            assert!(
+                err.starts_with("m.yml: ") && err.contains(want),
+                "{text}: {err}"
+            );
+        }
+        let err = import("clock: 2 GHz\n").unwrap_err().to_string();
+        assert!(err.contains("`memory hierarchy`: no cache level"), "{err}");
+        let text = format!("memory hierarchy:\n{}", level("L1", good));
+        assert_eq!(import(&text).unwrap().machine.caches[0].size_bytes, 32768);
     }
 
     proptest::proptest! {

@@ -40,6 +40,7 @@ mod file;
 mod kerncraft;
 mod model;
 mod units;
+mod validate;
 mod writing;
 mod yaml_budget;
 
@@ -55,6 +56,7 @@ pub use model::{
     PeakGflops,
 };
 pub use units::{format_bytes, parse_frequency_hz, parse_size_bytes};
+pub use validate::validate;
 pub use writing::{
     partial_path, write_atomically, write_atomically_with, write_measured_machine_file,
 };

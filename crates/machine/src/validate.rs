@@ -1,0 +1,261 @@
+//! What a machine description must hold to be used: checked when a file is read or imported,
+//! so that a zero, a NaN or a contradiction is refused naming the file and the key, instead of
+//! surfacing later as a division by zero, an endless simulation or a misleading message.
+
+use std::path::Path;
+
+use crate::{Cache, Machine, MachineError};
+
+/// Checks `machine`, read from `path`: counts at least 1, clocks above 0, every cache's
+/// geometry whole (size, ways and line above 0, the line a power of two, sets × ways × line =
+/// size), no cache level described twice, and every measured figure finite (rates, bandwidths
+/// and latencies above 0).
+pub fn validate(machine: &Machine, path: &Path) -> Result<(), MachineError> {
+    let bad = |key: &str, message: String| MachineError::Invalid {
+        path: path.to_owned(),
+        message: format!("`{key}` {message}"),
+    };
+    for (key, value) in [
+        ("sockets", machine.sockets),
+        ("cores", machine.cores),
+        ("threads_per_core", machine.threads_per_core),
+    ] {
+        if value == 0 {
+            return Err(bad(key, "is 0: expected 1 or more".into()));
+        }
+    }
+    for (key, value) in [
+        ("nominal_hz", machine.nominal_hz),
+        ("tsc_hz", machine.tsc_hz),
+    ] {
+        if value == Some(0) {
+            return Err(bad(key, "is 0: expected a clock in Hz, or no key".into()));
+        }
+    }
+    for (i, cache) in machine.caches.iter().enumerate() {
+        check_cache(cache, &format!("caches[{i}]"), &bad)?;
+        if let Some(first) = machine.caches[..i]
+            .iter()
+            .position(|c| c.level == cache.level && c.kind == cache.kind)
+        {
+            return Err(bad(
+                &format!("caches[{i}]"),
+                format!("describes {} again (as caches[{first}] does)", cache.name()),
+            ));
+        }
+    }
+    check_measured(machine, &bad)
+}
+
+fn check_cache(
+    cache: &Cache,
+    key: &str,
+    bad: &dyn Fn(&str, String) -> MachineError,
+) -> Result<(), MachineError> {
+    let name = cache.name();
+    for (field, value) in [
+        ("size_bytes", cache.size_bytes),
+        ("line_bytes", cache.line_bytes),
+        ("ways", cache.ways),
+        ("sets", cache.sets),
+        ("shared_by", u64::from(cache.shared_by)),
+    ] {
+        if value == 0 {
+            return Err(bad(
+                &format!("{key}.{field}"),
+                format!("({name}) is 0: expected 1 or more"),
+            ));
+        }
+    }
+    if !cache.line_bytes.is_power_of_two() {
+        return Err(bad(
+            &format!("{key}.line_bytes"),
+            format!("({name}) is {}: expected a power of two", cache.line_bytes),
+        ));
+    }
+    let product = u128::from(cache.sets) * u128::from(cache.ways) * u128::from(cache.line_bytes);
+    if product != u128::from(cache.size_bytes) {
+        return Err(bad(
+            &format!("{key}.sets"),
+            format!(
+                "({name}) is {}, but sets × ways × line_bytes = {} × {} × {} = {product} is not \
+                 size_bytes = {}",
+                cache.sets, cache.sets, cache.ways, cache.line_bytes, cache.size_bytes
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn check_measured(
+    machine: &Machine,
+    bad: &dyn Fn(&str, String) -> MachineError,
+) -> Result<(), MachineError> {
+    let Some(measured) = &machine.measured else {
+        return Ok(());
+    };
+    let positive = |key: String, value: f64| {
+        if value.is_finite() && value > 0.0 {
+            Ok(())
+        } else {
+            Err(bad(&key, format!("is {value}: expected a number above 0")))
+        }
+    };
+    for (i, b) in measured.bandwidth.iter().enumerate() {
+        let key = format!("measured.bandwidth[{i}]");
+        positive(format!("{key}.gb_per_s"), b.gb_per_s).map_err(|e| with_level(e, &b.level))?;
+        if let Some(v) = b.gb_per_s_with_write_allocate {
+            positive(format!("{key}.gb_per_s_with_write_allocate"), v)
+                .map_err(|e| with_level(e, &b.level))?;
+        }
+    }
+    for (i, c) in measured.caches.iter().enumerate() {
+        let key = format!("measured.caches[{i}]");
+        for (field, value) in [
+            ("latency_cycles", c.latency_cycles),
+            ("latency_ns", c.latency_ns),
+            ("confidence", c.confidence),
+        ] {
+            if !value.is_finite() || value < 0.0 {
+                return Err(bad(
+                    &format!("{key}.{field}"),
+                    format!("is {value}: expected a finite number, 0 or more"),
+                ));
+            }
+        }
+    }
+    if let Some(p) = &measured.peak_gflops {
+        positive("measured.peak_gflops.dp".into(), p.dp)?;
+        positive("measured.peak_gflops.sp".into(), p.sp)?;
+    }
+    for (key, value) in [
+        ("measured.core_hz", measured.core_hz),
+        ("measured.memory_latency_ns", measured.memory_latency_ns),
+        ("measured.add_latency_ns", measured.add_latency_ns),
+    ] {
+        if let Some(v) = value {
+            positive(key.into(), v)?;
+        }
+    }
+    if !measured.duration_s.is_finite() || measured.duration_s < 0.0 {
+        return Err(bad(
+            "measured.duration_s",
+            format!("is {}: expected seconds, 0 or more", measured.duration_s),
+        ));
+    }
+    Ok(())
+}
+
+/// The message with the bandwidth's level named after its key.
+fn with_level(error: MachineError, level: &str) -> MachineError {
+    match error {
+        MachineError::Invalid { path, message } => MachineError::Invalid {
+            path,
+            message: format!("{message} (the {level} bandwidth)"),
+        },
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Bandwidth, CacheKind, Measured, PeakGflops};
+
+    fn good() -> Machine {
+        let mut m = Machine::unknown();
+        m.nominal_hz = Some(2_000_000_000);
+        m.caches = vec![
+            Cache::new(1, CacheKind::Data, 32768, 64, 8, 1),
+            Cache::new(2, CacheKind::Unified, 1 << 20, 64, 16, 1),
+        ];
+        m.measured = Some(Measured {
+            bandwidth: vec![Bandwidth {
+                level: "L3".into(),
+                kernel: "load".into(),
+                threads: 1,
+                working_set_bytes: 1 << 22,
+                gb_per_s: 50.0,
+                gb_per_s_with_write_allocate: None,
+                method: String::new(),
+                vector_bytes: None,
+            }],
+            peak_gflops: Some(PeakGflops {
+                dp: 32.0,
+                sp: 64.0,
+                threads: 1,
+                method: String::new(),
+            }),
+            ..Measured::default()
+        });
+        m
+    }
+
+    fn message(m: &Machine) -> String {
+        validate(m, Path::new("m.toml")).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_sound_description_passes() {
+        validate(&good(), Path::new("m.toml")).unwrap();
+        validate(&Machine::unknown(), Path::new("m.toml")).unwrap();
+    }
+
+    #[test]
+    fn zeros_and_contradictions_name_the_file_and_key() {
+        let mut m = good();
+        m.cores = 0;
+        assert_eq!(message(&m), "m.toml: `cores` is 0: expected 1 or more");
+        let mut m = good();
+        m.nominal_hz = Some(0);
+        assert!(message(&m).starts_with("m.toml: `nominal_hz` is 0"));
+        let mut m = good();
+        m.caches[0].ways = 0;
+        assert_eq!(
+            message(&m),
+            "m.toml: `caches[0].ways` (L1d) is 0: expected 1 or more"
+        );
+        let mut m = good();
+        m.caches[1].size_bytes = 0;
+        assert!(message(&m).starts_with("m.toml: `caches[1].size_bytes` (L2) is 0"));
+        let mut m = good();
+        m.caches[1].sets = 1000;
+        assert!(message(&m).contains("`caches[1].sets` (L2) is 1000, but sets × ways"));
+        let mut m = good();
+        m.caches[0].line_bytes = 63;
+        m.caches[0].sets = 1;
+        assert!(message(&m).contains("is 63: expected a power of two"));
+        let mut m = good();
+        m.caches.push(m.caches[0].clone());
+        assert!(message(&m).contains("`caches[2]` describes L1d again"));
+    }
+
+    #[test]
+    fn bad_measurements_name_the_value() {
+        for (value, shown) in [
+            (f64::NAN, "NaN"),
+            (0.0, "0"),
+            (-3.0, "-3"),
+            (f64::INFINITY, "inf"),
+        ] {
+            let mut m = good();
+            m.measured.as_mut().unwrap().bandwidth[0].gb_per_s = value;
+            assert_eq!(
+                message(&m),
+                format!(
+                    "m.toml: `measured.bandwidth[0].gb_per_s` is {shown}: expected a number \
+                     above 0 (the L3 bandwidth)"
+                )
+            );
+        }
+        let mut m = good();
+        m.measured
+            .as_mut()
+            .unwrap()
+            .peak_gflops
+            .as_mut()
+            .unwrap()
+            .dp = f64::NAN;
+        assert!(message(&m).contains("`measured.peak_gflops.dp` is NaN"));
+    }
+}
