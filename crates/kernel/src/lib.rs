@@ -7,7 +7,8 @@
 //! left to right, then the left-hand side, as spec 000 assumes) with affine subscripts
 //! ([`Affine`]) and FLOPs counted per statement. [`Kernel::layout`] places arrays in memory
 //! (row-major, declaration order, 64-byte aligned, or at addresses the user gives), and
-//! [`Program`] turns a kernel plus parameter values into a streaming [`AccessStream`].
+//! [`Program`] turns a kernel plus parameter values into a streaming [`AccessStream`], whose
+//! length [`Kernel::estimate_accesses`] tells before it starts.
 //! [`LoadedKernel::load`] does it all for a kernel file and `-D`/`--base` values, as every
 //! command that takes one starts; [`Listener`] is how this and the rooms above report warnings
 //! and progress without printing.
@@ -35,6 +36,7 @@
 #![deny(missing_docs)]
 
 mod affine;
+mod bounded;
 mod error;
 mod ir;
 mod labels;
@@ -44,8 +46,10 @@ mod listener;
 mod load;
 mod parser;
 mod stream;
+mod work;
 
 pub use affine::{Affine, Sym};
+pub use bounded::KERNEL_FILE_CAP_BYTES;
 pub use error::KernelError;
 pub use ir::{AccessKind, Array, ElemType, Flops, Kernel, Loop, Node, Reference, Side, Statement};
 pub use labels::RefLabel;
@@ -55,3 +59,4 @@ pub use listener::{Listener, Silent};
 pub use load::{LoadedKernel, parse_bases, parse_definition, read_kernel_file};
 pub use parser::parse_kernel;
 pub use stream::{Access, AccessStream, Program};
+pub use work::{AccessEstimate, EXPLICIT_STEPS};

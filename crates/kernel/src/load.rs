@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use crate::bounded::read_kernel_text;
 use crate::ir::Kernel;
 use crate::layout::Layout;
 use crate::listener::Listener;
@@ -70,9 +71,9 @@ impl LoadedKernel {
 /// The text of the kernel file at `path` and the kernel parsed from it, not yet bound.
 pub fn read_kernel_file(path: &Path) -> Result<(String, Kernel), KernelError> {
     let origin = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| KernelError::Io {
+    let text = read_kernel_text(path).map_err(|message| KernelError::Io {
         origin: origin.clone(),
-        message: e.to_string(),
+        message,
     })?;
     let kernel = parse_kernel(&text, &origin)?;
     Ok((text, kernel))
