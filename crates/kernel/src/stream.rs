@@ -21,13 +21,13 @@ pub struct Access {
 
 /// An affine function of loop variables with parameters already substituted.
 #[derive(Debug, Clone)]
-struct Lin {
+pub(crate) struct Lin {
     constant: i64,
     terms: Vec<(usize, i64)>,
 }
 
 impl Lin {
-    fn from_affine(a: &Affine, params: &[i64]) -> Option<Lin> {
+    pub(crate) fn from_affine(a: &Affine, params: &[i64]) -> Option<Lin> {
         let bound = a.bind_params(params)?;
         Some(Lin {
             constant: bound.constant,
@@ -59,6 +59,18 @@ impl Lin {
         v
     }
 
+    /// The smallest and largest value over boxes of loop-variable `ranges`, in floating point
+    /// (no overflow; for estimates).
+    pub(crate) fn interval_f64(&self, ranges: &[(f64, f64)]) -> (f64, f64) {
+        let (mut lo, mut hi) = (self.constant as f64, self.constant as f64);
+        for &(l, c) in &self.terms {
+            let (a, b) = (c as f64 * ranges[l].0, c as f64 * ranges[l].1);
+            lo += a.min(b);
+            hi += a.max(b);
+        }
+        (lo, hi)
+    }
+
     /// The smallest and largest value over boxes of loop-variable `ranges`.
     fn interval(&self, ranges: &[(i128, i128)]) -> (i128, i128) {
         let (mut lo, mut hi) = (i128::from(self.constant), i128::from(self.constant));
@@ -71,7 +83,7 @@ impl Lin {
     }
 
     #[inline]
-    fn eval(&self, vars: &[i64]) -> Option<i64> {
+    pub(crate) fn eval(&self, vars: &[i64]) -> Option<i64> {
         let mut v = self.constant;
         for &(l, c) in &self.terms {
             v = v.checked_add(c.checked_mul(vars[l])?)?;
@@ -400,7 +412,7 @@ fn count(
     Some(())
 }
 
-fn trip_count(start: i64, end: i64, step: i64) -> u64 {
+pub(crate) fn trip_count(start: i64, end: i64, step: i64) -> u64 {
     let span = if step > 0 {
         i128::from(end) - i128::from(start)
     } else {
@@ -413,7 +425,7 @@ fn trip_count(start: i64, end: i64, step: i64) -> u64 {
     }
 }
 
-fn inner_bounds_use(body: &[Node], kernel: &Kernel, id: usize) -> bool {
+pub(crate) fn inner_bounds_use(body: &[Node], kernel: &Kernel, id: usize) -> bool {
     body.iter().any(|n| match n {
         Node::Statement(_) => false,
         Node::Loop { id: inner, body } => {

@@ -1,0 +1,237 @@
+//! How many accesses a kernel makes for some parameter values, known before any is produced,
+//! so that a caller can refuse a stream that would run for days instead of starting it.
+//!
+//! Loops whose variable no inner bound uses are counted by multiplication, whatever their trip
+//! counts; loops that bound inner ones (triangular nests) are walked, up to
+//! [`EXPLICIT_STEPS`] iterations. Past that the count is an upper bound from the loops' value
+//! ranges (each loop's most trips over the box of its enclosing loops' ranges), which is never
+//! below the exact count.
+
+use crate::KernelError;
+use crate::ir::{Kernel, Node};
+use crate::stream::{Lin, inner_bounds_use, trip_count};
+
+/// Iterations of loops that bound inner loops walked for an exact count before an upper bound
+/// is taken instead: a few milliseconds.
+pub const EXPLICIT_STEPS: u64 = 1 << 22;
+
+/// The work of streaming a kernel's accesses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AccessEstimate {
+    /// Memory accesses (saturating at `u128::MAX`).
+    pub accesses: u128,
+    /// Loop iterations, every loop's counted (saturating): work even where a body is empty.
+    pub iterations: u128,
+    /// True when both counts are exact, false when they are upper bounds.
+    pub exact: bool,
+}
+
+impl AccessEstimate {
+    /// Accesses plus loop iterations: the steps a stream takes.
+    pub fn steps(&self) -> u128 {
+        self.accesses.saturating_add(self.iterations)
+    }
+}
+
+/// Why a walk stopped.
+enum Stop {
+    /// A bound does not fit in 64 bits.
+    Overflow,
+    /// More than [`EXPLICIT_STEPS`] iterations to walk.
+    Budget,
+}
+
+struct Tally<'k> {
+    kernel: &'k Kernel,
+    starts: Vec<Lin>,
+    ends: Vec<Lin>,
+    per_statement: Vec<u128>,
+    iterations: u128,
+    budget: u64,
+}
+
+impl Kernel {
+    /// How many accesses (and loop iterations) the kernel makes with parameter values `params`
+    /// (in [`Kernel::params`] order), without producing them: exact in time independent of the
+    /// trip counts for rectangular nests, an upper bound when walking the loops that bound
+    /// others would take more than [`EXPLICIT_STEPS`] iterations.
+    pub fn estimate_accesses(&self, params: &[i64]) -> Result<AccessEstimate, KernelError> {
+        let overflow = || KernelError::Binding {
+            origin: self.origin.clone(),
+            message: "a loop bound overflows 64 bits with these parameter values".into(),
+        };
+        let lins = |bound: fn(&crate::ir::Loop) -> &crate::Affine| {
+            self.loops
+                .iter()
+                .map(|l| Lin::from_affine(bound(l), params).ok_or_else(overflow))
+                .collect::<Result<Vec<Lin>, KernelError>>()
+        };
+        let mut tally = Tally {
+            kernel: self,
+            starts: lins(|l| &l.start)?,
+            ends: lins(|l| &l.end_inclusive)?,
+            per_statement: vec![0; self.statements.len()],
+            iterations: 0,
+            budget: EXPLICIT_STEPS,
+        };
+        let mut vars = vec![0i64; self.loops.len()];
+        match tally.walk(&self.body, 1, &mut vars) {
+            Ok(()) => Ok(AccessEstimate {
+                accesses: tally.accesses(&tally.per_statement),
+                iterations: tally.iterations,
+                exact: true,
+            }),
+            Err(Stop::Overflow) => Err(overflow()),
+            Err(Stop::Budget) => Ok(tally.upper_bound()),
+        }
+    }
+}
+
+impl Tally<'_> {
+    /// Adds the executions of the statements under `nodes`, run `times` times with the
+    /// enclosing loops' variables in `vars`.
+    fn walk(&mut self, nodes: &[Node], times: u128, vars: &mut [i64]) -> Result<(), Stop> {
+        for node in nodes {
+            match node {
+                Node::Statement(s) => {
+                    self.per_statement[*s] = self.per_statement[*s].saturating_add(times);
+                }
+                Node::Loop { id, body } => {
+                    let start = self.starts[*id].eval(vars).ok_or(Stop::Overflow)?;
+                    let end = self.ends[*id].eval(vars).ok_or(Stop::Overflow)?;
+                    let step = self.kernel.loops[*id].step;
+                    let trips = trip_count(start, end, step);
+                    if trips == 0 {
+                        continue;
+                    }
+                    self.iterations = self
+                        .iterations
+                        .saturating_add(times.saturating_mul(u128::from(trips)));
+                    if inner_bounds_use(body, self.kernel, *id) {
+                        self.budget = self.budget.checked_sub(trips).ok_or(Stop::Budget)?;
+                        let mut v = start;
+                        for _ in 0..trips {
+                            vars[*id] = v;
+                            self.walk(body, times, vars)?;
+                            v = v.wrapping_add(step);
+                        }
+                    } else {
+                        vars[*id] = start;
+                        self.walk(body, times.saturating_mul(u128::from(trips)), vars)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn accesses(&self, executions: &[u128]) -> u128 {
+        self.kernel
+            .statements
+            .iter()
+            .zip(executions)
+            .map(|(s, n)| n.saturating_mul(s.refs.len() as u128))
+            .fold(0, u128::saturating_add)
+    }
+
+    /// Counts from each loop's most trips over the ranges its enclosing loops' variables span
+    /// (loop ids are in textual order, so enclosing loops come first).
+    fn upper_bound(&self) -> AccessEstimate {
+        let loops = &self.kernel.loops;
+        let mut ranges = vec![(0.0, 0.0); loops.len()];
+        let mut most_trips = vec![0.0f64; loops.len()];
+        for (id, l) in loops.iter().enumerate() {
+            let (start, end) = (
+                self.starts[id].interval_f64(&ranges),
+                self.ends[id].interval_f64(&ranges),
+            );
+            let step = l.step as f64;
+            let (span, range) = if l.step > 0 {
+                (end.1 - start.0, (start.0, end.1))
+            } else {
+                (start.1 - end.0, (end.0, start.1))
+            };
+            ranges[id] = range;
+            most_trips[id] = if span < 0.0 {
+                0.0
+            } else {
+                (span / step.abs()).floor() + 1.0
+            };
+        }
+        // Executions of a loop's body: its trips times its enclosing loops'.
+        let mut runs = vec![0.0f64; loops.len()];
+        for (id, l) in loops.iter().enumerate() {
+            runs[id] = most_trips[id] * l.parent.map_or(1.0, |p| runs[p]);
+        }
+        let executions: Vec<u128> = self
+            .kernel
+            .statements
+            .iter()
+            .map(|s| s.loops.last().map_or(1.0, |&l| runs[l]) as u128)
+            .collect();
+        AccessEstimate {
+            accesses: self.accesses(&executions),
+            iterations: runs.iter().sum::<f64>() as u128,
+            exact: false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::parse_kernel;
+    use proptest::prelude::*;
+
+    fn estimate(text: &str, params: &[(&str, i64)]) -> super::AccessEstimate {
+        let kernel = parse_kernel(text, "k.c").unwrap();
+        let define: Vec<(String, i64)> =
+            params.iter().map(|(n, v)| ((*n).to_owned(), *v)).collect();
+        let values = kernel.param_values(&define).unwrap();
+        kernel.estimate_accesses(&values).unwrap()
+    }
+
+    const TRIAD: &str = "double a[N], b[N], c[N], d[N];\n\
+        for (int i = 0; i < N; ++i)\n  a[i] = b[i] + c[i] * d[i];\n";
+    const TRIANGLE: &str = "double a[N][N];\n\
+        for (int i = 0; i < N; ++i)\n  for (int j = 0; j <= i; ++j)\n    a[i][j] = 1.0;\n";
+
+    #[test]
+    fn huge_rectangular_nests_are_counted_at_once() {
+        let e = estimate(TRIAD, &[("N", 1_000_000_000_000)]);
+        assert_eq!(e.accesses, 4_000_000_000_000);
+        assert_eq!(e.iterations, 1_000_000_000_000);
+        assert!(e.exact);
+        let e = estimate(TRIAD, &[("N", i64::MAX)]);
+        assert_eq!(e.accesses, 4 * i64::MAX as u128);
+    }
+
+    #[test]
+    fn triangular_nests_are_exact_when_small_and_bounded_when_huge() {
+        let e = estimate(TRIANGLE, &[("N", 1000)]);
+        assert_eq!((e.accesses, e.exact), (1000 * 1001 / 2, true));
+        let started = std::time::Instant::now();
+        let e = estimate(TRIANGLE, &[("N", i64::MAX / 2)]);
+        assert!(!e.exact);
+        let n = (i64::MAX / 2) as f64;
+        assert!(e.accesses as f64 >= n * (n + 1.0) / 2.0);
+        assert!(started.elapsed().as_secs() < 2);
+    }
+
+    proptest! {
+        #[test]
+        fn the_estimate_is_the_stream_length(n in 1i64..40, m in 1i64..40) {
+            let text = "double a[N][M];\n\
+                for (int i = 0; i < N; ++i)\n  for (int j = i; j < M; j += 3)\n    a[i][j] = a[i][j] + 1.0;\n";
+            let kernel = parse_kernel(text, "k.c").unwrap();
+            let values = kernel
+                .param_values(&[("N".into(), n), ("M".into(), m)])
+                .unwrap();
+            let layout = kernel.layout(&values, &[]).unwrap();
+            let program = crate::Program::new(&kernel, &values, &layout).unwrap();
+            let streamed = program.accesses().count() as u128;
+            let e = kernel.estimate_accesses(&values).unwrap();
+            prop_assert!(e.exact);
+            prop_assert_eq!(e.accesses, streamed);
+        }
+    }
+}
