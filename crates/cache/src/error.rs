@@ -34,6 +34,22 @@ pub enum CacheError {
     /// The kernel file cannot be read, bound or enumerated (its own error).
     #[error(transparent)]
     Kernel(#[from] loopscope_kernel::KernelError),
+    /// Simulating the kernel would take longer than a run is allowed to.
+    #[error(
+        "{origin}: simulating it takes {} accesses, past the limit of {cap} (a few minutes); \
+         `loopscope misses` counts the same misses analytically at any size",
+        describe_count(*accesses, *exact)
+    )]
+    TooMuchWork {
+        /// The kernel file.
+        origin: String,
+        /// Accesses to simulate (an upper bound when not `exact`).
+        accesses: u128,
+        /// Whether `accesses` is exact.
+        exact: bool,
+        /// The most a simulation may take.
+        cap: u64,
+    },
     /// The trace could not be read.
     #[error("{path}: cannot read: {source}")]
     Io {
@@ -42,6 +58,12 @@ pub enum CacheError {
         /// The operating system's reason.
         source: std::io::Error,
     },
+}
+
+/// `4000000000000 (4.0e12)`, or `up to ...` for an upper bound.
+fn describe_count(count: u128, exact: bool) -> String {
+    let prefix = if exact { "" } else { "up to " };
+    format!("{prefix}{count} ({:.1e})", count as f64)
 }
 
 impl CacheError {
