@@ -176,11 +176,15 @@ impl Classifier {
 
     /// Reads an override table: `[classes]` with `mnemonic = "br" | "fp" | "ls" | "int"`.
     pub fn from_toml_file(path: &Path) -> Result<Classifier, BinaryError> {
-        let text = std::fs::read_to_string(path).map_err(|source| BinaryError::Io {
+        let io = |source| BinaryError::Io {
             path: path.to_owned(),
             action: "read",
             source,
-        })?;
+        };
+        let bytes = loopscope_machine::read_bounded(path, 1 << 20, "instruction-class tables")
+            .map_err(io)?;
+        let text = String::from_utf8(bytes)
+            .map_err(|e| io(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
         Classifier::from_toml(path, &text)
     }
 

@@ -3,6 +3,7 @@
 //! rest of the analysis works on plain values.
 
 use std::collections::HashMap;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use iced_x86::{Code, Decoder, DecoderOptions};
@@ -14,6 +15,9 @@ use object::{
 use serde::{Deserialize, Serialize};
 
 use crate::error::BinaryError;
+
+/// The largest binary read (the file is held in memory while it is analysed).
+pub const BINARY_CAP_BYTES: u64 = 4 << 30;
 
 /// What kind of ELF object the file is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -106,11 +110,23 @@ pub struct Image {
 impl Image {
     /// Reads and checks an ELF file.
     pub fn open(path: &Path) -> Result<Image, BinaryError> {
-        let data = std::fs::read(path).map_err(|source| BinaryError::Io {
+        let io = |source| BinaryError::Io {
             path: path.to_owned(),
             action: "read",
             source,
-        })?;
+        };
+        // The magic first, so that a device or a large file of another kind is not read whole.
+        let mut magic = Vec::with_capacity(4);
+        std::fs::File::open(path)
+            .and_then(|file| file.take(4).read_to_end(&mut magic))
+            .map_err(io)?;
+        if magic.as_slice() != b"\x7fELF" {
+            return Err(BinaryError::NotElf {
+                path: path.to_owned(),
+            });
+        }
+        let data =
+            loopscope_machine::read_bounded(path, BINARY_CAP_BYTES, "binaries").map_err(io)?;
         Image::parse(path, data)
     }
 
@@ -123,6 +139,7 @@ impl Image {
         };
         let file = ElfFile64::<LittleEndian>::parse(&*data)
             .map_err(|e| malformed(format!("bad ELF structure: {e}")))?;
+        check_linked(path, file.elf_header().e_type.get(LittleEndian))?;
         let mut warnings = Vec::new();
         let (segments, has_interp) = load_segments(&file);
         let kind = match file.elf_header().e_type.get(LittleEndian) {
@@ -268,6 +285,33 @@ fn check_header(path: &Path, data: &[u8]) -> Result<(), BinaryError> {
             what: "offset 18: file ends inside the ELF header".into(),
         }),
     }
+}
+
+/// Refuses what is not an executable or a shared object: a relocatable object has every
+/// section at address 0 and calls the linker has yet to fill in, so its functions and loops
+/// would get wrong addresses and targets.
+fn check_linked(path: &Path, e_type: u16) -> Result<(), BinaryError> {
+    let name = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let what = match e_type {
+        object::elf::ET_EXEC | object::elf::ET_DYN => return Ok(()),
+        object::elf::ET_REL => format!(
+            "a relocatable object (ET_REL): link it first (`cc {name} -o program`, or `-shared` \
+             for a library), then analyse the result"
+        ),
+        object::elf::ET_CORE => {
+            "a core file (ET_CORE): analyse the executable that dumped it".to_owned()
+        }
+        other => {
+            format!("an ELF of type {other} (e_type): expected an executable or a shared library")
+        }
+    };
+    Err(BinaryError::NotLinked {
+        path: path.to_owned(),
+        what,
+    })
 }
 
 fn hex(bytes: &[u8]) -> String {

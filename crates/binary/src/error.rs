@@ -29,6 +29,16 @@ pub enum BinaryError {
         /// What the file is.
         what: String,
     },
+    /// An ELF file of a kind the analysis does not read: a relocatable object (`ET_REL`),
+    /// whose sections all start at address 0 and whose calls wait for the linker, or a core
+    /// file.
+    #[error("{}: {what}", path.display())]
+    NotLinked {
+        /// The file.
+        path: PathBuf,
+        /// What the file is and what to do.
+        what: String,
+    },
     /// The ELF structure is broken (truncated, headers pointing outside the file).
     #[error("{}: {what}", path.display())]
     Malformed {

@@ -41,9 +41,9 @@ mod program;
 mod seeds;
 
 pub use blocks::{Block, EdgeKind, Exit, SplitMode, Succ};
-pub use cache::{cache_file_name, read_cache, write_cache};
+pub use cache::{CACHE_FILE_CAP_BYTES, cache_file_name, read_cache, write_cache};
 pub use classes::{Class, ClassCounts, Classifier, TagCounts, tag};
-pub use elf::{BinaryKind, Image, LoadSegment, PltRange, demangle};
+pub use elf::{BINARY_CAP_BYTES, BinaryKind, Image, LoadSegment, PltRange, demangle};
 pub use error::BinaryError;
 pub use lines::Frame;
 pub use loops::{ForestLoop, LoopKind, dominates, dominators, havlak_forest};

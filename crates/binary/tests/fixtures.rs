@@ -467,3 +467,29 @@ fn analysing_some_functions_finds_their_loops_as_the_whole_analysis_does() {
             .is_empty()
     );
 }
+
+#[test]
+fn relocatable_objects_are_refused_naming_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let object = dir.path().join("loops.o");
+    let status = Command::new("cc")
+        .args(["-O1", "-g", "-c", "-o"])
+        .arg(&object)
+        .arg(SOURCE)
+        .status();
+    if !status.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: no working `cc` to build loops.o");
+        return;
+    }
+    let e = Image::open(&object).unwrap_err();
+    assert!(e.is_bad_input());
+    let message = e.to_string();
+    assert!(
+        message.ends_with(
+            "loops.o: a relocatable object (ET_REL): link it first (`cc loops.o -o program`, \
+             or `-shared` for a library), then analyse the result"
+        ),
+        "{message}"
+    );
+    assert!(!message.contains("stripped") && !message.contains("_start"));
+}
