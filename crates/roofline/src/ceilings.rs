@@ -337,7 +337,8 @@ pub fn theoretical_peak_gflops(machine: &Machine, cores: Option<u32>) -> Option<
     let hz = machine.nominal_hz?;
     let per_cycle = machine.peak_flops_per_cycle.dp;
     let cores = cores.unwrap_or(machine.cores).min(machine.cores);
-    (per_cycle > 0 && cores > 0).then(|| f64::from(per_cycle) * f64::from(cores) * hz as f64 / 1e9)
+    (per_cycle > 0 && cores > 0 && hz > 0)
+        .then(|| f64::from(per_cycle) * f64::from(cores) * hz as f64 / 1e9)
 }
 
 /// The paper's effective bandwidth from a base test (§3.2): the mean bandwidth of the runs
@@ -386,6 +387,18 @@ mod tests {
     use super::*;
     use loopscope_machine::Bandwidth;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_zero_clock_gives_no_theoretical_peak() {
+        let mut machine = Machine::unknown();
+        machine.cores = 4;
+        machine.peak_flops_per_cycle.dp = 16;
+        machine.nominal_hz = Some(0);
+        assert_eq!(theoretical_peak_gflops(&machine, None), None);
+        machine.nominal_hz = Some(2_000_000_000);
+        assert_eq!(theoretical_peak_gflops(&machine, None), Some(128.0));
+        assert_eq!(theoretical_peak_gflops(&machine, Some(1)), Some(32.0));
+    }
 
     fn run(level: &str, kernel: &str, threads: u32, gb: f64, wa: Option<f64>) -> Bandwidth {
         Bandwidth {

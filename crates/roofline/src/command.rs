@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use loopscope_analytic::{LevelCommand, LevelsRequest, model_levels};
-use loopscope_cache::LevelConfig;
+use loopscope_cache::{LevelConfig, check_simulation_work};
 use loopscope_kernel::{Layout, Listener, LoadedKernel};
 use loopscope_machine::{Machine, format_bytes};
 use serde::Serialize;
@@ -296,6 +296,17 @@ fn kernel_traffic(
 ) -> Result<(Traffic, KernelInput, Option<KernelHarness>), RooflineError> {
     let loaded = LoadedKernel::load(k.path, k.define, None, listener).map_err(kernel_error)?;
     let (kernel, params, layout) = (&loaded.kernel, &loaded.params, &loaded.layout);
+    // Two executions are simulated (warm-up, counted): refused before anything runs when they
+    // would never end.
+    let check_work = || {
+        check_simulation_work(kernel, params, 2).map_err(|e| RooflineError::Kernel {
+            bad_input: e.is_bad_input(),
+            message: e.to_string(),
+        })
+    };
+    if k.model.is_none() {
+        check_work()?;
+    }
     // Built before simulating, so a kernel the harness cannot take fails fast.
     let to_measure = k
         .measure
@@ -304,6 +315,7 @@ fn kernel_traffic(
     let levels = &k.levels;
     let timed = |level| ceilings.level(level).is_some();
     let simulate = || -> Result<Traffic, RooflineError> {
+        check_work()?;
         listener.begin("simulating", simulated_accesses(kernel, params, layout)?);
         let traffic = simulated_traffic(kernel, params, layout, levels, timed, &mut |n| {
             listener.advance(n)
@@ -557,8 +569,13 @@ fn machine_ceilings(
         ),
         None => format!("{name}: {source}"),
     };
-    let mut ceilings =
-        Ceilings::new(peak, effective, source).map_err(|e| within("--peak-gflops", e))?;
+    // Only a peak the user gave is the flag's fault; otherwise the machine's figures are.
+    let blamed = if request.peak_gflops.is_some() {
+        "--peak-gflops"
+    } else {
+        name
+    };
+    let mut ceilings = Ceilings::new(peak, effective, source).map_err(|e| within(blamed, e))?;
     if let Some(measured) = &machine.measured {
         // L1's bandwidth at the width the build uses, when the build is known.
         let l1_vector_bytes = (measuring || build.given)
