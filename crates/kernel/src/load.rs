@@ -87,6 +87,9 @@ pub fn parse_definition(text: &str) -> Result<(String, i64), String> {
         .split_once('=')
         .ok_or_else(|| "expected NAME=VALUE".to_owned())?;
     let name = name.trim();
+    if name.is_empty() {
+        return Err("the name before `=` is missing".to_owned());
+    }
     if !is_identifier(name) {
         return Err(format!(
             "`{name}` is not a name (expected a letter or `_`, then letters, digits or `_`)"
