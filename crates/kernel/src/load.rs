@@ -167,15 +167,11 @@ mod tests {
             "the value of `N` is not a 64-bit integer"
         );
         assert!(parse_definition("N=1e3").is_err());
-        for bad in [
-            "=5",
-            "1x=5",
-            "a b=5",
-            "a-b=5",
-            "\u{feff}N=5",
-            "N\0=5",
-            "é=1",
-        ] {
+        assert_eq!(
+            parse_definition(" =5").unwrap_err(),
+            "the name before `=` is missing"
+        );
+        for bad in ["1x=5", "a b=5", "a-b=5", "\u{feff}N=5", "N\0=5", "é=1"] {
             let e = parse_definition(bad).unwrap_err();
             assert!(e.contains("is not a name"), "{bad}: {e}");
         }
