@@ -2,7 +2,7 @@
 //! (self-describing, so a profile can be read by other tools and by later versions). Written
 //! atomically: a crash or an interrupt never leaves half a profile under the final name.
 
-use std::io::Write;
+use std::io::Read;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -15,6 +15,8 @@ use crate::{ObjectRef, ProfileError};
 pub const PROFILE_MAGIC: &str = "loopscope-profile";
 /// The format version this build writes and reads.
 pub const PROFILE_VERSION: u32 = 1;
+/// The largest profile read (it is held in memory while it is decoded).
+pub const PROFILE_CAP_BYTES: u64 = 1 << 30;
 
 /// A recording: what ran, the objects it used and what the back-end measured.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -110,35 +112,44 @@ impl Profile {
         }
     }
 
-    /// Writes the profile to `path` through a temporary file in the same directory.
+    /// Writes the profile to `path` atomically, by the rules every result file follows
+    /// ([`loopscope_machine::write_atomically_with`]: regular files only, links written
+    /// through, an existing file's mode kept).
     pub fn write(&self, path: &Path) -> Result<(), ProfileError> {
-        let io = |source| ProfileError::Io {
-            path: path.to_owned(),
-            action: "write",
-            source,
-        };
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        let mut file = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
-        let mut out = std::io::BufWriter::new(file.as_file_mut());
-        writeln!(out, "{PROFILE_MAGIC} {PROFILE_VERSION}").map_err(io)?;
-        serde_json::to_writer(&mut out, self).map_err(|e| io(e.into()))?;
-        out.flush().map_err(io)?;
-        drop(out);
-        file.as_file().sync_all().map_err(io)?;
-        file.persist(path).map_err(|e| io(e.error))?;
-        Ok(())
+        loopscope_machine::write_atomically_with(path, |out| {
+            writeln!(out, "{PROFILE_MAGIC} {PROFILE_VERSION}")?;
+            serde_json::to_writer(&mut *out, self).map_err(std::io::Error::from)
+        })
+        .map_err(|e| match e {
+            loopscope_machine::MachineError::Io { source, .. } => ProfileError::Io {
+                path: path.to_owned(),
+                action: "write",
+                source,
+            },
+            // A target that is not a regular file: the user's choice of path.
+            other => ProfileError::Options {
+                what: other.to_string(),
+            },
+        })
     }
 
-    /// Reads a profile written by [`Profile::write`].
+    /// Reads a profile written by [`Profile::write`], within [`PROFILE_CAP_BYTES`].
     pub fn read(path: &Path) -> Result<Profile, ProfileError> {
-        let bytes = std::fs::read(path).map_err(|source| ProfileError::Io {
+        let io = |source| ProfileError::Io {
             path: path.to_owned(),
             action: "read",
             source,
-        })?;
+        };
+        // The magic word first, so that a device or a large file of another kind is not read.
+        let mut head = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(PROFILE_MAGIC.len() as u64).read_to_end(&mut head))
+            .map_err(io)?;
+        if head != PROFILE_MAGIC.as_bytes() {
+            return Profile::parse(path, &head);
+        }
+        let bytes =
+            loopscope_machine::read_bounded(path, PROFILE_CAP_BYTES, "profiles").map_err(io)?;
         Profile::parse(path, &bytes)
     }
 
@@ -224,6 +235,30 @@ mod tests {
         let back = Profile::read(&path).unwrap();
         assert_eq!(back.objects, sample_profile().objects);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn unbounded_inputs_and_odd_targets_are_refused() {
+        let e = Profile::read(Path::new("/dev/zero")).unwrap_err();
+        assert!(e.is_bad_input());
+        assert!(e.to_string().contains("not a loopscope profile"), "{e}");
+        // A (sparse) file past the cap is refused by its size, unread.
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let huge = dir.path().join("huge.profile");
+        let file = std::fs::File::create(&huge).unwrap();
+        writeln!(&file, "{PROFILE_MAGIC} {PROFILE_VERSION}").unwrap();
+        file.set_len(PROFILE_CAP_BYTES + 1).unwrap();
+        let e = Profile::read(&huge).unwrap_err();
+        assert!(e.is_bad_input());
+        assert!(
+            e.to_string()
+                .ends_with("larger than 1 GiB, the cap on profiles (see docs/limits.md)"),
+            "{e}"
+        );
+        let e = sample_profile().write(Path::new("/dev/null")).unwrap_err();
+        assert!(e.is_bad_input());
+        assert!(e.to_string().contains("is a character device"), "{e}");
     }
 
     #[test]

@@ -26,7 +26,7 @@ pub use error::ProfileError;
 pub use exact::{
     BlockCounts, ExactOptions, ExactRun, ThreadTree, TrapCost, measure_trap_cost, record_exact,
 };
-pub use file::{PROFILE_MAGIC, PROFILE_VERSION, Profile, Recording, build_id};
+pub use file::{PROFILE_CAP_BYTES, PROFILE_MAGIC, PROFILE_VERSION, Profile, Recording, build_id};
 pub use lcct::{Lcct, Node, NodeId, NodeKey, hot_threshold};
 pub use mix::{
     BlockCost, BlockMap, Bound, Core, InstrType, MODEL_RELATIVE_ERROR, MapBlock, MixBy,
