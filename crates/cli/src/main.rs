@@ -14,6 +14,8 @@ mod cmd;
 mod failure;
 mod inputs;
 mod ui;
+mod usage;
+mod values;
 
 use std::process::ExitCode;
 
@@ -22,11 +24,7 @@ use clap::Parser;
 fn main() -> ExitCode {
     let cli = match args::Cli::try_parse() {
         Ok(cli) => cli,
-        Err(err) => {
-            // clap prints help and version to stdout with exit 0, usage errors to stderr.
-            let _ = err.print();
-            return ExitCode::from(if err.use_stderr() { failure::USAGE } else { 0 });
-        }
+        Err(err) => return ExitCode::from(usage::report(&err)),
     };
     // The analytic model calls isl on this thread too, and isl recurses deeper than a main
     // thread's stack (8 MiB by default, less under some `ulimit -s`) is sure to hold.

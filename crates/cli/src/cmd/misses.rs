@@ -53,7 +53,13 @@ pub struct MissesArgs {
     pub max_operations: u64,
     /// Seconds each level's sets may take to build before the level is reported as not
     /// modelled.
-    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 30.0,
+        value_parser = crate::values::seconds,
+        allow_hyphen_values = true
+    )]
     pub time_limit: f64,
     /// Give every count as a formula in these parameters, `NAME[=LO..HI][,NAME...]` (a
     /// quasi-polynomial fitted from exact counts, with the range where it was verified; in

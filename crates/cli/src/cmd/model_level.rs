@@ -35,7 +35,7 @@ pub struct ModelLevelArgs {
     #[arg(long)]
     pub max_operations: u64,
     /// Seconds the sets of all levels may take to build (checked between set operations).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::values::seconds, allow_hyphen_values = true)]
     pub time_limit: f64,
     /// Threads building the references' sets.
     #[arg(long, default_value_t = 1)]

@@ -45,7 +45,7 @@ pub struct ReportArgs {
     #[arg(long, value_name = "N", conflicts_with = "threshold")]
     pub hot: Option<usize>,
     /// Hot nodes: inclusive share at least P percent [default: 1].
-    #[arg(long, value_name = "P")]
+    #[arg(long, value_name = "P", value_parser = crate::values::percent, allow_hyphen_values = true)]
     pub threshold: Option<f64>,
     /// Show every node, hot or not.
     #[arg(long)]
@@ -68,11 +68,6 @@ pub fn run(args: &ReportArgs, ui: &Ui) -> anyhow::Result<()> {
     let rule = match (args.hot, args.threshold) {
         (Some(0), _) => return Err(bad_input("--hot 0: expected a rank of 1 or more")),
         (Some(rank), _) => HotRule::Rank(rank),
-        (None, Some(p)) if !(0.0..=100.0).contains(&p) => {
-            return Err(bad_input(format!(
-                "--threshold {p}: expected a percentage from 0 to 100"
-            )));
-        }
         (None, p) => HotRule::Share(p.unwrap_or(1.0) / 100.0),
     };
     if args.profiles.len() > 1 {
@@ -135,7 +130,7 @@ fn recording_start(path: &Path, report: &ProfileReport) -> SystemTime {
         .and_then(|m| m.modified())
         .unwrap_or(SystemTime::UNIX_EPOCH);
     written
-        .checked_sub(Duration::from_secs_f64(report.overhead.profiled_s.max(0.0)))
+        .checked_sub(Duration::try_from_secs_f64(report.overhead.profiled_s).unwrap_or_default())
         .unwrap_or(written)
 }
 

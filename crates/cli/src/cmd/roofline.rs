@@ -47,6 +47,8 @@ pub struct RooflineArgs {
         long,
         value_name = "SECONDS",
         default_value_t = 30.0,
+        value_parser = crate::values::seconds,
+        allow_hyphen_values = true,
         requires = "kernel"
     )]
     pub time_limit: f64,
@@ -102,17 +104,37 @@ pub struct RooflineArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub threads: Option<u32>,
     /// Theoretical peak Ppeak in GFLOP/s (whole chip); fractions of peak refer to it.
-    #[arg(long, value_name = "GFLOP/s")]
+    #[arg(
+        long,
+        value_name = "GFLOP/s",
+        value_parser = crate::values::positive,
+        allow_hyphen_values = true
+    )]
     pub peak_gflops: Option<f64>,
     /// Attainable compute rate Peff in GFLOP/s (default: the measured peak, else Ppeak).
-    #[arg(long, value_name = "GFLOP/s")]
+    #[arg(
+        long,
+        value_name = "GFLOP/s",
+        value_parser = crate::values::positive,
+        allow_hyphen_values = true
+    )]
     pub effective_gflops: Option<f64>,
     /// Latency of a dependent floating-point addition in ns, for kernels that sum in order
     /// through their innermost loop (default: the machine file's, else timed on this machine).
-    #[arg(long, value_name = "NS")]
+    #[arg(
+        long,
+        value_name = "NS",
+        value_parser = crate::values::positive,
+        allow_hyphen_values = true
+    )]
     pub add_latency_ns: Option<f64>,
     /// A measured rate of the kernel, printed beside the prediction with the error.
-    #[arg(long, value_name = "GFLOP/s")]
+    #[arg(
+        long,
+        value_name = "GFLOP/s",
+        value_parser = crate::values::positive,
+        allow_hyphen_values = true
+    )]
     pub measured_gflops: Option<f64>,
     /// The kernel's loads are scalar: the L1 conditions (which assume SIMD loads) may not hold.
     #[arg(long)]
