@@ -48,6 +48,18 @@ impl LoadedKernel {
         let params = kernel.param_values(define)?;
         let bases = base.map(parse_bases).transpose()?.unwrap_or_default();
         let layout = kernel.layout(&params, &bases)?;
+        kernel.check_addresses(&params, &layout)?;
+        let estimate = kernel.estimate_accesses(&params)?;
+        if estimate.exact && estimate.accesses > u128::from(u64::MAX) {
+            return Err(KernelError::Binding {
+                origin: kernel.origin.clone(),
+                message: format!(
+                    "the kernel makes {} accesses with these values, more than 2^64 - 1 (the \
+                     largest count the tools keep)",
+                    estimate.accesses
+                ),
+            });
+        }
         Ok(LoadedKernel {
             origin: kernel.origin.clone(),
             text,

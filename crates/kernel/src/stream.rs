@@ -151,23 +151,13 @@ impl Program {
                 .into(),
         };
         let mut refs = Vec::new();
-        for (_, r) in kernel.references() {
+        for ((_, r), addr) in kernel
+            .references()
+            .zip(reference_addresses(kernel, params, layout)?)
+        {
             let array = &kernel.arrays[r.array];
-            let elem = array.elem.bytes() as i64;
-            let mut addr = Affine::constant(0);
-            for (sub, stride) in r.subscripts.iter().zip(&layout.strides[r.array]) {
-                addr = addr
-                    .checked_add(
-                        &sub.checked_scale(stride.checked_mul(elem).ok_or_else(overflow)?)
-                            .ok_or_else(overflow)?,
-                    )
-                    .ok_or_else(overflow)?;
-            }
-            let mut lin = Lin::from_affine(&addr, params).ok_or_else(overflow)?;
-            // Addresses are computed in wrapping arithmetic from here; the base is added last.
-            lin.constant = lin.constant.wrapping_add(layout.base[r.array] as i64);
             refs.push(RefCode {
-                addr: lin,
+                addr,
                 size_bytes: array.elem.bytes() as u32,
                 write: r.kind == AccessKind::Write,
             });
@@ -370,6 +360,44 @@ impl Program {
             consumed: 0,
         }
     }
+}
+
+/// The byte address of each reference ([`Kernel::references`] order) as an affine function of
+/// the loop variables, in wrapping arithmetic after the array's base is added.
+pub(crate) fn reference_addresses(
+    kernel: &Kernel,
+    params: &[i64],
+    layout: &Layout,
+) -> Result<Vec<Lin>, KernelError> {
+    let overflow = || KernelError::Binding {
+        origin: kernel.origin.clone(),
+        message: "an address or loop bound overflows 64 bits with these parameter values".into(),
+    };
+    let mut out = Vec::new();
+    for (_, r) in kernel.references() {
+        let elem = kernel.arrays[r.array].elem.bytes() as i64;
+        let mut addr = Affine::constant(0);
+        for (sub, stride) in r.subscripts.iter().zip(&layout.strides[r.array]) {
+            addr = addr
+                .checked_add(
+                    &sub.checked_scale(stride.checked_mul(elem).ok_or_else(overflow)?)
+                        .ok_or_else(overflow)?,
+                )
+                .ok_or_else(overflow)?;
+        }
+        let mut lin = Lin::from_affine(&addr, params).ok_or_else(overflow)?;
+        lin.constant = lin.constant.wrapping_add(layout.base[r.array] as i64);
+        out.push(lin);
+    }
+    Ok(out)
+}
+
+/// The message of an address outside `[0, 2^63)` at loop values `at` (`i=0, j=3`).
+pub(crate) fn address_space_message(at: &str) -> String {
+    format!(
+        "an address leaves the 64-bit address space (below 0 or above 2^63) at {at}; check \
+         the subscripts or place arrays with --base"
+    )
 }
 
 /// Adds how many times each statement under `nodes` executes, with `times` executions of the
@@ -621,10 +649,7 @@ impl AccessStream<'_> {
             .collect();
         self.error = Some(KernelError::Binding {
             origin: self.program.origin.clone(),
-            message: format!(
-                "an address leaves the 64-bit address space (below 0 or above 2^63) at {}; check the subscripts or place arrays with --base",
-                at.join(", ")
-            ),
+            message: address_space_message(&at.join(", ")),
         });
         self.pc = self.program.ops.len();
         self.next_ref = self.end_ref;

@@ -9,7 +9,14 @@
 
 use crate::KernelError;
 use crate::ir::{Kernel, Node};
-use crate::stream::{Lin, inner_bounds_use, trip_count};
+use crate::layout::Layout;
+use crate::stream::{
+    Lin, address_space_message, inner_bounds_use, reference_addresses, trip_count,
+};
+
+/// Statements evaluated at corners of the loop nest by [`Kernel::check_addresses`] before it
+/// stops looking (a nest of depth d has 2^d corners).
+const CORNER_VISITS: u64 = 1 << 16;
 
 /// Iterations of loops that bound inner loops walked for an exact count before an upper bound
 /// is taken instead: a few milliseconds.
@@ -84,6 +91,114 @@ impl Kernel {
             Err(Stop::Overflow) => Err(overflow()),
             Err(Stop::Budget) => Ok(tally.upper_bound()),
         }
+    }
+}
+
+impl Kernel {
+    /// Refuses addresses outside `[0, 2^63)` and loop bounds that overflow, found without
+    /// streaming: every reference is evaluated where each enclosing loop is at its first or its
+    /// last iteration (given the outer loops' values), where an affine address takes its
+    /// extremes in a convex nest. Every point checked is executed, so a refusal is never wrong;
+    /// the access stream still checks every address it produces.
+    pub fn check_addresses(&self, params: &[i64], layout: &Layout) -> Result<(), KernelError> {
+        let overflow = || KernelError::Binding {
+            origin: self.origin.clone(),
+            message: "an address or loop bound overflows 64 bits with these parameter values"
+                .into(),
+        };
+        let bounds = |bound: fn(&crate::ir::Loop) -> &crate::Affine| {
+            self.loops
+                .iter()
+                .map(|l| Lin::from_affine(bound(l), params).ok_or_else(overflow))
+                .collect::<Result<Vec<Lin>, KernelError>>()
+        };
+        let mut corners = Corners {
+            kernel: self,
+            starts: bounds(|l| &l.start)?,
+            ends: bounds(|l| &l.end_inclusive)?,
+            addresses: reference_addresses(self, params, layout)?,
+            first_ref: self
+                .statements
+                .iter()
+                .scan(0, |n, s| {
+                    let first = *n;
+                    *n += s.refs.len();
+                    Some(first)
+                })
+                .collect(),
+            visits: CORNER_VISITS,
+        };
+        let mut vars = vec![0i64; self.loops.len()];
+        match corners.walk(&self.body, &mut vars) {
+            Ok(()) | Err(CornerStop::Enough) => Ok(()),
+            Err(CornerStop::Overflow) => Err(overflow()),
+            Err(CornerStop::Outside) => {
+                let at: Vec<String> = self
+                    .loops
+                    .iter()
+                    .zip(&vars)
+                    .map(|(l, v)| format!("{}={v}", l.var))
+                    .collect();
+                Err(KernelError::Binding {
+                    origin: self.origin.clone(),
+                    message: address_space_message(&at.join(", ")),
+                })
+            }
+        }
+    }
+}
+
+enum CornerStop {
+    Overflow,
+    /// An address outside `[0, 2^63)`; the variables hold where.
+    Outside,
+    /// [`CORNER_VISITS`] spent.
+    Enough,
+}
+
+struct Corners<'k> {
+    kernel: &'k Kernel,
+    starts: Vec<Lin>,
+    ends: Vec<Lin>,
+    addresses: Vec<Lin>,
+    first_ref: Vec<usize>,
+    visits: u64,
+}
+
+impl Corners<'_> {
+    fn walk(&mut self, nodes: &[Node], vars: &mut [i64]) -> Result<(), CornerStop> {
+        for node in nodes {
+            match node {
+                Node::Statement(s) => {
+                    self.visits = self.visits.checked_sub(1).ok_or(CornerStop::Enough)?;
+                    let first = self.first_ref[*s];
+                    for r in first..first + self.kernel.statements[*s].refs.len() {
+                        match self.addresses[r].eval(vars) {
+                            Some(a) if a >= 0 => {}
+                            _ => return Err(CornerStop::Outside),
+                        }
+                    }
+                }
+                Node::Loop { id, body } => {
+                    let start = self.starts[*id].eval(vars).ok_or(CornerStop::Overflow)?;
+                    let end = self.ends[*id].eval(vars).ok_or(CornerStop::Overflow)?;
+                    let step = self.kernel.loops[*id].step;
+                    let trips = trip_count(start, end, step);
+                    if trips == 0 {
+                        continue;
+                    }
+                    let last = i128::from(start) + i128::from(step) * (i128::from(trips) - 1);
+                    let last = i64::try_from(last).map_err(|_| CornerStop::Overflow)?;
+                    vars[*id] = start;
+                    self.walk(body, vars)?;
+                    if last != start {
+                        vars[*id] = last;
+                        self.walk(body, vars)?;
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -217,7 +332,58 @@ mod tests {
         assert!(started.elapsed().as_secs() < 2);
     }
 
+    #[test]
+    fn addresses_outside_the_address_space_are_found_without_streaming() {
+        let text = "double a[N], b[N];\nfor (int i = 0; i < N; ++i)\n  b[i] = a[i-1000];\n";
+        let kernel = parse_kernel(text, "k.c").unwrap();
+        let params = kernel.param_values(&[("N".into(), 100)]).unwrap();
+        let layout = kernel.layout(&params, &[]).unwrap();
+        let e = kernel
+            .check_addresses(&params, &layout)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("k.c: an address leaves the 64-bit address space"),
+            "{e}"
+        );
+        assert!(e.contains("at i=0;"), "{e}");
+        // The same reference with room below `a` is fine, as the stream finds it.
+        let placed = kernel.layout(&params, &[("a".into(), 8000)]).unwrap();
+        kernel.check_addresses(&params, &placed).unwrap();
+        // A triangular nest whose subscript is never negative, though a box of the ranges says
+        // it could be: no refusal.
+        let text = "double a[N][N];\nfor (int i = 0; i < N; ++i)\n  for (int j = 0; j <= i; ++j)\n    a[i][i-j] = 1.0;\n";
+        let kernel = parse_kernel(text, "t.c").unwrap();
+        let params = kernel.param_values(&[("N".into(), 50)]).unwrap();
+        let layout = kernel.layout(&params, &[]).unwrap();
+        kernel.check_addresses(&params, &layout).unwrap();
+        assert_eq!(
+            crate::Program::new(&kernel, &params, &layout)
+                .unwrap()
+                .accesses()
+                .count(),
+            50 * 51 / 2
+        );
+    }
+
     proptest! {
+        /// Whenever the corners find an address outside, the stream does too (a refusal is
+        /// never wrong).
+        #[test]
+        fn a_corner_refusal_is_a_stream_refusal(n in 1i64..30, shift in -300i64..300, base in 0u64..2000) {
+            let text = "double a[N], b[N];\n\
+                for (int i = 0; i < N; ++i)\n  for (int j = i; j < N; j += 2)\n    b[j] = a[j + S];\n";
+            let kernel = parse_kernel(text, "k.c").unwrap();
+            let params = kernel.param_values(&[("N".into(), n), ("S".into(), shift)]).unwrap();
+            let layout = kernel.layout(&params, &[("a".into(), base)]).unwrap();
+            let program = crate::Program::new(&kernel, &params, &layout).unwrap();
+            let mut stream = program.accesses();
+            while !stream.next_batch().is_empty() {}
+            let streamed_ok = stream.error().is_none();
+            let corners_ok = kernel.check_addresses(&params, &layout).is_ok();
+            prop_assert_eq!(corners_ok, streamed_ok);
+        }
+
         #[test]
         fn the_estimate_is_the_stream_length(n in 1i64..40, m in 1i64..40) {
             let text = "double a[N][M];\n\
