@@ -82,11 +82,15 @@ pub fn load_program(args: &BinaryArgs, ui: &Ui) -> anyhow::Result<Program> {
         .flatten()
         .map(|dir| cache_file_name(&image, &options).map(|name| dir.join(name)))
         .transpose()?;
-    if let Some(file) = &cache {
-        if let Ok(mut program) = read_cache(file) {
-            ui.note(format!("analysis read from {}", file.display()));
-            program.binary = args.binary.display().to_string();
-            return Ok(program);
+    if let Some(file) = cache.as_ref().filter(|f| f.exists()) {
+        match read_cache(file) {
+            Ok(mut program) => {
+                ui.note(format!("analysis read from {}", file.display()));
+                program.binary = args.binary.display().to_string();
+                return Ok(program);
+            }
+            // A damaged or stale entry is rebuilt below; it costs one analysis, nothing more.
+            Err(e) => ui.note(format!("{e}; analysing again")),
         }
     }
     ui.note(format!("analysing {}", args.binary.display()));

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use loopscope_machine::{machine_to_update, write_atomically, write_machine_file};
+use loopscope_machine::{machine_to_update, write_atomically, write_measured_machine_file};
 use loopscope_probe::{ProbeOptions, run_baseline, run_probe};
 
 use crate::failure::bad_input;
@@ -85,10 +85,20 @@ pub fn run(args: &ProbeArgs, ui: &Ui) -> anyhow::Result<()> {
     {
         ui.warn(note);
     }
+    let mut written = None;
     if let Some(path) = &args.out {
         machine.measured = Some(report.measured.clone());
-        write_machine_file(path, &machine)?;
-        ui.note(format!("wrote the measured section of {}", path.display()));
+        let to = write_measured_machine_file(path, &machine)?;
+        if to == *path {
+            ui.note(format!("wrote the measured section of {}", path.display()));
+        } else {
+            ui.warn(format!(
+                "interrupted: {} keeps its complete earlier result; the partial one went to {}",
+                path.display(),
+                to.display()
+            ));
+        }
+        written = Some(to);
     }
     if let Some(dir) = &args.plot {
         for (name, svg) in loopscope_report::probe_plots(&report, &machine)? {
@@ -102,9 +112,13 @@ pub fn run(args: &ProbeArgs, ui: &Ui) -> anyhow::Result<()> {
         crate::cmd::print_text(&loopscope_report::render_probe(&report, &machine))?;
     }
     if report.measured.partial {
-        anyhow::bail!(
-            "interrupted: the results above are partial (and were written marked partial)"
-        );
+        match written {
+            Some(to) => anyhow::bail!(
+                "interrupted: the results above are partial (written marked partial to {})",
+                to.display()
+            ),
+            None => anyhow::bail!("interrupted: the results above are partial"),
+        }
     }
     Ok(())
 }
