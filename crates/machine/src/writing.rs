@@ -262,6 +262,9 @@ mod tests {
                     .file_type()
                     .is_fifo()
             );
+            // A probe refuses it before measuring, without opening it (which would block).
+            let e = crate::machine_to_update(&fifo, Machine::unknown(), false).unwrap_err();
+            assert!(e.to_string().contains("is a FIFO"), "{e}");
         } else {
             eprintln!("skipped the FIFO case: mkfifo is not available");
         }
