@@ -95,11 +95,14 @@ impl Ui {
 }
 
 /// A progress bar's draws as plain lines on stderr, for a log rather than a terminal: cursor
-/// movements and clears are dropped, each drawn state ends with a newline.
+/// movements and clears are dropped, each drawn state ends with a newline, and a state the
+/// same as the last one written is not repeated.
 #[derive(Debug, Default)]
 struct LogLines {
     /// The text of the line being drawn, written out whole at the draw's flush.
     pending: Mutex<String>,
+    /// The last line written.
+    last: Mutex<String>,
 }
 
 impl LogLines {
@@ -146,8 +149,10 @@ impl TermLike for LogLines {
     fn flush(&self) -> std::io::Result<()> {
         let line = std::mem::take(&mut *self.pending());
         let line = line.trim();
-        if !line.is_empty() {
+        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        if !line.is_empty() && *last != line {
             eprintln!("{line}");
+            line.clone_into(&mut last);
         }
         Ok(())
     }
