@@ -673,8 +673,41 @@ pub fn adaptive_sweep(
     options: &KneeOptions,
     measure: &mut dyn FnMut(u64) -> Option<Point>,
 ) -> (Vec<Point>, Vec<Knee>, bool) {
+    adaptive_sweep_until(
+        grid,
+        (fine_per_octave, granule, rounds),
+        options,
+        &|_| false,
+        measure,
+    )
+}
+
+/// [`adaptive_sweep`] whose coarse grid ends early, at the first point after which `enough`
+/// holds of the points so far (in grid order), for example once the memory plateau is
+/// established ([`crate::memory_plateau_reached`]). `fine` is (points per octave of the
+/// refinement, size granule, rounds).
+pub fn adaptive_sweep_until(
+    grid: &[u64],
+    (fine_per_octave, granule, rounds): (u32, u64, u32),
+    options: &KneeOptions,
+    enough: &dyn Fn(&[Point]) -> bool,
+    measure: &mut dyn FnMut(u64) -> Option<Point>,
+) -> (Vec<Point>, Vec<Knee>, bool) {
     let mut points: Vec<Point> = Vec::new();
-    let mut complete = measure_new(&mut points, grid, measure);
+    let mut complete = true;
+    for &size in grid {
+        match measure(size) {
+            Some(p) => points.push(p),
+            None => {
+                complete = false;
+                break;
+            }
+        }
+        if enough(&points) {
+            break;
+        }
+    }
+    points.sort_by_key(|p| p.size_bytes);
     let mut knees = find_knees(&points, options);
     for _ in 0..rounds {
         let extra = refinement_sizes(&points, &knees, fine_per_octave, granule);

@@ -52,6 +52,7 @@ mod icache;
 mod knee;
 mod levels;
 mod mem;
+mod plateau;
 mod recompile;
 mod run;
 mod simd;
@@ -85,11 +86,14 @@ pub use code::{
 pub use error::ProbeError;
 pub use knee::{
     CapacityEstimate, Knee, KneeOptions, NEARLY_STEEPEST, Point, Segment, adaptive_sweep,
-    capacity_estimate, capacity_gap, find_knees, geometric_sizes, log_noise, miss_fraction,
-    monotone_fit, out_of_order, plateaus, plausible_size, refinement_sizes, segment, span_indices,
-    steepest_rise,
+    adaptive_sweep_until, capacity_estimate, capacity_gap, find_knees, geometric_sizes, log_noise,
+    miss_fraction, monotone_fit, out_of_order, plateaus, plausible_size, refinement_sizes, segment,
+    span_indices, steepest_rise,
 };
 pub use mem::{HUGE_PAGE_BYTES, Mapping, anon_huge_kib};
+pub use plateau::{
+    MEMORY_OVER_L1, PLATEAU_MIN_POINTS, PLATEAU_OCTAVES, memory_plateau_reached, stopping_point,
+};
 pub use timer::{
     Timer, TimerSource, add_latency_ns, allowed_cpus, context_switches, monotonic_raw_ns,
     pin_current_thread, undisturbed_samples,

@@ -16,10 +16,11 @@ use crate::code::CodeKind;
 use crate::flops::{FlopsSample, Precision, measure_flops};
 use crate::icache::CodeProbe;
 use crate::knee::{
-    Knee, KneeOptions, Point, adaptive_sweep, find_knees, geometric_sizes, out_of_order,
+    Knee, KneeOptions, Point, adaptive_sweep_until, find_knees, geometric_sizes, out_of_order,
     span_indices,
 };
 use crate::levels::{MIN_L1I_RATIO, assign_levels, cache_knees, level_caches};
+use crate::plateau::memory_plateau_reached;
 use crate::simd::Simd;
 use crate::timer::{Timer, add_latency_ns, allowed_cpus, pin_current_thread};
 
@@ -321,7 +322,15 @@ fn serial_part(
             code.measure(&timer, kind, size as usize, budget.code_repeats)
                 .map(|sample| sample.point)
         };
-        let (points, knees) = sweep(&grid, granule, budget, stop, &mut tick, &mut measure_one)?;
+        let never = |_: &[Point]| false;
+        let (points, knees) = sweep(
+            &grid,
+            granule,
+            budget,
+            stop,
+            (&mut tick, &never),
+            &mut measure_one,
+        )?;
         curves.push(Curve {
             name: name.into(),
             unit: unit.into(),
@@ -366,7 +375,30 @@ fn serial_part(
             };
             chase.measure(&timer, size as usize, loads, repeats)
         };
-        let (points, knees) = sweep(&grid, 64, budget, stop, &mut tick, &mut measure_one)?;
+        // The grid runs to 4x the advertised last-level cache, but the sweep ends once the
+        // memory plateau is established (see `plateau`): a guest may see a few MiB of
+        // hundreds advertised.
+        let enough =
+            |points: &[Point]| memory_plateau_reached(points, llc, &KneeOptions::default());
+        let (points, knees) = sweep(
+            &grid,
+            64,
+            budget,
+            stop,
+            (&mut tick, &enough),
+            &mut measure_one,
+        )?;
+        if let Some(last) = points.last().filter(|_| !stop.load(Ordering::Relaxed)) {
+            let why = if last.size_bytes < grid.last().copied().unwrap_or(0) {
+                "the memory plateau established"
+            } else {
+                "4x the advertised last-level cache, no memory plateau found before it"
+            };
+            notes.push(format!(
+                "pointer chase ended at {} KiB: {why}",
+                last.size_bytes / KIB
+            ));
+        }
         notes.push(huge_note("data", chase.huge_page_kib(), chase.capacity()));
         curves.push(Curve {
             name: "pointer_chase".into(),
@@ -605,14 +637,18 @@ fn recheck_spans(
     Ok(())
 }
 
+/// A test of the points so far that ends a sweep's coarse grid.
+type Enough<'a> = &'a dyn Fn(&[Point]) -> bool;
+
 /// An adaptive sweep of `measure_one` over `grid` that stops, keeping its points, when
-/// `stop` is set, and fails on the first measurement error; `tick` gets the fraction done.
+/// `stop` is set, and fails on the first measurement error; `tick` gets the fraction done;
+/// the coarse grid ends early once `enough` holds of the points so far.
 fn sweep(
     grid: &[u64],
     granule: u64,
     budget: &Budget,
     stop: &AtomicBool,
-    tick: &mut dyn FnMut(f64),
+    (tick, enough): (&mut dyn FnMut(f64), Enough<'_>),
     measure_one: &mut dyn FnMut(u64) -> Result<Point, ProbeError>,
 ) -> Result<(Vec<Point>, Vec<Knee>), ProbeError> {
     let total = grid.len() as f64 * 1.3;
@@ -626,12 +662,11 @@ fn sweep(
         tick((done / total).min(1.0));
         measure_one(size).map_err(|e| failure = Some(e)).ok()
     };
-    let (points, knees, _) = adaptive_sweep(
+    let (points, knees, _) = adaptive_sweep_until(
         grid,
-        budget.fine_per_octave,
-        granule,
-        budget.rounds,
+        (budget.fine_per_octave, granule, budget.rounds),
         &KneeOptions::default(),
+        enough,
         &mut measure,
     );
     match failure {
@@ -720,13 +755,18 @@ fn bandwidths(
             below = size;
         }
     }
-    let llc = machine
+    // Memory's working set is well past the effective last level (`below`, measured where
+    // the chase found it), and past the advertised one up to 256 MiB: beyond that, page
+    // faults of gigabyte arrays cost more than a guest's few MiB of L3 are worth.
+    let advertised_llc = machine
         .data_caches()
         .map(|c| c.size_bytes)
         .max()
-        .unwrap_or(32 * MIB)
-        .max(below);
-    levels.push(("MEM".into(), (4 * llc).max(64 * MIB), true, 4 * below));
+        .unwrap_or(32 * MIB);
+    let mem_bytes = (4 * below)
+        .max(64 * MIB)
+        .max((4 * advertised_llc).min(256 * MIB));
+    levels.push(("MEM".into(), mem_bytes, true, 4 * below));
     let mut out = Vec::new();
     let mut sets = vec![vec![cpus[0]]];
     if cpus.len() > 1 {

@@ -1,0 +1,213 @@
+//! When a pointer chase has seen every cache: the memory plateau established past its last
+//! knee. The sweep stops there instead of running to a multiple of the advertised last-level
+//! cache, which on a machine advertising hundreds of MiB (an Intel Xeon's 300 MiB L3, of
+//! which a guest sees a few) means building and walking gigabyte cycles for nothing.
+//!
+//! A plateau past the last knee is memory's when it lies beyond the advertised last-level
+//! cache (no cache is larger than advertised), or when its level is at least
+//! [`MEMORY_OVER_L1`] times the curve's first level. That second rule rests on two facts of
+//! every current x86-64 core: an L1d hit takes 4 or 5 cycles, and a DRAM access at least about
+//! 60 ns (150 cycles and more at 2.5 GHz), while no last-level cache takes more than about 25
+//! times an L1 hit (a Sapphire or Emerald Rapids mesh L3, about 33 ns at 3.8 GHz against 5
+//! cycles; Zen 3 and Zen 4 guests here 13 to 14 times, their memory 100 to 125 times).
+
+use crate::knee::{KneeOptions, Point, find_knees};
+
+/// Smallest ratio of a plateau's level to the curve's first (L1 hit) level for it to be
+/// memory's.
+pub const MEMORY_OVER_L1: f64 = 32.0;
+
+/// How wide (octaves, ending at the newest point) the flat stretch past the last knee must be.
+pub const PLATEAU_OCTAVES: f64 = 1.0;
+
+/// Fewest points in that stretch.
+pub const PLATEAU_MIN_POINTS: usize = 3;
+
+/// True when the points so far (sorted by size, the newest the largest) end in the memory
+/// plateau: the last [`PLATEAU_OCTAVES`] hold at least [`PLATEAU_MIN_POINTS`] points, all past
+/// the last knee's rise, flat within the noise (their spread below the smallest rise counted
+/// as a knee), and either beyond `llc_bytes` (the advertised last-level cache) or at least
+/// [`MEMORY_OVER_L1`] times the first knee's lower level.
+pub fn memory_plateau_reached(points: &[Point], llc_bytes: u64, options: &KneeOptions) -> bool {
+    let Some(newest) = points.last() else {
+        return false;
+    };
+    let from = newest.size_bytes as f64 / PLATEAU_OCTAVES.exp2();
+    let window: Vec<f64> = points
+        .iter()
+        .filter(|p| p.size_bytes as f64 >= from)
+        .map(|p| p.value)
+        .collect();
+    if window.len() < PLATEAU_MIN_POINTS || window.iter().any(|v| !(v.is_finite() && *v > 0.0)) {
+        return false;
+    }
+    let knees = find_knees(points, options);
+    let (Some(first), Some(last)) = (knees.first(), knees.last()) else {
+        return false;
+    };
+    let window_start = points[points.len() - window.len()].size_bytes;
+    if window_start < last.end_bytes {
+        return false;
+    }
+    let (lo, hi) = window.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &v| {
+        (lo.min(v), hi.max(v))
+    });
+    if hi / lo >= options.min_rise_ratio {
+        return false;
+    }
+    window_start >= llc_bytes || lo >= MEMORY_OVER_L1 * first.before
+}
+
+/// Where a sweep over `points` (sorted by size), measured in order, would have stopped by
+/// [`memory_plateau_reached`]: the number of points it would have measured.
+pub fn stopping_point(points: &[Point], llc_bytes: u64, options: &KneeOptions) -> usize {
+    (1..=points.len())
+        .find(|&n| memory_plateau_reached(&points[..n], llc_bytes, options))
+        .unwrap_or(points.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::fixture_curves;
+    use crate::knee::geometric_sizes;
+    use crate::levels::assign_levels;
+    use crate::run::Curve;
+    use loopscope_machine::{Cache, CacheKind, Machine};
+
+    const KIB: u64 = 1024;
+    const MIB: u64 = 1024 * KIB;
+
+    fn machine(l1: u64, l2: u64, l3: u64) -> Machine {
+        let mut machine = Machine::unknown();
+        for (level, kind, size) in [
+            (1, CacheKind::Data, l1),
+            (2, CacheKind::Unified, l2),
+            (3, CacheKind::Unified, l3),
+        ] {
+            machine.caches.push(Cache::new(level, kind, size, 64, 8, 1));
+        }
+        machine
+    }
+
+    fn staircase(caps: &[u64], levels: &[f64], hi: u64, per_octave: u32) -> Vec<Point> {
+        geometric_sizes(KIB, hi, per_octave, 64)
+            .into_iter()
+            .map(|s| {
+                let i = caps.iter().position(|&c| s <= c).unwrap_or(caps.len());
+                // A slow drift of the memory plateau (TLB and host paging), as measured.
+                let drift = if i == caps.len() {
+                    1.0 + 0.03 * (s as f64 / caps[i - 1] as f64).log2()
+                } else {
+                    1.0
+                };
+                Point {
+                    size_bytes: s,
+                    value: levels[i] * drift,
+                    median: levels[i] * drift,
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_intel_guest_with_a_small_effective_l3_stops_long_before_its_advertised_l3() {
+        // 48 KiB L1d (1.8 ns), 2 MiB L2 (7 ns), 6.7 MiB seen of a 300 MiB L3 (33 ns), memory
+        // 120 ns: the sweep used to run to 1.2 GB.
+        let points = staircase(
+            &[48 * KIB, 2 * MIB, 6 * MIB + 700 * KIB],
+            &[1.8, 7.0, 33.0, 120.0],
+            1200 * MIB,
+            4,
+        );
+        let n = stopping_point(&points, 300 * MIB, &KneeOptions::default());
+        let stop = points[n - 1].size_bytes;
+        assert!((12 * MIB..=20 * MIB).contains(&stop), "{}", stop / KIB);
+    }
+
+    #[test]
+    fn a_whole_large_l3_is_not_taken_for_memory() {
+        // Bare metal: all of a 32 MiB L3 at 14 times the L1 hit, then memory past it.
+        let points = staircase(
+            &[32 * KIB, 512 * KIB, 32 * MIB],
+            &[1.2, 4.0, 17.0, 120.0],
+            128 * MIB,
+            6,
+        );
+        let n = stopping_point(&points, 32 * MIB, &KneeOptions::default());
+        let stop = points[n - 1].size_bytes;
+        assert!(
+            stop >= 64 * MIB,
+            "stopped in the L3 plateau at {} KiB",
+            stop / KIB
+        );
+        let knees = find_knees(&points[..n], &KneeOptions::default());
+        assert_eq!(knees.last().unwrap().size_bytes, 32 * MIB);
+    }
+
+    #[test]
+    fn a_curve_without_a_plateau_runs_to_its_end() {
+        let points: Vec<Point> = geometric_sizes(KIB, 64 * MIB, 4, 64)
+            .into_iter()
+            .map(|s| Point {
+                size_bytes: s,
+                value: (s as f64).sqrt(),
+                median: 0.0,
+            })
+            .collect();
+        assert_eq!(
+            stopping_point(&points, 32 * MIB, &KneeOptions::default()),
+            points.len()
+        );
+        assert!(!memory_plateau_reached(&[], MIB, &KneeOptions::default()));
+    }
+
+    /// The chase curves of a recorded run stopped where the rule stops them name the same
+    /// levels as the whole curves, and stop by 32 MiB (a quarter of the old 128 MiB sweep).
+    fn stops_early_with_the_same_levels(machine: &Machine, chases: &[Curve]) {
+        let options = KneeOptions::default();
+        let llc = machine.data_caches().map(|c| c.size_bytes).max().unwrap();
+        for (i, chase) in chases.iter().enumerate() {
+            let n = stopping_point(&chase.points, llc, &options);
+            let stop = chase.points[n - 1].size_bytes;
+            assert!(stop <= 32 * MIB, "curve {i} stopped at {} KiB", stop / KIB);
+            let mut cut = chase.clone();
+            cut.points.truncate(n);
+            cut.knees = find_knees(&cut.points, &options);
+            let sizes = |c: &Curve| {
+                let levels = assign_levels(machine, std::slice::from_ref(c));
+                levels
+                    .knees
+                    .iter()
+                    .map(|l| (l.level, l.knee.size_bytes))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(
+                sizes(&cut),
+                sizes(chase),
+                "curve {i} stopped at {} KiB",
+                stop / KIB
+            );
+        }
+    }
+
+    fn chases(text: &str) -> Vec<Curve> {
+        fixture_curves(text)
+            .into_iter()
+            .filter(|c| c.name == "pointer_chase")
+            .collect()
+    }
+
+    #[test]
+    fn recorded_zen4_chases_stop_early_with_the_same_levels() {
+        let zen4 = machine(32 * KIB, MIB, 32 * MIB);
+        for text in [
+            include_str!("../testdata/zen4_curves.json"),
+            include_str!("../testdata/zen4_ramp_chases.json"),
+            include_str!("../testdata/zen4_loaded_chase.json"),
+            include_str!("../testdata/zen4_shared_steps.json"),
+        ] {
+            stops_early_with_the_same_levels(&zen4, &chases(text));
+        }
+    }
+}
