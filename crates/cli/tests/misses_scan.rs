@@ -141,7 +141,7 @@ fn text_marks_the_spike() {
 
 #[test]
 fn no_level_modelled_at_any_value_is_an_analysis_error() {
-    let out = scan("N=64..64", &["--time-limit", "0"]);
+    let out = scan("N=64..64", &["--time-limit", "0.000001"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(
