@@ -93,7 +93,9 @@ pub fn run_level_job(
         .collect();
     let budget = Budget {
         max_operations: job.max_operations,
-        time_limit: Duration::from_secs_f64(job.time_limit_s.clamp(0.0, 1e9)),
+        // A NaN limit (no caller should send one) stops at once rather than panicking.
+        time_limit: Duration::try_from_secs_f64(job.time_limit_s.clamp(0.0, 1e9))
+            .unwrap_or(Duration::ZERO),
         threads: job.threads.max(1),
     };
     let cache = match caches[..] {
