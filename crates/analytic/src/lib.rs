@@ -84,9 +84,11 @@ pub use orchestration::{
     CheckLevel, CheckReference, ConflictSources, Evictor, Failure, FormulasLevel,
     FormulasReference, FormulasReport, Geometry, LevelChambers, LevelCommand, LevelInfo, LevelJob,
     LevelLine, LevelOutcome, LevelsRequest, LineSink, Misses, MissesArray, MissesLevel,
-    MissesReference, MissesReport, MissesRequest, RangeReport, SPIKE_RULE, ScanRange, ScanReport,
-    SpikeReport, SymbolicParameter, ValueLevel, ValueReport, Written, children, cores, misses,
-    model_levels, parse_range, run_level_job, symbolic_parameters,
+    MissesReference, MissesReport, MissesRequest, MissesWait, RangeReport,
+    SIMULATED_ACCESSES_PER_S, SPIKE_RULE, ScanRange, ScanReport, SimulationEstimate, SpikeReport,
+    SymbolicParameter, ValueLevel, ValueReport, Written, accesses_bound, children, cores, misses,
+    misses_wait, model_levels, parse_range, run_level_job, stop_level_processes,
+    symbolic_parameters,
 };
 pub use parallel::{Budget, each_reference, each_reference_at_levels};
 pub use program::{Affine, Array, Cache, Loop, Node, Program, Reference, Statement};

@@ -58,6 +58,25 @@ pub fn cache_levels(
     Ok(levels)
 }
 
+/// Exit code of a command ended by SIGINT, SIGTERM or SIGHUP: 128 + SIGINT's number, as a shell
+/// reports Ctrl-C.
+pub const INTERRUPTED: i32 = 130;
+
+/// For the commands that run the model's level processes (`misses`, `roofline`): SIGINT,
+/// SIGTERM and SIGHUP kill them and end this program with [`INTERRUPTED`]. (The level processes
+/// also end by themselves when this one ends otherwise, SIGKILL included: `model-level`.)
+pub fn stop_level_processes_on_signal(ui: &Ui) {
+    let handler = || {
+        loopscope_analytic::stop_level_processes();
+        std::process::exit(INTERRUPTED);
+    };
+    if let Err(e) = ctrlc::set_handler(handler) {
+        ui.note(format!(
+            "cannot catch Ctrl-C ({e}); the model's processes end by themselves when this one does"
+        ));
+    }
+}
+
 /// How the analytic model starts a level process: this program's hidden `model-level`.
 pub fn level_command() -> anyhow::Result<LevelCommand> {
     let program = std::env::current_exe().context("cannot find loopscope itself")?;

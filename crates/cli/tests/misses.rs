@@ -5,7 +5,7 @@ mod common;
 
 use std::process::Output;
 
-use common::{assert_bad_input, loopscope, stderr};
+use common::{assert_bad_input, loopscope, stderr, stdout};
 
 fn example(name: &str) -> String {
     common::example(&format!("kernels/{name}"))
@@ -199,6 +199,121 @@ fn a_level_past_its_time_limit_is_not_modelled() {
     assert!(
         err.contains("L1 not modelled") && err.contains("time limit"),
         "{err}"
+    );
+}
+
+/// A kernel whose L1 the model takes far longer than a second to build (transposed reads in a 3D
+/// stencil: over 20 s at N = 20 on a 2-core guest), while simulating it takes milliseconds.
+const TRANSPOSED_STENCIL: &str = "double a[N][N][N], b[N][N][N];\n\
+for (int i = 1; i < N-1; ++i)\n\
+  for (int j = 1; j < N-1; ++j)\n\
+    for (int k = 1; k < N-1; ++k)\n\
+      b[i][j][k] = a[i-1][j][k] + a[i+1][j][k] + a[i][j-1][k] + a[i][j+1][k] + a[i][j][k-1]\n\
+                 + a[i][j][k+1] + a[k][j][i] + a[j][i][k] + a[k][i][j];\n";
+
+#[test]
+fn a_level_past_its_time_limit_is_simulated_with_the_simulators_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("transposed.c");
+    std::fs::write(&path, TRANSPOSED_STENCIL).unwrap();
+    let k = path.display().to_string();
+    let given = ["-D", "N=24", "--cache", "L1=32K:8:64"];
+    let run = |extra: &[&str]| {
+        let mut args = vec!["misses", &k];
+        args.extend(given);
+        args.extend(["--time-limit", "1"]);
+        args.extend(extra);
+        loopscope(&args)
+    };
+    let out = run(&["--json"]);
+    let got = json(&out);
+    let level = &got["levels"][0];
+    assert_eq!(level["method"], "simulated", "{level}");
+    assert_eq!(level["error"], serde_json::Value::Null);
+    assert!(
+        level["model_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("time limit of 1 s")),
+        "{level}"
+    );
+    assert!(
+        stderr(&out).contains("L1 not modelled") && stderr(&out).contains("simulator instead"),
+        "{}",
+        stderr(&out)
+    );
+    let mut args = vec!["simulate", &k];
+    args.extend(given);
+    args.push("--json");
+    let sim = json(&loopscope(&args));
+    for field in ["accesses", "hits", "misses"] {
+        assert_eq!(level[field], sim["levels"][0][field], "{field}");
+    }
+    let refs = got["references"].as_array().unwrap();
+    let sim_refs = sim["references"].as_array().unwrap();
+    assert_eq!(refs.len(), sim_refs.len());
+    for (r, s) in refs.iter().zip(sim_refs) {
+        assert_eq!((&r["text"], &r["misses"]), (&s["text"], &s["misses"]));
+    }
+    // Compulsory and conflict as --check's simulation splits them.
+    let checked = json(&run(&["--json", "--check"]));
+    assert_eq!(checked["levels"][0]["method"], "simulated");
+    assert_eq!(
+        (level["compulsory"].clone(), level["conflict"].clone()),
+        (
+            checked["check"]["levels"][0]["compulsory"].clone(),
+            checked["check"]["levels"][0]["conflict"].clone()
+        )
+    );
+    assert!(
+        stdout(&run(&[]))
+            .lines()
+            .any(|l| l.starts_with("L1") && l.contains(" simulated ")),
+        "the text table names the method"
+    );
+    let model_only = run(&["--model-only"]);
+    assert_eq!(model_only.status.code(), Some(1), "{}", stderr(&model_only));
+    assert!(
+        stderr(&model_only).contains("L1 not modelled"),
+        "{}",
+        stderr(&model_only)
+    );
+}
+
+#[test]
+fn the_default_time_limit_is_announced_before_starting() {
+    let k = example("triad.c");
+    let out = loopscope(["misses", &k, "-D", "N=1000", "--cache", "L1=32K:8:64"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said: Vec<String> = stderr(&out)
+        .lines()
+        .filter(|l| l.contains("may take up to"))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(
+        said[0].contains("30 s per level") && said[0].contains("simulated instead"),
+        "{said:?}"
+    );
+    let given = loopscope([
+        "misses",
+        &k,
+        "-D",
+        "N=1000",
+        "--cache",
+        "L1=32K:8:64",
+        "--time-limit",
+        "30",
+    ]);
+    assert!(
+        !stderr(&given).contains("may take up to"),
+        "{}",
+        stderr(&given)
+    );
+    let quiet = loopscope(["-q", "misses", &k, "-D", "N=1000", "--cache", "L1=32K:8:64"]);
+    assert!(
+        !stderr(&quiet).contains("may take up to"),
+        "{}",
+        stderr(&quiet)
     );
 }
 

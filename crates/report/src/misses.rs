@@ -47,7 +47,8 @@ fn render_counts(r: &MissesReport) -> String {
         "miss %",
         "compulsory",
         "conflict",
-        "model time",
+        "method",
+        "time",
     ];
     if r.check.is_some() {
         header.extend(["sim misses", "sim time", "diff"]);
@@ -67,6 +68,7 @@ fn render_counts(r: &MissesReport) -> String {
                 .map_or_else(|| "-".to_owned(), |(m, a)| percent(m, a)),
             opt(l.compulsory),
             opt(l.conflict),
+            l.method.unwrap_or("-").to_owned(),
             format!("{:.3} s", l.duration_s),
         ];
         if let Some(c) = r.check.as_ref().and_then(|c| c.levels.get(k)) {
@@ -74,6 +76,7 @@ fn render_counts(r: &MissesReport) -> String {
                 c.misses.to_string(),
                 format!("{:.3} s", c.duration_s),
                 l.misses
+                    .filter(|_| l.method == Some("model"))
                     .map_or_else(|| "-".to_owned(), |m| signed(m as i64 - c.misses as i64)),
             ]);
         }
@@ -89,7 +92,7 @@ fn render_counts(r: &MissesReport) -> String {
         let unmodelled: Vec<&str> = r
             .levels
             .iter()
-            .filter(|l| l.error.is_some())
+            .filter(|l| l.method != Some("model"))
             .map(|l| l.name.as_str())
             .collect();
         let scope = if unmodelled.is_empty() {

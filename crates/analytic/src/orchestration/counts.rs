@@ -1,16 +1,21 @@
 //! `loopscope misses`: each reference's compulsory and conflict misses per cache level, every
 //! level modelled in a level process, with `--sources` (which references compete for the sets
-//! of the conflict misses) and `--check` (each level simulated alone, compared).
+//! of the conflict misses) and `--check` (each level simulated alone, compared). A level the
+//! model does not finish within the time limit is simulated instead when that fits the same
+//! limit (unless the request is for the model only), and says so in its `method`.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use loopscope_cache::{AloneLevel, CacheError, LevelConfig, simulate_each_level_alone};
+use loopscope_cache::{
+    AloneLevel, CacheError, LevelConfig, check_simulation_work, simulate_each_level_alone,
+};
 use loopscope_kernel::{Kernel, Listener, LoadedKernel, Program as Stream, RefLabel};
 use serde::Serialize;
 
 use super::MissesRequest;
-use super::process::{LevelOutcome, LevelsRequest, model_levels};
+use super::fallback::{SimulationEstimate, estimate};
+use super::process::{LevelOutcome, LevelsRequest, cores, model_levels};
 use crate::{AnalyticError, PieceCounts, program_from_kernel};
 
 /// The result of `misses`, as `--json` prints it.
@@ -95,10 +100,18 @@ pub struct MissesLevel {
     pub conflict: Option<u64>,
     /// Lines brought in (misses × line size).
     pub fill_bytes: Option<u64>,
-    /// Seconds the level's model took.
+    /// How the counts were found: `model` (the analytic model), `simulated` (the exact
+    /// simulator, the level alone, because the model did not finish within the time limit);
+    /// `null` when the level has no counts (see `error`).
+    pub method: Option<&'static str>,
+    /// Seconds the level took from the start: when the model finished it, or for a simulated
+    /// level when the simulation did.
     pub duration_s: f64,
-    /// Why the level could not be modelled.
+    /// Why the level has no counts: neither the model nor the simulator could count it within
+    /// the time limit (or, with `--model-only`, the model could not).
     pub error: Option<String>,
+    /// For a simulated level, why the model did not count it.
+    pub model_error: Option<String>,
     /// The intermediate sets, with `--explain`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub explain: Option<String>,
@@ -203,6 +216,9 @@ pub(super) fn run(
     // Checked here so a kernel the model cannot take is bad input (exit 2), not a level error.
     program_from_kernel(&loaded.kernel, &loaded.params, &loaded.layout)
         .map_err(|e| AnalyticError::Request(format!("{}: {e}", loaded.origin)))?;
+    if request.check {
+        check_work(&loaded)?;
+    }
     let levels_request = LevelsRequest {
         explain: request.explain,
         sources: request.sources,
@@ -214,23 +230,30 @@ pub(super) fn run(
     if request.sources {
         report.sources = Some(sources(&loaded.kernel, levels, &modelled, &labels));
     }
-    if request.check {
-        report.check = Some(check(&loaded, levels, &report)?);
+    let missing: Vec<usize> = (0..levels.len())
+        .filter(|&l| report.levels[l].error.is_some())
+        .collect();
+    let fallback = !request.model_only && !missing.is_empty();
+    let simulation_start_s = start.elapsed().as_secs_f64();
+    let simulated = if request.check {
+        let (check, mut each) = check(&loaded, levels, &report)?;
+        report.check = Some(check);
+        let wanted = |l: &usize| fallback && missing.contains(l);
+        each.drain(..)
+            .enumerate()
+            .filter(|(l, _)| wanted(l))
+            .collect()
+    } else if fallback {
+        simulate_within_limit(&loaded, levels, &missing, request.time_limit_s, &mut report)?
+    } else {
+        Vec::new()
+    };
+    for (l, alone) in simulated {
+        fill_simulated(&mut report, &levels[l], alone, &labels, simulation_start_s);
     }
+    sort_by_level(&mut report);
     report.duration_s = start.elapsed().as_secs_f64();
-    for l in &report.levels {
-        if let Some(e) = &l.error {
-            let hint = if e.contains("simulate") {
-                ""
-            } else {
-                "; `loopscope simulate` counts it exactly"
-            };
-            listener.warn(&format!(
-                "{}: {} not modelled: {e}{hint}",
-                loaded.origin, l.name
-            ));
-        }
-    }
+    warn_of_levels(&report, &loaded.origin, listener);
     if report.levels.iter().all(|l| l.error.is_some()) && report.check.is_none() {
         return Err(AnalyticError::NotModelled(format!(
             "{}: no cache level could be modelled",
@@ -238,6 +261,164 @@ pub(super) fn run(
         )));
     }
     Ok(report)
+}
+
+/// The method of a level the model counted.
+const METHOD_MODEL: &str = "model";
+/// The method of a level the simulator counted.
+const METHOD_SIMULATED: &str = "simulated";
+
+/// Simulates the `missing` levels, each alone, when the estimate says that fits `limit_s`;
+/// otherwise adds the estimate to their errors and simulates nothing.
+fn simulate_within_limit(
+    loaded: &LoadedKernel,
+    levels: &[LevelConfig],
+    missing: &[usize],
+    limit_s: f64,
+    report: &mut MissesReport,
+) -> Result<Vec<(usize, AloneLevel)>, AnalyticError> {
+    let (estimate, stream) = match estimate(loaded, missing.len(), cores(), limit_s) {
+        Ok(got) => got,
+        Err(AnalyticError::Kernel(e)) => {
+            for &l in missing {
+                append_error(
+                    report,
+                    l,
+                    &format!("the simulator cannot run it either: {e}"),
+                );
+            }
+            return Ok(Vec::new());
+        }
+        Err(e) => return Err(e),
+    };
+    let Some(stream) = stream.filter(|_| estimate.fits(limit_s)) else {
+        let why = past_the_limit(&estimate);
+        for &l in missing {
+            append_error(report, l, &why);
+        }
+        return Ok(Vec::new());
+    };
+    let picked: Vec<LevelConfig> = missing.iter().map(|&l| levels[l].clone()).collect();
+    let refs = loaded.kernel.references().count();
+    let simulated = simulate_each_level_alone(&stream, refs, &picked);
+    missing
+        .iter()
+        .zip(simulated)
+        .map(|(&l, sim)| Ok((l, sim.map_err(from_simulator)?)))
+        .collect()
+}
+
+/// Why a level's simulation was not tried: its estimate.
+fn past_the_limit(estimate: &SimulationEstimate) -> String {
+    let accesses = match estimate.accesses {
+        Some(n) => format!("its {n} accesses"),
+        None => format!("up to {} accesses", estimate.accesses_bound),
+    };
+    format!(
+        "simulating it would take about {:.0} s for {accesses}, past the limit too",
+        estimate.seconds
+    )
+}
+
+fn append_error(report: &mut MissesReport, level: usize, text: &str) {
+    if let Some(e) = &mut report.levels[level].error {
+        e.push_str("; ");
+        e.push_str(text);
+    }
+}
+
+/// Puts a level the simulator counted (alone) into the report, as the model's counts would be,
+/// with `method` `simulated` and the model's error kept as `model_error`.
+fn fill_simulated(
+    report: &mut MissesReport,
+    config: &LevelConfig,
+    alone: AloneLevel,
+    labels: &[RefLabel],
+    simulation_start_s: f64,
+) {
+    let Some(level) = report.levels.iter_mut().find(|l| l.name == config.name) else {
+        return;
+    };
+    let (mut acc, mut comp, mut conf) = (0u64, 0u64, 0u64);
+    for (id, label) in labels.iter().enumerate() {
+        let r = alone.hierarchy.ref_stats(id, 0);
+        let (a, c, k) = (r.accesses, r.compulsory, r.capacity + r.conflict);
+        acc += a;
+        comp += c;
+        conf += k;
+        report.references.push(MissesReference {
+            id,
+            label: label.clone(),
+            level: config.name.clone(),
+            accesses: a,
+            hits: a.saturating_sub(c + k),
+            misses: c + k,
+            compulsory: c,
+            capacity: None,
+            conflict: k,
+            pieces: Vec::new(),
+        });
+        let array = label.array.as_deref().unwrap_or_default();
+        add_to_array(&mut report.arrays, array, &config.name, a, c, k);
+    }
+    level.accesses = Some(acc);
+    level.hits = Some(acc.saturating_sub(comp + conf));
+    level.misses = Some(comp + conf);
+    level.compulsory = Some(comp);
+    level.conflict = Some(conf);
+    level.fill_bytes = Some((comp + conf).saturating_mul(config.line_bytes));
+    level.method = Some(METHOD_SIMULATED);
+    level.duration_s = simulation_start_s + alone.duration_s;
+    level.model_error = level.error.take();
+}
+
+/// References and arrays in the levels' order (simulated levels were added last), each level's
+/// in the order they were added.
+fn sort_by_level(report: &mut MissesReport) {
+    let names: Vec<String> = report.levels.iter().map(|l| l.name.clone()).collect();
+    let position = |name: &str| names.iter().position(|n| n == name);
+    report.references.sort_by_key(|r| position(&r.level));
+    report.arrays.sort_by_key(|a| position(&a.level));
+}
+
+/// One warning per level the model did not count: simulated instead, or missing and why.
+fn warn_of_levels(report: &MissesReport, origin: &str, listener: &dyn Listener) {
+    for l in &report.levels {
+        if let (Some(why), Some(METHOD_SIMULATED)) = (&l.model_error, l.method) {
+            listener.warn(&format!(
+                "{origin}: {} not modelled ({why}): counted by the exact simulator instead",
+                l.name
+            ));
+        }
+        if let Some(e) = &l.error {
+            let hint = if e.contains("simulate") {
+                ""
+            } else {
+                "; `loopscope simulate` counts it exactly"
+            };
+            listener.warn(&format!("{origin}: {} not modelled: {e}{hint}", l.name));
+        }
+    }
+}
+
+/// Refuses `--check` before any level runs when simulating the kernel would pass the
+/// simulator's limit, as `loopscope simulate` refuses it.
+fn check_work(loaded: &LoadedKernel) -> Result<(), AnalyticError> {
+    match check_simulation_work(&loaded.kernel, &loaded.params, 1) {
+        Ok(_) => Ok(()),
+        Err(CacheError::TooMuchWork {
+            accesses,
+            exact,
+            cap,
+            ..
+        }) => Err(AnalyticError::Request(format!(
+            "{}: --check simulates it, which takes {}{accesses} accesses, past the simulator's \
+             limit of {cap} (see docs/limits.md); without --check the model counts it at any size",
+            loaded.origin,
+            if exact { "" } else { "up to " },
+        ))),
+        Err(e) => Err(from_simulator(e)),
+    }
 }
 
 /// The simulator's error as the model's: a kernel's stays a kernel error.
@@ -276,8 +457,10 @@ fn build_report(
             capacity: None,
             conflict: None,
             fill_bytes: None,
+            method: m.refs.is_ok().then_some(METHOD_MODEL),
             duration_s: m.duration_s,
             error: None,
+            model_error: None,
             explain: m.explain.clone(),
         };
         match &m.refs {
@@ -416,11 +599,12 @@ fn add_to_array(
 }
 
 /// Simulates each level alone (the model's assumption), with the 3C split, and compares.
+/// Returns the simulated levels too, in order.
 fn check(
     loaded: &LoadedKernel,
     levels: &[LevelConfig],
     report: &MissesReport,
-) -> Result<Check, AnalyticError> {
+) -> Result<(Check, Vec<AloneLevel>), AnalyticError> {
     let stream = Stream::new(&loaded.kernel, &loaded.params, &loaded.layout)?;
     let refs = loaded.kernel.references().count();
     // One thread per level, as the model runs: the levels are independent simulations.
@@ -430,11 +614,10 @@ fn check(
         levels: Vec::new(),
         references: Vec::new(),
     };
-    for ((l, modelled), sim) in levels.iter().zip(&report.levels).zip(simulated) {
-        let AloneLevel {
-            hierarchy: sim,
-            duration_s,
-        } = sim.map_err(from_simulator)?;
+    let mut each = Vec::with_capacity(levels.len());
+    for ((l, modelled), alone) in levels.iter().zip(&report.levels).zip(simulated) {
+        let alone = alone.map_err(from_simulator)?;
+        let (sim, duration_s) = (&alone.hierarchy, alone.duration_s);
         let s = &sim.stats()[0];
         out.levels.push(CheckLevel {
             name: l.name.clone(),
@@ -464,6 +647,7 @@ fn check(
                 difference: model.map(|m| m.misses as i64 - r.misses as i64),
             });
         }
+        each.push(alone);
     }
-    Ok(out)
+    Ok((out, each))
 }

@@ -7,6 +7,7 @@
 
 mod chambers;
 mod counts;
+mod fallback;
 mod formulas;
 mod level_job;
 mod process;
@@ -26,11 +27,14 @@ pub use counts::{
     Check, CheckLevel, CheckReference, ConflictSources, Evictor, MissesArray, MissesLevel,
     MissesReference, MissesReport,
 };
+pub use fallback::{
+    MissesWait, SIMULATED_ACCESSES_PER_S, SimulationEstimate, accesses_bound, misses_wait,
+};
 pub use formulas::{AtCounts, AtValue, FormulasLevel, FormulasReference, FormulasReport, Geometry};
 pub use level_job::{LevelJob, LineSink, SymbolicParameter, run_level_job, symbolic_parameters};
 pub use process::{
     LevelChambers, LevelCommand, LevelLine, LevelOutcome, LevelsRequest, children, cores,
-    model_levels,
+    model_levels, stop_level_processes,
 };
 pub use scan::{
     Failure, LevelInfo, RangeReport, SPIKE_RULE, ScanRange, ScanReport, SpikeReport, ValueLevel,
@@ -54,8 +58,12 @@ pub struct MissesRequest<'a> {
     pub sources: bool,
     /// Bound on isl's elementary operations for each reference of a level.
     pub max_operations: u64,
-    /// Seconds each level may take.
+    /// Seconds each level may take: the model, then for a level it did not finish the simulator
+    /// (unless `model_only`).
     pub time_limit_s: f64,
+    /// A level the model does not finish within the time limit is reported missing, not
+    /// simulated.
+    pub model_only: bool,
     /// Formulas in these parameters, `NAME[=LO..HI][,NAME...]`.
     pub symbolic: Option<&'a str>,
     /// With `symbolic`: points to evaluate the formulas at, `NAME=VALUE[,NAME=VALUE...]` each.
@@ -115,17 +123,7 @@ pub fn misses(
     listener: &dyn Listener,
 ) -> Result<Misses, AnalyticError> {
     let start = Instant::now();
-    let scan = request
-        .scan
-        .map(|text| scan::parse_request(request, text))
-        .transpose()?;
-    if !request.at.is_empty() && request.symbolic.is_none() {
-        return Err(AnalyticError::Request(
-            "--at evaluates formulas: it needs --symbolic NAME".into(),
-        ));
-    }
-    check_model_caches(levels)?;
-    if let Some(range) = scan {
+    if let Some(range) = checked_request(request, levels)? {
         return scan::run(request, &range, levels, listener).map(Misses::Scan);
     }
     if let Some(list) = request.symbolic {
@@ -140,6 +138,24 @@ pub fn misses(
         };
     }
     counts::run(request, levels, listener, start).map(Misses::Counts)
+}
+
+/// Checks what [`misses`] is asked before anything runs; returns the `--scan` range, if any.
+fn checked_request(
+    request: &MissesRequest<'_>,
+    levels: &[LevelConfig],
+) -> Result<Option<ScanRange>, AnalyticError> {
+    let scan = request
+        .scan
+        .map(|text| scan::parse_request(request, text))
+        .transpose()?;
+    if !request.at.is_empty() && request.symbolic.is_none() {
+        return Err(AnalyticError::Request(
+            "--at evaluates formulas: it needs --symbolic NAME".into(),
+        ));
+    }
+    check_model_caches(levels)?;
+    Ok(scan)
 }
 
 /// The model is spec 000's cache: LRU, write-allocate. Anything else would be silently wrong.

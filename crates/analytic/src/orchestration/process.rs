@@ -12,6 +12,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use loopscope_cache::LevelConfig;
@@ -23,7 +24,8 @@ use crate::{NestedFormulas, ReferenceChambers, ReferenceFormulas, ReferenceMisse
 /// `loopscope` and `-q model-level`. The level's arguments follow: the kernel file, then
 /// `--ways`, `--line-bytes`, `--sets`, `--max-operations`, `--time-limit`, `--threads`, `-D`,
 /// `--base`, `--explain`, `--sources` and `--symbolic` as [`LevelJob`](crate::LevelJob) has
-/// them. The program prints one [`LevelLine`] of JSON per level on stdout.
+/// them, and `--parent-pid` with this process's id (so that the child can end when this process
+/// ends, however it ends). The program prints one [`LevelLine`] of JSON per level on stdout.
 #[derive(Debug, Clone)]
 pub struct LevelCommand {
     /// The program to run.
@@ -121,7 +123,7 @@ pub fn cores() -> usize {
 
 /// Seconds a child may run past its own build deadline to finish counting and report, before it
 /// is stopped.
-const GRACE_S: f64 = 2.0;
+pub(super) const GRACE_S: f64 = 2.0;
 
 /// Models every level in child processes, all at once: one per line size (the levels that
 /// share it share their hit sources), one per level with formulas. Stops those still running
@@ -182,13 +184,34 @@ pub fn children(levels: &[LevelConfig], formulas: bool) -> Vec<Vec<usize>> {
     children
 }
 
+/// Every level process this program has running, so that [`stop_level_processes`] can end them
+/// from another thread (a signal handler's) while the thread that started them waits.
+static LIVE: Mutex<Vec<Weak<Mutex<Child>>>> = Mutex::new(Vec::new());
+
+/// Kills every level process this program has running and returns how many it signalled. For a
+/// program about to exit on a signal (SIGINT, SIGTERM): a child stopped this way is not waited
+/// for. A child that has exited and been reaped is never signalled (its id may be another
+/// process's by then).
+pub fn stop_level_processes() -> usize {
+    let live = LIVE.lock().unwrap_or_else(PoisonError::into_inner);
+    live.iter()
+        .filter_map(Weak::upgrade)
+        .filter(|child| {
+            let mut child = child.lock().unwrap_or_else(PoisonError::into_inner);
+            // Reaped children are known to std, which then sends nothing.
+            matches!(child.try_wait(), Ok(None)) && child.kill().is_ok()
+        })
+        .count()
+}
+
 /// A child and the threads draining its pipes (so a long explanation cannot fill a pipe and
-/// block it).
+/// block it). Dropped before it has exited, it kills and reaps the child: a model level never
+/// outlives the call that started it, whichever way that call ends.
 struct Running {
-    child: Child,
+    child: Arc<Mutex<Child>>,
     done: bool,
-    stdout: std::thread::JoinHandle<String>,
-    stderr: std::thread::JoinHandle<String>,
+    stdout: Option<std::thread::JoinHandle<String>>,
+    stderr: Option<std::thread::JoinHandle<String>>,
 }
 
 impl Running {
@@ -201,32 +224,51 @@ impl Running {
             .map_err(|e| format!("cannot start the model process: {e}"))?;
         let stdout = drain(child.stdout.take());
         let stderr = drain(child.stderr.take());
+        let child = Arc::new(Mutex::new(child));
+        let mut live = LIVE.lock().unwrap_or_else(PoisonError::into_inner);
+        live.retain(|c| c.strong_count() > 0);
+        live.push(Arc::downgrade(&child));
         Ok(Running {
             child,
             done: false,
-            stdout,
-            stderr,
+            stdout: Some(stdout),
+            stderr: Some(stderr),
         })
+    }
+
+    fn child(&self) -> std::sync::MutexGuard<'_, Child> {
+        self.child.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Whether the child has exited. Only an exit seen counts: a child whose state cannot be
     /// read is stopped at the deadline like one still running, so that reading its pipes
     /// cannot wait for it.
     fn finished(&mut self) -> bool {
-        self.done = self.done || matches!(self.child.try_wait(), Ok(Some(_)));
+        self.done = self.done || matches!(self.child().try_wait(), Ok(Some(_)));
         self.done
+    }
+
+    /// Kills the child unless it has exited, and reaps it; returns whether it had to be killed.
+    fn stop(&mut self) -> bool {
+        let stopped = !self.finished();
+        if stopped {
+            let mut child = self.child();
+            // Killing an exited child is harmless; either way it is reaped here.
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        self.done = true;
+        stopped
     }
 
     /// The child's `levels` outcomes: each level it printed, and for the others why not.
     fn outcomes(mut self, levels: usize, time_limit_s: f64, start: Instant) -> Vec<LevelOutcome> {
-        let stopped = !self.finished();
-        if stopped {
-            // Killing an exited child is harmless; either way it is reaped below.
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-        let stdout = self.stdout.join().unwrap_or_default();
-        let stderr = self.stderr.join().unwrap_or_default();
+        let stopped = self.stop();
+        let join = |h: Option<std::thread::JoinHandle<String>>| {
+            h.and_then(|h| h.join().ok()).unwrap_or_default()
+        };
+        let stdout = join(self.stdout.take());
+        let stderr = join(self.stderr.take());
         let mut outcomes: Vec<Option<LevelOutcome>> = (0..levels).map(|_| None).collect();
         // A line cut off by the stop does not parse and is left out.
         for line in stdout.lines() {
@@ -249,6 +291,12 @@ impl Running {
             .into_iter()
             .map(|o| o.unwrap_or_else(|| failed(why.clone(), start)))
             .collect()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 
@@ -280,7 +328,8 @@ fn spawn(request: &LevelsRequest<'_>, levels: &[&LevelConfig]) -> Result<Running
         .args(["--sets", &list(|l| l.sets().to_string())])
         .args(["--max-operations", &request.max_operations.to_string()])
         .args(["--time-limit", &request.time_limit_s.to_string()])
-        .args(["--threads", &request.threads_per_child.to_string()]);
+        .args(["--threads", &request.threads_per_child.to_string()])
+        .args(["--parent-pid", &std::process::id().to_string()]);
     for (name, value) in request.define {
         command.arg("-D").arg(format!("{name}={value}"));
     }
@@ -379,6 +428,33 @@ mod tests {
         assert_eq!(
             got[1].refs,
             Err("the model process failed: out of memory".to_string())
+        );
+    }
+
+    /// Whether process `pid` still runs (a zombie has ended: its parent has not reaped it yet).
+    fn alive(pid: u32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| {
+                let state = stat.rsplit_once(") ")?.1.chars().next()?;
+                Some(state != 'Z' && state != 'X')
+            })
+            .unwrap_or(false)
+    }
+
+    #[test]
+    fn a_child_dropped_while_running_is_killed_and_reaped() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("started");
+        let running = child(&[], &marker, "exec sleep 60");
+        wait_for(&marker);
+        let pid = running.child().id();
+        assert!(alive(pid), "the child {pid} should run before the drop");
+        drop(running);
+        // Reaped by the drop: its /proc entry is gone at once, not after the sleep.
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            "the child {pid} outlived its Running"
         );
     }
 }

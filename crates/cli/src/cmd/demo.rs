@@ -400,6 +400,7 @@ impl Demo<'_> {
                 sources: false,
                 max_operations: 200_000_000,
                 time_limit_s: 30.0,
+                model_only: false,
                 symbolic: None,
                 at: &[],
                 scan: None,

@@ -6,9 +6,9 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use loopscope_analytic::{MissesRequest, misses};
+use loopscope_analytic::{MissesRequest, MissesWait, misses, misses_wait};
 
-use crate::inputs::{cache_levels, level_command};
+use crate::inputs::{cache_levels, level_command, stop_level_processes_on_signal};
 use crate::ui::Ui;
 
 /// Arguments of `misses`.
@@ -51,16 +51,15 @@ pub struct MissesArgs {
     /// needs more is reported as not modelled instead of running for hours.
     #[arg(long, value_name = "N", default_value_t = 200_000_000)]
     pub max_operations: u64,
-    /// Seconds each level's sets may take to build before the level is reported as not
-    /// modelled.
-    #[arg(
-        long,
-        value_name = "SECONDS",
-        default_value_t = 30.0,
-        value_parser = crate::values::seconds,
-        allow_hyphen_values = true
-    )]
-    pub time_limit: f64,
+    /// Seconds each level may take: the model, and for a level it did not finish in time the
+    /// exact simulator (when its estimate fits), before the level is reported missing (default
+    /// 30; the default is announced before starting, with what the simulation would take).
+    #[arg(long, value_name = "SECONDS", value_parser = crate::values::seconds, allow_hyphen_values = true)]
+    pub time_limit: Option<f64>,
+    /// Report a level the model does not finish within the time limit as missing (exit 1 if
+    /// none is modelled) instead of simulating it.
+    #[arg(long)]
+    pub model_only: bool,
     /// Give every count as a formula in these parameters, `NAME[=LO..HI][,NAME...]` (a
     /// quasi-polynomial fitted from exact counts, with the range where it was verified; in
     /// several parameters, one per chamber of the parameter space). A range LO..HI fits the
@@ -92,6 +91,7 @@ pub struct MissesArgs {
 pub fn run(args: &MissesArgs, ui: &Ui) -> anyhow::Result<()> {
     let levels = cache_levels(args.cache.as_deref(), args.machine.as_deref(), ui, "model")?;
     let command = level_command()?;
+    stop_level_processes_on_signal(ui);
     let request = MissesRequest {
         kernel: &args.kernel,
         define: &args.define,
@@ -100,12 +100,18 @@ pub fn run(args: &MissesArgs, ui: &Ui) -> anyhow::Result<()> {
         explain: args.explain,
         sources: args.sources,
         max_operations: args.max_operations,
-        time_limit_s: args.time_limit,
+        time_limit_s: args.time_limit.unwrap_or(DEFAULT_TIME_LIMIT_S),
+        model_only: args.model_only,
         symbolic: args.symbolic.as_deref(),
         at: &args.at,
         scan: args.scan.as_deref(),
         command: &command,
     };
+    if args.time_limit.is_none()
+        && let Some(wait) = misses_wait(&request, &levels)?
+    {
+        ui.done(wait_message(&wait, request.time_limit_s));
+    }
     let result = misses(&request, &levels, ui)?;
     if args.json {
         for warning in result.unlisted_warnings() {
@@ -114,5 +120,36 @@ pub fn run(args: &MissesArgs, ui: &Ui) -> anyhow::Result<()> {
         crate::cmd::print_json(&result)
     } else {
         crate::cmd::print_text(&loopscope_report::render_misses(&result))
+    }
+}
+
+/// Seconds each level may take when `--time-limit` is not given.
+const DEFAULT_TIME_LIMIT_S: f64 = 30.0;
+
+/// The one line said before the default time limit starts running: how long the command may
+/// take and what happens past the limit.
+fn wait_message(wait: &MissesWait, limit_s: f64) -> String {
+    let past = match wait.simulation {
+        None => "a level not modelled by then is reported missing (--model-only)".to_owned(),
+        Some(s) if s.fits(limit_s) => format!(
+            "a level not modelled by then is simulated instead ({})",
+            about_seconds(s.seconds)
+        ),
+        Some(s) => format!(
+            "a level not modelled by then is reported missing (simulating would take {})",
+            about_seconds(s.seconds)
+        ),
+    };
+    format!(
+        "misses may take up to {:.0} s: {limit_s} s per level for the model (--time-limit); {past}",
+        wait.longest_s(limit_s)
+    )
+}
+
+fn about_seconds(seconds: f64) -> String {
+    match seconds {
+        s if s < 0.1 => "under 0.1 s".to_owned(),
+        s if s < 10.0 => format!("about {s:.1} s"),
+        s => format!("about {s:.0} s"),
     }
 }

@@ -1,8 +1,11 @@
 //! `loopscope model-level` (hidden): one level process of the analytic model, which `misses`
 //! and `roofline --traffic model` start for each line size of their caches
-//! (`loopscope_analytic::model_levels`). It prints each level as a line of JSON when done.
+//! (`loopscope_analytic::model_levels`). It prints each level as a line of JSON when done, and
+//! ends when the process that started it ends (`--parent-pid`), however that ends: the kernel
+//! kills it at once (the parent-death signal), and a watchdog checks the parent too.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Args;
 use loopscope_analytic::{LevelJob, run_level_job};
@@ -50,6 +53,9 @@ pub struct ModelLevelArgs {
     /// placeholders). One level only.
     #[arg(long, value_name = "NAME")]
     pub symbolic: Option<String>,
+    /// The process that started this one: when it ends, this one ends too.
+    #[arg(long, value_name = "PID")]
+    pub parent_pid: Option<u32>,
 }
 
 impl ModelLevelArgs {
@@ -73,5 +79,33 @@ impl ModelLevelArgs {
 
 /// Runs `model-level`: each level goes to stdout as soon as it is done.
 pub fn run(args: &ModelLevelArgs, ui: &Ui) -> anyhow::Result<()> {
+    if let Some(parent) = args.parent_pid {
+        die_with_parent(parent)?;
+    }
     Ok(run_level_job(&args.job(), ui, &crate::cmd::write_stdout)?)
+}
+
+/// How often the watchdog checks that the parent still runs.
+const PARENT_CHECK_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Ends this process when `parent` ends. The parent-death signal (SIGKILL) acts at once, but
+/// only when the thread that started this process ends, and may be unavailable; the watchdog
+/// thread sees within a tenth of a second that this process has a new parent. A parent already
+/// gone is an error at once.
+fn die_with_parent(parent: u32) -> anyhow::Result<()> {
+    // Set before the check below, so that a parent ending between them is seen by one or the
+    // other. A failure leaves the watchdog alone to do the job.
+    let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
+    if std::os::unix::process::parent_id() != parent {
+        anyhow::bail!("the process that started this model level (pid {parent}) has ended");
+    }
+    std::thread::Builder::new()
+        .name("parent watchdog".into())
+        .spawn(move || {
+            while std::os::unix::process::parent_id() == parent {
+                std::thread::sleep(PARENT_CHECK_INTERVAL);
+            }
+            std::process::exit(crate::inputs::INTERRUPTED);
+        })?;
+    Ok(())
 }

@@ -10,7 +10,7 @@ use loopscope_roofline::{
     KernelInputRequest, MachineInput, ModelBudget, RooflineInput, RooflineRequest, run_roofline,
 };
 
-use crate::inputs::{cache_levels, level_command, load_machine};
+use crate::inputs::{cache_levels, level_command, load_machine, stop_level_processes_on_signal};
 use crate::ui::Ui;
 
 /// Arguments of `roofline`.
@@ -193,6 +193,7 @@ pub fn run(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<()> {
         None => MachineInput::Profile(args.profile.as_deref().unwrap_or_default()),
     };
     let command = level_command()?;
+    stop_level_processes_on_signal(ui);
     let input = match (&args.counts, &args.kernel) {
         (Some(text), _) => RooflineInput::Counts {
             text,
