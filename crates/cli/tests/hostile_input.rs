@@ -173,6 +173,77 @@ fn simulations_that_would_never_end_are_refused_at_once() {
 }
 
 #[test]
+fn checks_and_modelled_rooflines_that_would_never_end_are_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let triangle = write(
+        dir.path(),
+        "tri.c",
+        "double a[N][N];\nfor (int i = 0; i < N; ++i)\n  for (int j = 0; j <= i; ++j)\n    \
+         a[i][j] = a[i][j] * 2.0;\n",
+    );
+    let triad = triad();
+    let started = Instant::now();
+    let out = run(&[
+        "misses",
+        &triad,
+        "-D",
+        "N=1000000000000",
+        "--cache",
+        CACHE,
+        "--check",
+        "--time-limit",
+        "30",
+    ]);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_bad_input(
+        &out,
+        "--check simulates it, which takes 4000000000000 accesses",
+    );
+    assert_bad_input(&out, "past the simulator's limit of 10000000000");
+    let started = Instant::now();
+    let out = kernel_command(
+        "roofline",
+        &[
+            &triangle,
+            "-D",
+            "N=100000000",
+            "--cache",
+            CACHE,
+            "--traffic",
+            "model",
+        ],
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_bad_input(&out, "loops that bound inner loops");
+    assert_bad_input(&out, "`loopscope misses`");
+}
+
+#[test]
+fn store_bandwidth_errors_name_the_store_bandwidth() {
+    let triad = triad();
+    for bad in ["L1=fast", "L1=1+2/s", "L1=nan", "L1=1,L1=2"] {
+        let out = kernel_command(
+            "roofline",
+            &[
+                &triad,
+                "-D",
+                "N=1000",
+                "--cache",
+                CACHE,
+                "--store-bandwidth",
+                bad,
+            ],
+        );
+        assert_bad_input(&out, "--store-bandwidth");
+        assert!(
+            !stderr(&out).contains("--bandwidth:"),
+            "{bad}: {}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
 fn a_run_below_the_limit_shows_progress_when_asked() {
     let triad = triad();
     let args = [

@@ -373,6 +373,14 @@ pub fn parse_bandwidths(text: &str) -> Result<Vec<(Level, BandwidthFn)>, Rooflin
     })
 }
 
+/// Parses `--store-bandwidth L1=56`: one constant GB/s per level, errors naming that flag.
+pub(crate) fn parse_store_bandwidths(text: &str) -> Result<Vec<(Level, f64)>, RooflineError> {
+    let expected = "expected LEVEL=GB/s pairs such as L1=56 (a store bandwidth is one number)";
+    level_pairs("--store-bandwidth", text, expected, |value| {
+        value.trim().parse::<f64>().ok().filter(|v| v.is_finite())
+    })
+}
+
 /// Parses `--volume L3=2457600`: the access volume in bytes at which a level's
 /// volume-dependent bandwidth is evaluated (eq. 14's D).
 pub fn parse_volumes(text: &str) -> Result<Vec<(Level, u64)>, RooflineError> {
@@ -495,6 +503,18 @@ mod tests {
             .add_measured(&loads_only, Some(1), "m.toml", None)
             .unwrap();
         assert!(ceilings.level(Level::Cache(1)).unwrap().store.is_none());
+    }
+
+    #[test]
+    fn store_bandwidth_errors_name_their_own_flag() {
+        assert_eq!(
+            parse_store_bandwidths("L1=56,L2=30").unwrap(),
+            [(Level::Cache(1), 56.0), (Level::Cache(2), 30.0)]
+        );
+        for bad in ["L1=fast", "L1=1+2/s", "L9x=3", "L1=nan", "L1=1,L1=2", "L1"] {
+            let err = parse_store_bandwidths(bad).unwrap_err().to_string();
+            assert!(err.starts_with("--store-bandwidth:"), "{bad}: {err}");
+        }
     }
 
     #[test]

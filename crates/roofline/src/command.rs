@@ -14,10 +14,10 @@ use serde::Serialize;
 
 use crate::kernel_file::kernel_error;
 use crate::{
-    Analysis, BASELINE_VECTOR_BYTES, BandwidthFn, Ceilings, Counts, HarnessKernel, KernelHarness,
-    ModelledLevel, Options, PAPER_PROFILES, RooflineError, Traffic, analyse, check_model_caches,
-    harness_source, in_order_sums, modelled_traffic, paper_profile, parse_bandwidths, parse_counts,
-    parse_volumes, run_harness, simulated_accesses, simulated_traffic, theoretical_peak_gflops,
+    Analysis, BASELINE_VECTOR_BYTES, Ceilings, Counts, HarnessKernel, KernelHarness, ModelledLevel,
+    Options, PAPER_PROFILES, RooflineError, Traffic, analyse, check_model_caches, harness_source,
+    in_order_sums, modelled_traffic, paper_profile, parse_bandwidths, parse_counts, parse_volumes,
+    run_harness, simulated_accesses, simulated_traffic, theoretical_peak_gflops,
 };
 
 /// What `loopscope roofline` was asked, with what the caller found out about this machine.
@@ -327,6 +327,7 @@ fn kernel_traffic(
         None => (simulate()?, "exact cache simulator".to_owned()),
         Some(budget) => {
             check_model_caches(levels)?;
+            crate::modelled::check_model_work(kernel, params)?;
             let request = LevelsRequest::counts(
                 k.path,
                 k.define,
@@ -504,12 +505,7 @@ fn ceilings(
         }
     }
     if let Some(text) = request.store_bandwidth {
-        for (level, bandwidth) in parse_bandwidths(text)? {
-            let BandwidthFn::Constant { gb_per_s } = bandwidth else {
-                return Err(RooflineError::Invalid(format!(
-                    "--store-bandwidth: {level}: a store bandwidth is one number of GB/s"
-                )));
-            };
+        for (level, gb_per_s) in crate::ceilings::parse_store_bandwidths(text)? {
             ceilings
                 .set_store_bandwidth(level, gb_per_s, "--store-bandwidth")
                 .map_err(|e| within("--store-bandwidth", e))?;

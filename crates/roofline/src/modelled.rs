@@ -24,7 +24,7 @@
 
 use loopscope_analytic::ReferenceMisses;
 use loopscope_cache::{LevelConfig, Replacement};
-use loopscope_kernel::{AccessKind, Kernel, Layout, Program};
+use loopscope_kernel::{AccessKind, EXPLICIT_STEPS, Kernel, Layout, Program};
 
 use crate::kernel_file::{AccessBytes, assemble, kernel_error, outer_level};
 use crate::{Level, RooflineError, Traffic};
@@ -85,6 +85,28 @@ pub fn modelled_traffic(
         timed,
     );
     Ok((traffic, modelled))
+}
+
+/// Refuses a kernel whose statement executions cannot be counted in bounded time. The model
+/// gives misses, but the flops, the accessed bytes and the iterations come from counting each
+/// statement's executions, which walks every iteration of a loop that bounds an inner loop (a
+/// triangular nest); past [`EXPLICIT_STEPS`] such iterations that walk could take hours, so the
+/// kernel is refused up front, before any level is modelled.
+pub(crate) fn check_model_work(kernel: &Kernel, params: &[i64]) -> Result<(), RooflineError> {
+    let estimate = kernel.estimate_accesses(params).map_err(kernel_error)?;
+    if estimate.exact {
+        return Ok(());
+    }
+    Err(RooflineError::Kernel {
+        bad_input: true,
+        message: format!(
+            "{}: counting its statements' executions walks more than {EXPLICIT_STEPS} \
+             iterations of loops that bound inner loops (up to {} accesses), past what \
+             --traffic model counts; `loopscope misses` counts its misses at any size \
+             (see docs/limits.md)",
+            kernel.origin, estimate.accesses
+        ),
+    })
 }
 
 /// Refuses levels the modelled traffic would get wrong: spec 000's cache is LRU and
@@ -179,6 +201,21 @@ mod tests {
             pieces: Vec::new(),
             sources: None,
         }
+    }
+
+    #[test]
+    fn a_triangular_nest_too_large_to_count_is_refused_at_once() {
+        let text = "double a[N][N];\nfor (int i = 0; i < N; ++i)\n    \
+                    for (int j = 0; j <= i; ++j)\n        a[i][j] = a[i][j] * 2.0;\n";
+        let kernel = loopscope_kernel::parse_kernel(text, "tri.c").unwrap();
+        assert!(check_model_work(&kernel, &[1000]).is_ok());
+        let err = check_model_work(&kernel, &[1 << 40]).unwrap_err();
+        assert!(err.is_bad_input());
+        assert!(err.to_string().starts_with("tri.c: counting"), "{err}");
+        // Rectangular nests are counted by multiplication at any size.
+        let text = "double a[N];\nfor (int i = 0; i < N; ++i)\n    a[i] = a[i] * 2.0;\n";
+        let kernel = loopscope_kernel::parse_kernel(text, "big.c").unwrap();
+        assert!(check_model_work(&kernel, &[1 << 40]).is_ok());
     }
 
     #[test]
