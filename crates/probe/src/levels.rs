@@ -334,6 +334,39 @@ mod tests {
     }
 
     #[test]
+    fn a_zen3_run_gives_its_l1d_l1i_and_l2() {
+        // A Zen 3 guest (family 0x19 model 0x1: L1d and L1i 32 KiB, L2 512 KiB 8-way, 32 MiB
+        // L3 shared with other guests), its chase stopped on the memory plateau at 13 MiB.
+        let curves = fixture_curves(include_str!("../testdata/zen3_curves.json"));
+        let mut machine = Machine::unknown();
+        for (level, kind, size, ways) in [
+            (1, CacheKind::Data, 32 * K, 8),
+            (1, CacheKind::Instruction, 32 * K, 8),
+            (2, CacheKind::Unified, 512 * K, 8),
+            (3, CacheKind::Unified, 32768 * K, 16),
+        ] {
+            machine
+                .caches
+                .push(Cache::new(level, kind, size, 64, ways, 1));
+        }
+        let levels = assign_levels(&machine, &curves);
+        let size = |level: u8, kind: CacheKind| {
+            levels
+                .knees
+                .iter()
+                .find(|l| l.level == level && l.kind == kind)
+                .map(|l| l.knee.size_bytes)
+        };
+        assert_eq!(size(1, CacheKind::Data), Some(32 * K));
+        assert_eq!(size(1, CacheKind::Instruction), Some(32 * K));
+        assert_eq!(size(2, CacheKind::Unified), Some(512 * K));
+        // The L3 the guest sees is a few MiB of the 32 advertised.
+        let l3 = size(3, CacheKind::Unified).unwrap();
+        assert!((3 * 1024 * K..=8 * 1024 * K).contains(&l3), "{l3}");
+        assert!(levels.memory_latency_ns.unwrap() > 100.0);
+    }
+
+    #[test]
     fn zen4_chases_whose_l2_rise_is_a_ramp_give_1_mib() {
         // Under others' builds the L2 rise is a ramp: TLB and shared-cache misses from 288
         // KiB, half the loads missing near 1 MiB, nine tenths near 2 MiB, and an L3 plateau
