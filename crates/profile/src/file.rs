@@ -194,7 +194,9 @@ impl Profile {
 /// The GNU build-id of an ELF file, in hex.
 pub fn build_id(path: &Path) -> Option<String> {
     use object::Object;
-    let data = std::fs::read(path).ok()?;
+    let data =
+        loopscope_machine::read_bounded(path, loopscope_binary::BINARY_CAP_BYTES, "binaries")
+            .ok()?;
     let file = object::File::parse(&*data).ok()?;
     let id = file.build_id().ok()??;
     Some(id.iter().map(|b| format!("{b:02x}")).collect())

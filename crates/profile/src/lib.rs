@@ -30,8 +30,8 @@ pub use file::{PROFILE_CAP_BYTES, PROFILE_MAGIC, PROFILE_VERSION, Profile, Recor
 pub use lcct::{Lcct, Node, NodeId, NodeKey, hot_threshold};
 pub use mix::{
     BlockCost, BlockMap, Bound, Core, InstrType, MODEL_RELATIVE_ERROR, MapBlock, MixBy,
-    MixEstimate, MixOptions, MixReport, MixRow, TypeCount, TypeCounts, block_cost, build_mix,
-    method, mix_of_perf_data,
+    MixEstimate, MixOptions, MixReport, MixRow, PERF_DATA_CAP_BYTES, TypeCount, TypeCounts,
+    block_cost, build_mix, method, mix_of_perf_data,
 };
 pub use naming::{NameValues, expand_output_name, has_placeholders};
 pub use patch::{

@@ -44,6 +44,7 @@
 mod cost;
 mod estimate;
 pub mod method;
+mod perfcheck;
 mod perfdata;
 
 pub use cost::{BlockCost, Bound, Core, block_cost};
@@ -51,4 +52,5 @@ pub use estimate::{
     MODEL_RELATIVE_ERROR, MixBy, MixEstimate, MixOptions, MixReport, MixRow, TypeCount, build_mix,
 };
 pub use method::{BlockMap, InstrType, MapBlock, TypeCounts};
+pub use perfcheck::PERF_DATA_CAP_BYTES;
 pub use perfdata::mix_of_perf_data;

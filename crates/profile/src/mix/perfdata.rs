@@ -15,6 +15,7 @@ use linux_perf_data::linux_perf_event_reader::{
 use linux_perf_data::{Endianness, PerfFileReader, PerfFileRecord};
 
 use super::estimate::{MixOptions, MixReport, SampleSource, mix_of_samples};
+use super::perfcheck::check_perf_file;
 use crate::sample::{Exec, SampledEvent};
 use crate::{Mapping, ObjectRef, ProfileError, Sample};
 
@@ -71,11 +72,19 @@ pub(crate) fn read_perf_data(path: &Path) -> Result<PerfData, ProfileError> {
         path: path.to_owned(),
         what,
     };
-    let file = std::fs::File::open(path).map_err(|source| ProfileError::Io {
+    let io = |source| ProfileError::Io {
         path: path.to_owned(),
         action: "read",
         source,
-    })?;
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(bad(
+            "not a regular file (perf.data is read from a file, by offsets)".into(),
+        ));
+    }
+    check_perf_file(&file, meta.len()).map_err(bad)?;
     let PerfFileReader {
         mut perf_file,
         mut record_iter,

@@ -120,11 +120,12 @@ impl Handover {
 
     /// Reads and checks a handover.
     pub fn read(path: &Path) -> Result<Handover, ProfileError> {
-        let bytes = std::fs::read(path).map_err(|source| ProfileError::Io {
-            path: path.to_owned(),
-            action: "read",
-            source,
-        })?;
+        let bytes = loopscope_machine::read_bounded(path, crate::PROFILE_CAP_BYTES, "handovers")
+            .map_err(|source| ProfileError::Io {
+                path: path.to_owned(),
+                action: "read",
+                source,
+            })?;
         Handover::parse(path, &bytes)
     }
 

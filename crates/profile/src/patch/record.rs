@@ -210,11 +210,13 @@ fn plan_object(
 ) -> Result<PlannedObject, ProfileError> {
     let image = Image::open(path)?;
     let program = Program::analyze(&image, &Options::default());
-    let data = std::fs::read(path).map_err(|source| ProfileError::Io {
-        path: path.to_owned(),
-        action: "read",
-        source,
-    })?;
+    let data =
+        loopscope_machine::read_bounded(path, loopscope_binary::BINARY_CAP_BYTES, "binaries")
+            .map_err(|source| ProfileError::Io {
+                path: path.to_owned(),
+                action: "read",
+                source,
+            })?;
     let code = FileCode::new(&program, &data);
     let sites = marker_sites(
         &program,
@@ -269,11 +271,13 @@ const C_RUNTIME: [&str; 7] = [
 /// the C runtime. A program without a dynamic loader has none (and is not run: it would ignore
 /// the variable).
 fn loaded_libraries(program: &Path, command: &[OsString]) -> Result<Vec<PathBuf>, ProfileError> {
-    let data = std::fs::read(program).map_err(|source| ProfileError::Io {
-        path: program.to_owned(),
-        action: "read",
-        source,
-    })?;
+    let data =
+        loopscope_machine::read_bounded(program, loopscope_binary::BINARY_CAP_BYTES, "binaries")
+            .map_err(|source| ProfileError::Io {
+                path: program.to_owned(),
+                action: "read",
+                source,
+            })?;
     let dynamic = object::File::parse(&*data)
         .is_ok_and(|f| object::Object::section_by_name(&f, ".interp").is_some());
     if !dynamic {
@@ -455,11 +459,15 @@ fn gather(results: &Path, exit: TargetExit) -> Result<Gathered, ProfileError> {
     let mut out = Vec::new();
     for pid in pids {
         let path = results.join(format!("{pid}.json"));
-        let bytes = std::fs::read(&path).map_err(|source| ProfileError::Io {
-            path: path.clone(),
-            action: "read",
-            source,
-        })?;
+        // Written by the runtime inside the target: a target that fills it is refused at the
+        // cap on profiles, not read until memory runs out.
+        let bytes =
+            loopscope_machine::read_bounded(&path, crate::PROFILE_CAP_BYTES, "patch results")
+                .map_err(|source| ProfileError::Io {
+                    path: path.clone(),
+                    action: "read",
+                    source,
+                })?;
         out.push(ProcessResult::parse(&path, &bytes)?);
     }
     if let Some(failure) = out.iter().find_map(|r| r.failure.as_ref()) {
