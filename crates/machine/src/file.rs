@@ -4,7 +4,7 @@ use std::path::Path;
 
 use crate::bounded::{MACHINE_FILE_CAP_BYTES, read_bounded};
 use crate::validate::validate;
-use crate::writing::{check_target, write_atomically};
+use crate::writing::{check_write_target, write_atomically};
 use crate::{Machine, MachineError};
 
 /// The machine-file format this version reads and writes.
@@ -145,7 +145,7 @@ pub fn machine_to_update(
     if !path.exists() {
         return Ok(detected);
     }
-    check_target(path)?;
+    check_write_target(path)?;
     let existing = read_machine_file(path)?;
     if existing.model != detected.model && !force {
         return Err(invalid(format!(

@@ -58,6 +58,7 @@ pub use model::{
 pub use units::{format_bytes, parse_frequency_hz, parse_size_bytes};
 pub use validate::validate;
 pub use writing::{
-    partial_path, write_atomically, write_atomically_with, write_measured_machine_file,
+    check_write_target, partial_path, write_atomically, write_atomically_with,
+    write_measured_machine_file,
 };
 pub use yaml_budget::{YAML_DEPTH_CAP, YAML_EXPANSION_CAP_BYTES};

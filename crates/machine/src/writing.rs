@@ -55,8 +55,9 @@ pub fn write_atomically_with(
 }
 
 /// Checks that `path` may be written by these rules (a regular file, through any links, or
-/// nothing yet), before a long run that ends by writing it.
-pub(crate) fn check_target(path: &Path) -> Result<(), MachineError> {
+/// nothing yet), before a long run that ends by writing it, so a directory or FIFO is refused
+/// before the run instead of after it. Nothing is opened: a FIFO is never blocked on.
+pub fn check_write_target(path: &Path) -> Result<(), MachineError> {
     target_of(path).map(|_| ())
 }
 
