@@ -125,6 +125,13 @@ pub fn cores() -> usize {
 /// is stopped.
 pub(super) const GRACE_S: f64 = 2.0;
 
+/// When children started at `start` are stopped: `time_limit_s` plus a short grace later. A
+/// limit that is not a number (NaN passes `clamp`) stops them at once instead of panicking.
+fn deadline(start: Instant, time_limit_s: f64) -> Instant {
+    let limit_s = time_limit_s.clamp(0.0, 1e9) + GRACE_S;
+    start + Duration::try_from_secs_f64(limit_s).unwrap_or(Duration::ZERO)
+}
+
 /// Models every level in child processes, all at once: one per line size (the levels that
 /// share it share their hit sources), one per level with formulas. Stops those still running
 /// `time_limit_s` (plus a short grace) after the start; the levels a stopped child finished are
@@ -142,7 +149,7 @@ pub fn model_levels(request: &LevelsRequest<'_>, levels: &[LevelConfig]) -> Vec<
                 (group, child)
             })
             .collect();
-    let deadline = start + Duration::from_secs_f64(request.time_limit_s.clamp(0.0, 1e9) + GRACE_S);
+    let deadline = deadline(start, request.time_limit_s);
     loop {
         let waiting = running
             .iter_mut()
@@ -391,6 +398,15 @@ mod tests {
         while !marker.exists() {
             std::thread::sleep(Duration::from_millis(5));
         }
+    }
+
+    #[test]
+    fn a_limit_that_is_not_a_number_stops_at_once() {
+        let start = Instant::now();
+        for bad in [f64::NAN, -f64::NAN, f64::NEG_INFINITY, -1.0] {
+            assert!(deadline(start, bad) <= start + Duration::try_from_secs_f64(GRACE_S).unwrap());
+        }
+        assert!(deadline(start, f64::INFINITY) > start + Duration::from_secs(1000));
     }
 
     #[test]
