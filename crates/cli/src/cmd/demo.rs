@@ -498,8 +498,11 @@ impl Demo<'_> {
         let report = build_report(&profile, HotRule::Share(0.01))?;
         self.add_hot_loops(&report.tree, None);
         let firefox = self.dir.join(format!("{PROGRAM_NAME}.firefox.json"));
-        let started = std::time::SystemTime::now()
-            .checked_sub(Duration::from_secs_f64(report.overhead.profiled_s))
+        // A profiled time that is not a finite, non-negative number dates the run at the epoch
+        // instead of panicking.
+        let started = Duration::try_from_secs_f64(report.overhead.profiled_s)
+            .ok()
+            .and_then(|d| std::time::SystemTime::now().checked_sub(d))
             .unwrap_or(std::time::SystemTime::UNIX_EPOCH);
         let json = render_firefox_profile(
             &[FirefoxInput {
