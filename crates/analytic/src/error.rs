@@ -67,3 +67,44 @@ impl AnalyticError {
         }
     }
 }
+
+/// The plain line for an error text holding isl's own words (`integer-set operation `op`
+/// failed: ...`, `cannot read integer set ...`), with isl's text apart for `-v`; `None` for
+/// any other text.
+pub(crate) fn plain_isl_error(text: &str) -> Option<(String, String)> {
+    const OPERATION: &str = "integer-set operation `";
+    const READ: &str = "cannot read integer set `";
+    let (start, op) = if let Some(at) = text.find(OPERATION) {
+        let rest = &text[at + OPERATION.len()..];
+        let (op, tail) = rest.split_once('`')?;
+        tail.starts_with(" failed: ").then_some((at, op))?
+    } else {
+        (text.find(READ)?, "read")
+    };
+    let plain = format!(
+        "{}the integer-set library (isl) the model uses failed in `{op}` on this kernel \
+         (isl's message with -v)",
+        &text[..start]
+    );
+    Some((plain, text[start..].to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn isl_text_is_kept_apart_from_the_plain_line() {
+        let text = "k.c: integer-set operation `count` failed: isl_int overflow\nat x.c:12";
+        let (plain, isl) = plain_isl_error(text).unwrap();
+        assert_eq!(
+            plain,
+            "k.c: the integer-set library (isl) the model uses failed in `count` on this kernel \
+             (isl's message with -v)"
+        );
+        assert!(isl.contains("isl_int overflow"));
+        assert!(plain_isl_error("cannot read integer set `{ [i] }`: bad").is_some());
+        assert!(plain_isl_error("arithmetic overflow while counting (vertices)").is_none());
+        assert!(plain_isl_error("integer-set operation `count` exceeded the limit").is_none());
+    }
+}

@@ -16,6 +16,7 @@ use serde::Serialize;
 use super::MissesRequest;
 use super::fallback::{SimulationEstimate, estimate};
 use super::process::{LevelOutcome, LevelsRequest, cores, model_levels};
+use crate::error::plain_isl_error;
 use crate::{AnalyticError, PieceCounts, program_from_kernel};
 
 /// The result of `misses`, as `--json` prints it.
@@ -215,7 +216,7 @@ pub(super) fn run(
     let loaded = LoadedKernel::load(request.kernel, request.define, request.base, listener)?;
     // Checked here so a kernel the model cannot take is bad input (exit 2), not a level error.
     program_from_kernel(&loaded.kernel, &loaded.params, &loaded.layout)
-        .map_err(|e| AnalyticError::Request(format!("{}: {e}", loaded.origin)))?;
+        .map_err(|e| kernel_request_error(&loaded.origin, e, listener))?;
     if request.check {
         check_work(&loaded)?;
     }
@@ -227,6 +228,7 @@ pub(super) fn run(
     let modelled = model_levels(&levels_request, levels);
     let labels = loaded.kernel.reference_labels();
     let mut report = build_report(&loaded, levels, &modelled, &labels);
+    plain_isl_errors(&mut report, &loaded.origin, listener);
     if request.sources {
         report.sources = Some(sources(&loaded.kernel, levels, &modelled, &labels));
     }
@@ -391,7 +393,8 @@ fn warn_of_levels(report: &MissesReport, origin: &str, listener: &dyn Listener) 
             ));
         }
         if let Some(e) = &l.error {
-            let hint = if e.contains("simulate") {
+            // "simulating it would take ..." already says what the simulator would cost.
+            let hint = if e.contains("simulat") {
                 ""
             } else {
                 "; `loopscope simulate` counts it exactly"
@@ -418,6 +421,33 @@ fn check_work(loaded: &LoadedKernel) -> Result<(), AnalyticError> {
             if exact { "" } else { "up to " },
         ))),
         Err(e) => Err(from_simulator(e)),
+    }
+}
+
+/// Levels whose error holds isl's own words get a plain line instead; isl's text goes to the
+/// verbose notes (`-v`).
+fn plain_isl_errors(report: &mut MissesReport, origin: &str, listener: &dyn Listener) {
+    for level in &mut report.levels {
+        if let Some((plain, isl)) = level.error.as_deref().and_then(plain_isl_error) {
+            listener.note(&format!("{origin}: {}: {isl}", level.name));
+            level.error = Some(plain);
+        }
+    }
+}
+
+/// A request error naming the kernel, with isl's words (if any) only in the verbose notes.
+pub(super) fn kernel_request_error(
+    origin: &str,
+    e: impl std::fmt::Display,
+    listener: &dyn Listener,
+) -> AnalyticError {
+    let text = format!("{origin}: {e}");
+    match plain_isl_error(&text) {
+        Some((plain, isl)) => {
+            listener.note(&isl);
+            AnalyticError::Request(plain)
+        }
+        None => AnalyticError::Request(text),
     }
 }
 

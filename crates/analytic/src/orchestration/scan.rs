@@ -349,7 +349,8 @@ fn load_first(
     let define = defines_at(request.define, name, range.lo);
     let loaded = LoadedKernel::load(request.kernel, &define, request.base, listener)?;
     program_from_kernel(&loaded.kernel, &loaded.params, &loaded.layout).map_err(|e| {
-        AnalyticError::Request(format!("{}: at {name} = {}: {e}", loaded.origin, range.lo))
+        let at = format!("at {name} = {}: {e}", range.lo);
+        super::counts::kernel_request_error(&loaded.origin, at, listener)
     })?;
     Ok(loaded)
 }
