@@ -117,6 +117,7 @@ impl Image {
         };
         // The magic first, so that a device or a large file of another kind is not read whole.
         let mut magic = Vec::with_capacity(4);
+        loopscope_machine::refuse_pipe(path).map_err(io)?;
         std::fs::File::open(path)
             .and_then(|file| file.take(4).read_to_end(&mut magic))
             .map_err(io)?;

@@ -63,6 +63,26 @@ pub fn read_bounded_from(
     Ok(bytes)
 }
 
+/// Refuses a FIFO or a socket at `path`, found by `stat`, which never blocks. Inputs whose first
+/// bytes are checked before they are read whole (binaries, profiles) or that are read by
+/// offsets (perf.data) cannot come from a pipe, and opening a FIFO that has no writer would
+/// wait forever.
+pub fn refuse_pipe(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    let kind = std::fs::metadata(path)?.file_type();
+    let what = if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        return Ok(());
+    };
+    Err(std::io::Error::new(
+        ErrorKind::InvalidInput,
+        format!("is {what}: expected a file"),
+    ))
+}
+
 fn too_large(size_bytes: Option<u64>, cap_bytes: u64, what: &str) -> std::io::Error {
     let size = match size_bytes {
         Some(s) => format!("{}, ", format_bytes(s)),

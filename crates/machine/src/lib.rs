@@ -44,7 +44,7 @@ mod validate;
 mod writing;
 mod yaml_budget;
 
-pub use bounded::{MACHINE_FILE_CAP_BYTES, read_bounded, read_bounded_from};
+pub use bounded::{MACHINE_FILE_CAP_BYTES, read_bounded, read_bounded_from, refuse_pipe};
 pub use detect::{CpuInfo, SysRoot, detect, detect_from, parse_cpuinfo};
 pub use error::MachineError;
 pub use file::{

@@ -142,6 +142,7 @@ impl Profile {
         };
         // The magic word first, so that a device or a large file of another kind is not read.
         let mut head = Vec::new();
+        loopscope_machine::refuse_pipe(path).map_err(io)?;
         std::fs::File::open(path)
             .and_then(|f| f.take(PROFILE_MAGIC.len() as u64).read_to_end(&mut head))
             .map_err(io)?;

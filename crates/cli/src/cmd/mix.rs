@@ -107,8 +107,9 @@ fn parse_types(names: &[String]) -> anyhow::Result<Vec<InstrType>> {
 fn is_perf_data(path: &std::path::Path) -> anyhow::Result<bool> {
     use std::io::Read;
     let mut magic = [0u8; 8];
-    let mut file = std::fs::File::open(path)
-        .map_err(|e| bad_input(format!("{}: cannot read: {e}", path.display())))?;
+    let cannot = |e: std::io::Error| bad_input(format!("{}: cannot read: {e}", path.display()));
+    loopscope_machine::refuse_pipe(path).map_err(cannot)?;
+    let mut file = std::fs::File::open(path).map_err(cannot)?;
     let n = file.read(&mut magic).unwrap_or(0);
     Ok(n == 8 && (&magic == b"PERFILE2" || &magic == b"2ELIFREP"))
 }

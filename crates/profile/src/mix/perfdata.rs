@@ -77,6 +77,7 @@ pub(crate) fn read_perf_data(path: &Path) -> Result<PerfData, ProfileError> {
         action: "read",
         source,
     };
+    loopscope_machine::refuse_pipe(path).map_err(io)?;
     let file = std::fs::File::open(path).map_err(io)?;
     let meta = file.metadata().map_err(io)?;
     if !meta.is_file() {

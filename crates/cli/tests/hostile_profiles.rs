@@ -1,0 +1,197 @@
+//! Hostile but fair input to the profiling commands (`record`, `report`, `mix`, `loops`,
+//! `blocks`): odd output targets, commands that are not programs, flags out of range, and
+//! profiles or perf.data files that are empty, damaged, truncated, of another version or not
+//! files at all. Each must be one `loopscope: error:` line with exit 2, at once, never a panic
+//! or a wait on a FIFO.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::{assert_bad_input, loopscope, perf_events_allowed, stderr};
+
+fn mkfifo(path: &Path) -> bool {
+    let ok = Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!("skipped: mkfifo failed");
+    }
+    ok
+}
+
+#[test]
+fn record_refuses_an_output_it_cannot_write_before_running_the_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    if !mkfifo(&fifo) {
+        return;
+    }
+    let marker = dir.path().join("ran");
+    let touch = format!("touch '{}'", marker.display());
+    let missing = dir.path().join("no/such/dir/p.profile");
+    let cases = [
+        (dir.path().to_path_buf(), "is a directory"),
+        (fifo, "is a FIFO"),
+        (
+            Path::new("/dev/null").to_path_buf(),
+            "is a character device",
+        ),
+        (missing, "no directory"),
+    ];
+    for (output, why) in cases {
+        let out = loopscope([
+            "record".as_ref(),
+            "-o".as_ref(),
+            output.as_os_str(),
+            "--".as_ref(),
+            "sh".as_ref(),
+            "-c".as_ref(),
+            touch.as_ref() as &std::ffi::OsStr,
+        ]);
+        assert_bad_input(&out, why);
+        assert!(!marker.exists(), "{}: the command ran", output.display());
+    }
+}
+
+#[test]
+fn record_refuses_commands_that_are_not_programs_and_rates_out_of_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("p.profile");
+    let output = output.to_str().unwrap();
+    let cases: [(&[&str], &str); 5] = [
+        (&["--", "./does-not-exist-here"], "no such file"),
+        (&["--", "/dev/zero"], "not executable"),
+        (&["--", "/tmp"], "is a directory"),
+        (&["--freq", "0", "--", "true"], "--freq 0"),
+        (&["--freq", "10000000", "--", "true"], "--freq 10000000"),
+    ];
+    for (args, why) in cases {
+        let mut all = vec!["record", "-o", output];
+        all.extend_from_slice(args);
+        assert_bad_input(&loopscope(&all), why);
+    }
+    assert!(!Path::new(output).exists());
+}
+
+#[test]
+fn readers_refuse_what_is_not_a_file_of_their_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    if !mkfifo(&fifo) {
+        return;
+    }
+    let script = dir.path().join("script.sh");
+    std::fs::write(&script, "#!/bin/sh\necho hi\n").unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::write(&empty, "").unwrap();
+    let d = dir.path().to_str().unwrap().to_owned();
+    let inputs = [
+        (d.as_str(), "directory"),
+        (fifo.to_str().unwrap(), "is a FIFO"),
+        ("/dev/zero", ""),
+        (script.to_str().unwrap(), ""),
+        (empty.to_str().unwrap(), ""),
+    ];
+    for (input, why) in inputs {
+        for command in [
+            vec!["report", input],
+            vec!["mix", input],
+            vec!["loops", input],
+            vec!["blocks", input, "-f", "main"],
+        ] {
+            let out = loopscope(&command);
+            assert_bad_input(&out, why);
+        }
+    }
+}
+
+#[test]
+fn report_without_a_profile_and_flags_out_of_range_are_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_loopscope"))
+        .arg("report")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_bad_input(&out, "loopscope.profile");
+    let profile = dir.path().join("p.profile");
+    std::fs::write(&profile, "loopscope-profile 1\n{}").unwrap();
+    let p = profile.to_str().unwrap();
+    assert_bad_input(&loopscope(["report", p, "--hot", "0"]), "--hot 0");
+    assert_bad_input(
+        &loopscope(["report", p, "--threshold", "101"]),
+        "--threshold 101",
+    );
+}
+
+#[test]
+fn perf_data_whose_sizes_do_not_fit_the_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("perf.data");
+    // A header whose data section claims far more than the file holds.
+    let mut bytes = b"PERFILE2".to_vec();
+    for v in [104u64, 136, 104, 0, 104, u64::MAX / 2, 104, 0] {
+        bytes.extend_from_slice(&v.to_le_bytes());
+    }
+    bytes.extend_from_slice(&[0; 32]);
+    std::fs::write(&path, &bytes).unwrap();
+    assert_bad_input(
+        &loopscope(["mix", path.to_str().unwrap()]),
+        "lies outside the file",
+    );
+}
+
+#[test]
+fn damaged_truncated_and_foreign_profiles_are_one_line_each() {
+    if !perf_events_allowed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("p.profile");
+    let p = profile.to_str().unwrap();
+    let out = loopscope([
+        "record",
+        "-o",
+        p,
+        "--",
+        "sh",
+        "-c",
+        "i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let bytes = std::fs::read(&profile).unwrap();
+    let damaged = dir.path().join("d.profile");
+    let d = damaged.to_str().unwrap();
+    let check = |data: &[u8], what: &str| {
+        std::fs::write(&damaged, data).unwrap();
+        for command in ["report", "mix"] {
+            let out = loopscope([command, d]);
+            let code = out.status.code();
+            assert!(
+                code == Some(0) || code == Some(2),
+                "{command} {what}: exit {code:?}: {}",
+                stderr(&out)
+            );
+            if code == Some(2) {
+                assert_bad_input(&out, "");
+            }
+        }
+    };
+    for sixteenth in 0..16 {
+        let cut = bytes.len() * sixteenth / 16;
+        check(&bytes[..cut], &format!("cut at {cut}"));
+    }
+    for i in 0..40 {
+        let mut flipped = bytes.clone();
+        let at = i * 7919 % bytes.len();
+        flipped[at] ^= 0x5a;
+        check(&flipped, &format!("byte {at} flipped"));
+    }
+    let other =
+        String::from_utf8_lossy(&bytes).replacen("loopscope-profile 1", "loopscope-profile 9", 1);
+    std::fs::write(&damaged, other).unwrap();
+    assert_bad_input(&loopscope(["report", d]), "format version 9");
+}
