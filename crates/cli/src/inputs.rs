@@ -9,6 +9,7 @@ use loopscope_analytic::LevelCommand;
 use loopscope_cache::{LevelConfig, levels_from_machine, parse_cache_spec};
 use loopscope_machine::{Machine, read_machine_file};
 use loopscope_report::TextLayout;
+use loopscope_roofline::{CacheSizes, SizedLevel, sized_levels};
 
 use crate::failure::bad_input;
 use crate::ui::Ui;
@@ -39,13 +40,35 @@ fn is_yaml(path: &Path) -> bool {
         .is_some_and(|e| e.eq_ignore_ascii_case("yml") || e.eq_ignore_ascii_case("yaml"))
 }
 
+/// Which cache sizes a command takes from a machine description (`--caches`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CachesArg {
+    /// The sizes the machine file's probe measured (effective), where it has them, else the
+    /// advertised.
+    Effective,
+    /// The advertised sizes (sysfs, CPUID, the file's `[[caches]]`).
+    Advertised,
+}
+
+impl CachesArg {
+    /// The library's name for the choice.
+    pub fn sizes(self) -> CacheSizes {
+        match self {
+            CachesArg::Effective => CacheSizes::Effective,
+            CachesArg::Advertised => CacheSizes::Advertised,
+        }
+    }
+}
+
 /// The levels of `--cache SPEC`, else of the machine file, else of this machine, which the
-/// command is to `verb` (`model`, `simulate`).
+/// command is to `verb` (`model`, `simulate`), sized as `caches` says (a note names the
+/// measured sizes taken).
 pub fn cache_levels(
     spec: Option<&str>,
     machine: Option<&Path>,
     ui: &Ui,
     verb: &str,
+    caches: CachesArg,
 ) -> anyhow::Result<Vec<LevelConfig>> {
     if let Some(spec) = spec {
         return Ok(parse_cache_spec(spec)?);
@@ -55,7 +78,19 @@ pub fn cache_levels(
         Some(p) => format!("{}: cannot {verb} its caches (give --cache)", p.display()),
         None => format!("cannot {verb} this machine's caches (give --cache)"),
     })?;
-    Ok(levels)
+    let sized = sized_levels(&levels, &described, caches.sizes());
+    let measured: Vec<String> = sized
+        .iter()
+        .filter(|l| l.advertised_bytes.is_some())
+        .map(SizedLevel::describe)
+        .collect();
+    if !measured.is_empty() {
+        ui.note(format!(
+            "caches: {} (--caches advertised for the advertised sizes)",
+            measured.join(", ")
+        ));
+    }
+    Ok(sized.into_iter().map(|l| l.config).collect())
 }
 
 /// Exit code of a command ended by SIGINT, SIGTERM or SIGHUP: 128 + SIGINT's number, as a shell

@@ -100,6 +100,10 @@ pub(crate) fn render_measured(measured: &Measured) -> String {
         format!(" ({})", facts.join(", "))
     };
     let _ = writeln!(out, "\nmeasured{facts}");
+    if let Some(hz) = measured.core_hz {
+        // Latencies in cycles use this clock (the probe's notes say how it was found).
+        let _ = writeln!(out, "clock     core {:.3} GHz", hz / 1e9);
+    }
     if !measured.caches.is_empty() {
         let mut table = Table::new(["cache", "size", "advertised", "latency", "", "confidence"]);
         for c in 1..6 {

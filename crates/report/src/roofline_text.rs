@@ -28,11 +28,13 @@ fn render_kernel_input(input: &KernelInput) -> String {
         .map(|(name, value)| format!("{name}={value}"))
         .collect();
     let mut out = format!(
-        "kernel       {} ({}), traffic from the {} of {}, steady state of repeated runs\n",
+        "kernel       {} ({}), traffic from the {} of {}, steady state of repeated runs\n\
+         caches       {}\n",
         input.file,
         params.join(", "),
         input.traffic_source,
-        input.caches.join(", ")
+        input.caches.join(", "),
+        input.cache_sizes
     );
     if let Some(h) = &input.harness {
         out.push_str(&format!(

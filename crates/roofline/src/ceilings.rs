@@ -332,13 +332,31 @@ pub fn best_bandwidths(measured: &Measured, threads: Option<u32>) -> Vec<(Level,
 }
 
 /// The theoretical double-precision peak in GFLOP/s of `cores` cores (the whole machine when
-/// `None`), when the nominal clock is known: FLOPs per cycle and core × cores × clock.
+/// `None`): FLOPs per cycle and core × cores × clock, the clock being the probe's core clock
+/// when the machine file has one (the clock its latencies in cycles use, after its checks),
+/// else the nominal one ([`peak_clock`]).
 pub fn theoretical_peak_gflops(machine: &Machine, cores: Option<u32>) -> Option<f64> {
-    let hz = machine.nominal_hz?;
+    let (hz, _) = peak_clock(machine)?;
     let per_cycle = machine.peak_flops_per_cycle.dp;
     let cores = cores.unwrap_or(machine.cores).min(machine.cores);
-    (per_cycle > 0 && cores > 0 && hz > 0)
-        .then(|| f64::from(per_cycle) * f64::from(cores) * hz as f64 / 1e9)
+    (per_cycle > 0 && cores > 0).then(|| f64::from(per_cycle) * f64::from(cores) * hz / 1e9)
+}
+
+/// The clock the theoretical peak is taken at, in Hz, and its name: the probe's core clock
+/// (`measured` section), else the nominal clock; `None` without a positive one.
+pub fn peak_clock(machine: &Machine) -> Option<(f64, &'static str)> {
+    let probed = machine
+        .measured
+        .as_ref()
+        .and_then(|m| m.core_hz)
+        .filter(|hz| hz.is_finite() && *hz > 0.0)
+        .map(|hz| (hz, "the probe's core clock"));
+    probed.or_else(|| {
+        machine
+            .nominal_hz
+            .filter(|&hz| hz > 0)
+            .map(|hz| (hz as f64, "the nominal clock"))
+    })
 }
 
 /// The paper's effective bandwidth from a base test (§3.2): the mean bandwidth of the runs
@@ -406,6 +424,13 @@ mod tests {
         machine.nominal_hz = Some(2_000_000_000);
         assert_eq!(theoretical_peak_gflops(&machine, None), Some(128.0));
         assert_eq!(theoretical_peak_gflops(&machine, Some(1)), Some(32.0));
+        // The probe's core clock, when the file has one, is the one latencies in cycles use.
+        machine.measured = Some(loopscope_machine::Measured {
+            core_hz: Some(3.0e9),
+            ..Default::default()
+        });
+        assert_eq!(theoretical_peak_gflops(&machine, None), Some(192.0));
+        assert_eq!(peak_clock(&machine).unwrap().1, "the probe's core clock");
     }
 
     fn run(level: &str, kernel: &str, threads: u32, gb: f64, wa: Option<f64>) -> Bandwidth {

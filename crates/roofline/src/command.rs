@@ -9,15 +9,16 @@ use std::path::Path;
 use loopscope_analytic::{LevelCommand, LevelsRequest, model_levels};
 use loopscope_cache::{LevelConfig, check_simulation_work};
 use loopscope_kernel::{Layout, Listener, LoadedKernel};
-use loopscope_machine::{Machine, format_bytes};
+use loopscope_machine::Machine;
 use serde::Serialize;
 
 use crate::kernel_file::kernel_error;
+use crate::sizes::{CacheSizes, SizedLevel, describe_sizes, sized_levels};
 use crate::{
     Analysis, BASELINE_VECTOR_BYTES, Ceilings, Counts, HarnessKernel, KernelHarness, ModelledLevel,
     Options, PAPER_PROFILES, RooflineError, Traffic, analyse, check_model_caches, harness_source,
     in_order_sums, modelled_traffic, paper_profile, parse_bandwidths, parse_counts, parse_volumes,
-    run_harness, simulated_accesses, simulated_traffic, theoretical_peak_gflops,
+    peak_clock, run_harness, simulated_accesses, simulated_traffic, theoretical_peak_gflops,
 };
 
 /// What `loopscope roofline` was asked, with what the caller found out about this machine.
@@ -68,8 +69,11 @@ pub struct KernelInputRequest<'a> {
     pub path: &'a Path,
     /// Its parameters' values.
     pub define: &'a [(String, i64)],
-    /// The cache levels, innermost first.
+    /// The cache levels, innermost first (the machine's advertised data caches, or `--cache`).
     pub levels: Vec<LevelConfig>,
+    /// Which sizes to simulate them with: with [`CacheSizes::Effective`], the machine's
+    /// measured sizes replace the advertised ones in `levels` ([`sized_levels`]).
+    pub cache_sizes: CacheSizes,
     /// The analytic model's budget, when the traffic comes from it (else the simulator's).
     pub model: Option<ModelBudget<'a>>,
     /// The build's compiler flags (`--cflags`); `None` for the default, `-O2`.
@@ -142,8 +146,10 @@ pub struct KernelInput {
     pub params: BTreeMap<String, i64>,
     /// The simulator or the model, in words.
     pub traffic_source: String,
-    /// The cache levels, `L1 32 KiB`.
+    /// The cache levels as simulated, `L1d 32 KiB`, `L3 4 MiB (measured; 32 MiB advertised)`.
     pub caches: Vec<String>,
+    /// Which sizes those are: effective (measured by the probe), advertised, or given.
+    pub cache_sizes: String,
     /// The timed run of `--measure`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub harness: Option<HarnessReport>,
@@ -182,7 +188,12 @@ pub fn run_roofline(
             (counts.traffic(), Some(counts), None)
         }
         RooflineInput::Kernel(k) => {
-            let (traffic, input, harness) = kernel_traffic(k, &build, &ceilings, listener)?;
+            let machine = match request.machine {
+                MachineInput::Machine { machine, .. } => Some(machine),
+                MachineInput::Profile(_) => None,
+            };
+            let (traffic, input, harness) =
+                kernel_traffic(k, machine, &build, &ceilings, listener)?;
             (traffic, None, Some((input, harness, k)))
         }
     };
@@ -290,6 +301,7 @@ impl Build {
 /// description of where it came from, and the kernel as the harness compiles it (`--measure`).
 fn kernel_traffic(
     k: &KernelInputRequest<'_>,
+    machine: Option<&Machine>,
     build: &Build,
     ceilings: &Ceilings,
     listener: &dyn Listener,
@@ -312,7 +324,13 @@ fn kernel_traffic(
         .measure
         .map(|_| KernelHarness::new(kernel, params, &loaded.text))
         .transpose()?;
-    let levels = &k.levels;
+    let sized = match (machine, k.cache_sizes) {
+        (Some(machine), sizes) if sizes != CacheSizes::Given => {
+            sized_levels(&k.levels, machine, sizes)
+        }
+        _ => sized_levels(&k.levels, &Machine::unknown(), CacheSizes::Given),
+    };
+    let levels: &Vec<LevelConfig> = &sized.iter().map(|l| l.config.clone()).collect();
     let timed = |level| ceilings.level(level).is_some();
     let simulate = || -> Result<Traffic, RooflineError> {
         check_work()?;
@@ -352,10 +370,8 @@ fn kernel_traffic(
         file: loaded.origin.clone(),
         params: loaded.param_map(),
         traffic_source,
-        caches: levels
-            .iter()
-            .map(|l| format!("{} {}", l.name, format_bytes(l.size_bytes)))
-            .collect(),
+        caches: sized.iter().map(SizedLevel::describe).collect(),
+        cache_sizes: describe_sizes(k.cache_sizes, &sized, machine),
         harness: None,
     };
     Ok((traffic, input, to_measure))
@@ -539,16 +555,19 @@ fn machine_ceilings(
         })
         .filter(|p| p.is_finite() && *p > 0.0);
     let theoretical = theoretical_peak_gflops(machine, threads);
+    let clock = peak_clock(machine).map_or(String::new(), |(hz, name)| {
+        format!("theoretical at {name} ({:.3} GHz)", hz / 1e9)
+    });
     let (peak, effective, source) = match (request.peak_gflops, theoretical, measured_peak) {
-        (Some(peak), _, measured) => (peak, measured.unwrap_or(peak).min(peak), "--peak-gflops"),
-        // A turbo clock can beat the nominal one: the measured rate is then the better peak.
-        (None, Some(t), Some(m)) => (
-            t.max(m),
-            m,
-            "theoretical from the nominal clock; Peff measured",
+        (Some(peak), _, measured) => (
+            peak,
+            measured.unwrap_or(peak).min(peak),
+            "--peak-gflops".to_owned(),
         ),
-        (None, Some(t), None) => (t, t, "theoretical from the nominal clock"),
-        (None, None, Some(m)) => (m, m, "measured peak"),
+        // A turbo clock can beat the nominal one: the measured rate is then the better peak.
+        (None, Some(t), Some(m)) => (t.max(m), m, format!("{clock}; Peff measured")),
+        (None, Some(t), None) => (t, t, clock),
+        (None, None, Some(m)) => (m, m, "measured peak".to_owned()),
         (None, None, None) => {
             return Err(RooflineError::Invalid(format!(
                 "{}: no peak FLOP rate (no nominal clock, no measured peak): run `loopscope \

@@ -59,11 +59,13 @@ mod modelled;
 mod pairs;
 mod procedure;
 mod profiles;
+mod sizes;
 mod traffic;
 
 pub use ceilings::{
     AddLatency, BandwidthFn, Ceilings, LevelCeiling, StoreBandwidth, best_bandwidths,
-    effective_bandwidth_gb_per_s, parse_bandwidths, parse_volumes, round2, theoretical_peak_gflops,
+    effective_bandwidth_gb_per_s, parse_bandwidths, parse_volumes, peak_clock, round2,
+    theoretical_peak_gflops,
 };
 pub use chains::{BASELINE_VECTOR_BYTES, in_order_sums};
 pub use command::{
@@ -81,4 +83,5 @@ pub use procedure::{
     l1_verdict,
 };
 pub use profiles::{PAPER_PROFILES, paper_profile};
+pub use sizes::{CacheSizes, SizedLevel, describe_sizes, sized_levels};
 pub use traffic::{Counts, L1Refs, LevelTraffic, Traffic, parse_counts};

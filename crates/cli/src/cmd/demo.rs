@@ -27,7 +27,8 @@ use loopscope_report::{
     Figure, FirefoxInput, HtmlReport, format_bytes, render_firefox_profile, render_html,
 };
 use loopscope_roofline::{
-    KernelInputRequest, MachineInput, Roofline, RooflineInput, RooflineRequest, run_roofline,
+    CacheSizes, KernelInputRequest, MachineInput, Roofline, RooflineInput, RooflineRequest,
+    run_roofline,
 };
 use serde::Serialize;
 
@@ -447,6 +448,7 @@ impl Demo<'_> {
                     path: &path,
                     define: &define,
                     levels: levels.clone(),
+                    cache_sizes: CacheSizes::Effective,
                     model: None,
                     cflags: None,
                     measure: Some(&cc),

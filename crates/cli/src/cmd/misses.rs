@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use clap::Args;
 use loopscope_analytic::{MissesRequest, MissesWait, misses, misses_wait};
 
-use crate::inputs::{cache_levels, level_command, stop_level_processes_on_signal};
+use crate::inputs::{CachesArg, cache_levels, level_command, stop_level_processes_on_signal};
 use crate::ui::Ui;
 
 /// Arguments of `misses`.
@@ -32,6 +32,10 @@ pub struct MissesArgs {
     /// write-allocate: the model's cache).
     #[arg(long, value_name = "SPEC")]
     pub cache: Option<String>,
+    /// Which sizes of the machine's caches to use: `effective` (what the machine file's probe
+    /// measured, where it has them) or `advertised` (sysfs, CPUID, the file's `[[caches]]`).
+    #[arg(long, value_enum, default_value_t = CachesArg::Effective, conflicts_with = "cache")]
+    pub caches: CachesArg,
     /// Array base addresses, e.g. `A=0,B=800,C=0x640` (others follow, 64-byte aligned).
     #[arg(long, value_name = "NAME=ADDR,...")]
     pub base: Option<String>,
@@ -89,7 +93,13 @@ pub struct MissesArgs {
 
 /// Runs `misses`.
 pub fn run(args: &MissesArgs, ui: &Ui) -> anyhow::Result<()> {
-    let levels = cache_levels(args.cache.as_deref(), args.machine.as_deref(), ui, "model")?;
+    let levels = cache_levels(
+        args.cache.as_deref(),
+        args.machine.as_deref(),
+        ui,
+        "model",
+        args.caches,
+    )?;
     let command = level_command()?;
     stop_level_processes_on_signal(ui);
     let request = MissesRequest {

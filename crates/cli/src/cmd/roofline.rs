@@ -7,10 +7,13 @@ use clap::{Args, ValueEnum};
 use loopscope_machine::{Machine, read_machine_file, write_atomically};
 use loopscope_report::{RooflineAxis, render_roofline_report, render_roofline_svg};
 use loopscope_roofline::{
-    KernelInputRequest, MachineInput, ModelBudget, RooflineInput, RooflineRequest, run_roofline,
+    CacheSizes, KernelInputRequest, MachineInput, ModelBudget, RooflineInput, RooflineRequest,
+    run_roofline,
 };
 
-use crate::inputs::{cache_levels, level_command, load_machine, stop_level_processes_on_signal};
+use crate::inputs::{
+    CachesArg, cache_levels, level_command, load_machine, stop_level_processes_on_signal,
+};
 use crate::ui::Ui;
 
 /// Arguments of `roofline`.
@@ -37,6 +40,11 @@ pub struct RooflineArgs {
     /// `NAME=SIZE:WAYS:LINE[:OPTION...]` (default: the machine's data caches).
     #[arg(long, value_name = "SPEC", requires = "kernel")]
     pub cache: Option<String>,
+    /// Which cache sizes a kernel file's traffic is simulated with: `effective` (the sizes the
+    /// machine file's probe measured, where it found them) or `advertised` (sysfs, CPUID, the
+    /// file's `[[caches]]`). Not with --cache, whose sizes are used as given.
+    #[arg(long, value_enum, default_value_t = CachesArg::Effective, requires = "kernel")]
+    pub caches: CachesArg,
     /// Where a kernel file's per-level traffic comes from: `sim` (the exact cache simulator,
     /// steady state of repeated runs) or `model` (the analytic cache model).
     #[arg(long, value_enum, default_value_t = TrafficSource::Sim, requires = "kernel")]
@@ -207,7 +215,13 @@ pub fn run(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<()> {
                 args.machine.as_deref(),
                 ui,
                 "simulate",
+                CachesArg::Advertised,
             )?,
+            // Sized here from the advertised levels, so the output can name both.
+            cache_sizes: match &args.cache {
+                Some(_) => CacheSizes::Given,
+                None => args.caches.sizes(),
+            },
             model: (args.traffic == TrafficSource::Model).then_some(ModelBudget {
                 time_limit_s: args.time_limit,
                 max_operations: args.max_operations,

@@ -7,7 +7,7 @@ use loopscope_cache::{SimulationInput, SimulationOptions, simulate};
 use loopscope_report::{SimulationView, render_simulation};
 
 use crate::failure::bad_input;
-use crate::inputs::cache_levels;
+use crate::inputs::{CachesArg, cache_levels};
 use crate::ui::Ui;
 
 /// Arguments of `simulate`.
@@ -35,6 +35,10 @@ pub struct SimulateArgs {
     /// Options: lru fifo plru random, wb wt, wa nwa, nincl incl excl.
     #[arg(long, value_name = "SPEC")]
     pub cache: Option<String>,
+    /// Which sizes of the machine's caches to use: `effective` (what the machine file's probe
+    /// measured, where it has them) or `advertised` (sysfs, CPUID, the file's `[[caches]]`).
+    #[arg(long, value_enum, default_value_t = CachesArg::Effective, conflicts_with = "cache")]
+    pub caches: CachesArg,
     /// Array base addresses, e.g. `A=0,B=800,C=0x640` (others follow, 64-byte aligned).
     #[arg(long, value_name = "NAME=ADDR,...")]
     pub base: Option<String>,
@@ -68,6 +72,7 @@ pub fn run(args: &SimulateArgs, ui: &Ui) -> anyhow::Result<()> {
         args.machine.as_deref(),
         ui,
         "simulate",
+        args.caches,
     )?;
     let input = match (&args.kernel, &args.trace) {
         (Some(path), _) => SimulationInput::Kernel {

@@ -1,0 +1,205 @@
+//! Which cache sizes a kernel file's traffic is simulated with: the effective ones the probe
+//! measured, or the ones the hardware advertises.
+//!
+//! They differ most in the last level. A guest on a 300 MiB-L3 Xeon sees a few MiB of it
+//! (other tenants hold the rest), so a 128 MB triad simulated over the advertised L3 moves no
+//! byte to memory and is called L3-bound, while it runs at memory's bandwidth. The bandwidths
+//! come from the same probe run, measured at working sets inside the effective sizes, so the
+//! traffic should be cut at the same sizes.
+
+use loopscope_cache::LevelConfig;
+use loopscope_machine::{CacheKind, Machine, format_bytes};
+use serde::Serialize;
+
+/// The cache sizes a kernel file's traffic is simulated with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheSizes {
+    /// The machine file's measured (effective) sizes where it has them, else the advertised.
+    Effective,
+    /// The sizes the machine description advertises (sysfs, CPUID, the file's `[[caches]]`).
+    Advertised,
+    /// The levels given on the command line (`--cache`), as they are.
+    Given,
+}
+
+/// One simulated level's size and where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SizedLevel {
+    /// The level as simulated.
+    pub config: LevelConfig,
+    /// The advertised size, when the simulated one is the measured one and differs.
+    pub advertised_bytes: Option<u64>,
+}
+
+impl SizedLevel {
+    /// `L3 4 MiB (measured; 32 MiB advertised)`, or `L1d 32 KiB`.
+    pub fn describe(&self) -> String {
+        let size = format!(
+            "{} {}",
+            self.config.name,
+            format_bytes(self.config.size_bytes)
+        );
+        match self.advertised_bytes {
+            Some(adv) => format!("{size} (measured; {} advertised)", format_bytes(adv)),
+            None => size,
+        }
+    }
+}
+
+/// The level number of a simulated level's name (`L2` → 2, `L1d` → 1).
+fn level_number(name: &str) -> Option<u8> {
+    let digits: String = name
+        .strip_prefix(['L', 'l'])?
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
+
+/// `levels` (built from `machine`'s advertised data caches) with each size replaced, under
+/// [`CacheSizes::Effective`], by the data or unified size the probe measured for that level,
+/// rounded down to whole sets of the level's ways and lines (at least one set). Other choices,
+/// and levels without a measured size, stay as they are.
+pub fn sized_levels(
+    levels: &[LevelConfig],
+    machine: &Machine,
+    sizes: CacheSizes,
+) -> Vec<SizedLevel> {
+    let measured = machine
+        .measured
+        .as_ref()
+        .filter(|_| sizes == CacheSizes::Effective)
+        .map(|m| m.caches.as_slice())
+        .unwrap_or_default();
+    levels
+        .iter()
+        .map(|level| {
+            let found = level_number(&level.name).and_then(|n| {
+                measured
+                    .iter()
+                    .find(|c| c.level == n && c.kind != CacheKind::Instruction)
+            });
+            let mut config = level.clone();
+            let mut advertised_bytes = None;
+            if let Some(m) = found {
+                let set_bytes = (level.ways * level.line_bytes).max(1);
+                let size = (m.size_bytes / set_bytes).max(1) * set_bytes;
+                if size != level.size_bytes {
+                    advertised_bytes = Some(level.size_bytes);
+                    config.size_bytes = size;
+                }
+            }
+            SizedLevel {
+                config,
+                advertised_bytes,
+            }
+        })
+        .collect()
+}
+
+/// In words, which sizes were simulated: for the output's `cache_sizes`.
+pub fn describe_sizes(
+    sizes: CacheSizes,
+    levels: &[SizedLevel],
+    machine: Option<&Machine>,
+) -> String {
+    let has_measured = machine
+        .and_then(|m| m.measured.as_ref())
+        .is_some_and(|m| m.caches.iter().any(|c| c.kind != CacheKind::Instruction));
+    match sizes {
+        CacheSizes::Given => "given with --cache".to_owned(),
+        CacheSizes::Advertised => "advertised (--caches advertised)".to_owned(),
+        CacheSizes::Effective if !has_measured => {
+            "advertised (the machine description has no measured sizes: run `loopscope probe --out FILE` and pass -m FILE)".to_owned()
+        }
+        CacheSizes::Effective if levels.iter().any(|l| l.advertised_bytes.is_some()) => {
+            "effective, as the machine file's probe measured them (--caches advertised for the advertised ones)".to_owned()
+        }
+        CacheSizes::Effective => "effective, as measured (equal to the advertised ones)".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loopscope_machine::{Measured, MeasuredCache};
+
+    const KIB: u64 = 1024;
+    const MIB: u64 = 1024 * KIB;
+
+    fn measured(level: u8, kind: CacheKind, size_bytes: u64) -> MeasuredCache {
+        MeasuredCache {
+            level,
+            kind,
+            size_bytes,
+            latency_cycles: 4.0,
+            latency_ns: 1.3,
+            advertised_size_bytes: None,
+            confidence: 0.9,
+            method: String::new(),
+        }
+    }
+
+    fn levels() -> Vec<LevelConfig> {
+        vec![
+            LevelConfig::new("L1d", 32 * KIB, 8, 64).unwrap(),
+            LevelConfig::new("L2", 512 * KIB, 8, 64).unwrap(),
+            LevelConfig::new("L3", 32 * MIB, 16, 64).unwrap(),
+        ]
+    }
+
+    fn machine() -> Machine {
+        let mut machine = Machine::unknown();
+        machine.measured = Some(Measured {
+            caches: vec![
+                measured(1, CacheKind::Data, 32 * KIB),
+                measured(1, CacheKind::Instruction, 64 * KIB),
+                measured(2, CacheKind::Unified, 768 * KIB),
+                measured(3, CacheKind::Unified, 6 * MIB + 700 * KIB + 5),
+            ],
+            ..Measured::default()
+        });
+        machine
+    }
+
+    #[test]
+    fn effective_sizes_replace_the_advertised_in_whole_sets() {
+        let sized = sized_levels(&levels(), &machine(), CacheSizes::Effective);
+        let sizes: Vec<u64> = sized.iter().map(|l| l.config.size_bytes).collect();
+        // 6 MiB + 700 KiB rounded down to whole sets of 16 ways x 64 B.
+        assert_eq!(sizes, vec![32 * KIB, 768 * KIB, 6 * MIB + 700 * KIB]);
+        for l in &sized {
+            l.config.validate().unwrap();
+        }
+        assert_eq!(sized[0].describe(), "L1d 32 KiB");
+        assert_eq!(sized[2].advertised_bytes, Some(32 * MIB));
+        assert!(
+            sized[2].describe().contains("32 MiB advertised"),
+            "{}",
+            sized[2].describe()
+        );
+        let text = describe_sizes(CacheSizes::Effective, &sized, Some(&machine()));
+        assert!(text.starts_with("effective"), "{text}");
+    }
+
+    #[test]
+    fn advertised_and_unmeasured_levels_stay_as_they_are() {
+        let sized = sized_levels(&levels(), &machine(), CacheSizes::Advertised);
+        assert!(sized.iter().zip(levels()).all(|(s, l)| s.config == l));
+        let bare = Machine::unknown();
+        let sized = sized_levels(&levels(), &bare, CacheSizes::Effective);
+        assert!(sized.iter().all(|s| s.advertised_bytes.is_none()));
+        let text = describe_sizes(CacheSizes::Effective, &sized, Some(&bare));
+        assert!(text.starts_with("advertised (the machine"), "{text}");
+    }
+
+    #[test]
+    fn level_numbers_come_from_the_names() {
+        assert_eq!(level_number("L1d"), Some(1));
+        assert_eq!(level_number("L3"), Some(3));
+        assert_eq!(level_number("l2"), Some(2));
+        assert_eq!(level_number("MEM"), None);
+        assert_eq!(level_number("L"), None);
+    }
+}
