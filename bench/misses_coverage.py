@@ -17,7 +17,7 @@ the median and largest model time of a level (`duration_s`: the level process's 
 level was done), the (kernel, N, level) not modelled, and any modelled count that differs from
 the simulator's.
 
-Default (about ten minutes on a 2-core guest): matmul.c and transpose.c, N = 8..100, limit 2 s.
+Default (7.5 minutes on the 2-core AMD EPYC guest): matmul.c and transpose.c, N = 8..100, limit 2 s.
 Environment:
   FULL=1           every kernel with N, N = 2..400 (hours: matmul's simulation alone at N = 400
                    is 2.6e8 accesses per level)
