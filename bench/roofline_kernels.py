@@ -2,10 +2,12 @@
 """Kernel files predicted and measured end to end: `loopscope roofline KERNEL.c --measure`.
 
 Every figure comes from the command line a user runs: per-level traffic from the exact cache
-simulator of this machine's caches (steady state of repeated runs), the measured rate from the
-generated harness compiled with `cc -O2`. The same harness calibrates the model first, the
+simulator of this machine's caches at the sizes `loopscope probe` measured (a machine file from
+`probe --quick`, or MACHINE=FILE; `roofline -m FILE` simulates the effective sizes, which on a
+guest can be a few MiB of a last-level cache advertised in hundreds), steady state of repeated
+runs, the measured rate from the generated harness compiled with `cc -O2`. The same harness calibrates the model first, the
 way the paper does (spec 002 §3.2): each level's effective bandwidth from the base test
-a[i] = a[i]*c[i] + z with its working set in that level (bandwidth = measured GFLOP/s x the
+a[i] = a[i]*c[i] + z with its working set in that level (sized from the measured caches) (bandwidth = measured GFLOP/s x the
 simulated bytes per FLOP through the level), Peff from the base test at b/f 0.5 in L1, as the
 paper does, but with its 16 multiply-adds per element independent (a balanced sum of
 (a[i] + z_k) * c[i]) rather than chained: the paper's chain `(RHS)*c + z` is bound by the
@@ -30,7 +32,8 @@ errors:
   within 20 s come from the simulator (the script says which).
 
 kerncraft 0.8.18's RooflineFLOP (bench/.venv, created on first run) predicts the same kernel
-files with a machine file holding the same calibrated bandwidths (bench/roofline.py writes it).
+files with a machine file holding the same calibrated bandwidths and cache sizes (bench/roofline.py
+writes it).
 Its CPU roof is wrong (see shared/anchors), so where it reports a CPU bottleneck its figure is
 not a prediction; such rows are marked n/a.
 
@@ -51,8 +54,18 @@ sys.path.insert(0, HERE)
 import roofline as paper_bench  # noqa: E402  (the kerncraft helpers)
 
 KERNELS = os.path.join(ROOT, "examples", "kernels")
-# Working sets sized for caches of at least 32 KiB L1, 512 KiB L2, 16 MiB L3; memory far beyond.
-BASE_N = {"L1": 1024, "L2": 12288, "L3": 524288, "MEM": 8388608}
+
+
+def base_sizes(sizes):
+    """Elements of the base test's two arrays (16 bytes per element) with its working set in
+    each level: 3/8 of the level (below it, the level beyond the one before), memory at 8 times
+    the last level and at least 128 MiB. `sizes` are the effective data-cache sizes by level."""
+    out = {}
+    for level in sorted(sizes):
+        out[f"L{level}"] = max(64, 3 * sizes[level] // 8 // 16)
+    last = max(sizes.values()) if sizes else 32 << 20
+    out["MEM"] = max(8 * last, 128 << 20) // 16
+    return out
 # Ten distinct kernels: the STREAM set and daxpy (one to three streams, one of them written),
 # stencils (neighbour reuse through the caches), matrix multiply in two loop orders, and two
 # matrix-vector products whose inner loop is a sum into one element (a chain of dependent adds
@@ -119,14 +132,16 @@ def independent_kernel(path, terms):
                 f"    a[i] = {parts[0]};\n")
 
 
-def calibrate(loopscope, tmp, peak):
+def calibrate(loopscope, tmp, peak, base_n, machine_file):
     """Per-level bandwidths and Peff from the base test, measured through the same harness."""
     base = os.path.join(tmp, "base1.c")
     base_kernel(base, 1)
     # Every level timed (placeholder bandwidths), so the JSON lists each level's bytes.
-    probe = ["--bandwidth", "L1=1,L2=1,L3=1,MEM=1", "--peak-gflops", f"{peak:.4f}", "--measure"]
+    timed = ",".join(f"{level}=1" for level in base_n)
+    probe = ["-m", machine_file, "--bandwidth", timed, "--peak-gflops", f"{peak:.4f}",
+             "--measure"]
     bandwidth = {}
-    for level, n in BASE_N.items():
+    for level, n in base_n.items():
         # Three working sets in the level, the median bandwidth: one run can land on an
         # unlucky placement of physical pages (an L2 calibration once read 107 GB/s where
         # every other run reads 160), and the paper averages several runs per level too.
@@ -134,11 +149,15 @@ def calibrate(loopscope, tmp, peak):
         for size in (n // 2, 3 * n // 4, n):
             out = roofline(loopscope, base, {"N": size}, *probe)
             moved = {l["level"]: l["bytes"] for l in out["traffic"]["levels"]}
-            rates.append(out["measured"]["gflops"] * moved[level] / out["traffic"]["flops"])
+            rates.append(out["measured"]["gflops"] * moved.get(level, 0) / out["traffic"]["flops"])
         bandwidth[level] = statistics.median(rates)
+        if bandwidth[level] <= 0:
+            sys.exit(f"calibration: no byte of the base test at N={n} reaches {level} in the "
+                     f"simulation of {out['kernel']['caches']}: its working set does not fit "
+                     "the level; check the machine file's measured sizes")
     heavy = os.path.join(tmp, "independent16.c")
     independent_kernel(heavy, 16)
-    out = roofline(loopscope, heavy, {"N": BASE_N["L1"]}, *probe)
+    out = roofline(loopscope, heavy, {"N": base_n["L1"]}, *probe)
     return bandwidth, min(out["measured"]["gflops"], peak), l1_ports(loopscope, tmp, probe)
 
 
@@ -173,17 +192,61 @@ def kerncraft_predict(binary, machine_file, kernel, params):
         return None, "failed"
 
 
+def sizes_only(path, out):
+    """A copy of the machine file at `path` without its `[[measured.bandwidth]]` tables."""
+    kept, skipping = [], False
+    for line in open(path).read().splitlines():
+        if line.startswith("["):
+            skipping = line.strip() == "[[measured.bandwidth]]"
+        if not skipping:
+            kept.append(line)
+    with open(out, "w") as f:
+        f.write("\n".join(kept) + "\n")
+    return out
+
+
+def with_effective_caches(machine):
+    """`machine` with each data cache at the size the probe measured (whole sets), as
+    `roofline -m` simulates it, so that kerncraft is given the same hierarchy."""
+    measured = {c["level"]: c["size_bytes"] for c in (machine.get("measured") or {}).get("caches", [])
+                if c["kind"] != "instruction"}
+    caches = []
+    for c in machine["caches"]:
+        c = dict(c)
+        if c["kind"] != "instruction" and c["level"] in measured:
+            set_bytes = c["ways"] * c["line_bytes"]
+            c["sets"] = max(1, measured[c["level"]] // set_bytes)
+            c["size_bytes"] = c["sets"] * set_bytes
+        caches.append(c)
+    return {**machine, "caches": caches}
+
+
 def main():
     target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
     # Release: the simulator runs tens of millions of accesses for the memory-sized kernels.
     subprocess.run(["cargo", "build", "-q", "--release", "-p", "loopscope"], check=True, cwd=ROOT)
     loopscope = os.path.join(target, "release", "loopscope")
     tmp = tempfile.mkdtemp()
-    machine = json.loads(subprocess.run([loopscope, "machine", "--json"], check=True,
-                                        capture_output=True, text=True).stdout)
-    peak = machine["peak_flops_per_cycle"]["dp"] * machine["nominal_hz"] / 1e9
-    print(f"load average {os.getloadavg()[0]:.2f}; peak {peak:.2f} GFLOP/s per core")
-    bandwidth, peff, (l1_load, l1_store) = calibrate(loopscope, tmp, peak)
+    machine_file = os.environ.get("MACHINE")
+    if not machine_file:
+        machine_file = os.path.join(tmp, "probe.toml")
+        subprocess.run([loopscope, "-q", "probe", "--quick", "--out", machine_file], check=True,
+                       stdout=subprocess.DEVNULL)
+    machine = json.loads(subprocess.run([loopscope, "machine", "-m", machine_file, "--json"],
+                                        check=True, capture_output=True, text=True).stdout)
+    machine = with_effective_caches(machine)
+    # The file's sizes without its bandwidths: every ceiling comes from the calibration below.
+    machine_file = sizes_only(machine_file, os.path.join(tmp, "sizes.toml"))
+    sizes = {c["level"]: c["size_bytes"] for c in machine["caches"] if c["kind"] != "instruction"}
+    base_n = base_sizes(sizes)
+    # The core clock the probe measured (after its checks), else the nominal one.
+    hz = (machine.get("measured") or {}).get("core_hz") or machine["nominal_hz"]
+    peak = machine["peak_flops_per_cycle"]["dp"] * hz / 1e9
+    print(f"load average {os.getloadavg()[0]:.2f}; peak {peak:.2f} GFLOP/s per core at "
+          f"{hz / 1e9:.3f} GHz; caches simulated at the probe's sizes "
+          + ", ".join(f"L{l} {s / 1024:.0f} KiB" for l, s in sorted(sizes.items()))
+          + f" ({machine_file})")
+    bandwidth, peff, (l1_load, l1_store) = calibrate(loopscope, tmp, peak, base_n, machine_file)
     print("calibration (cc -O2 harness): "
           + ", ".join(f"{l} {b:.1f} GB/s" for l, b in bandwidth.items())
           + f", Peff {peff:.2f} GFLOP/s; L1 ports: loads {l1_load:.1f} GB/s, stores "
@@ -194,8 +257,10 @@ def main():
     no_l1 = ",".join(f"{l}={b:.3f}" for l, b in bandwidth.items() if l != "L1")
     peaks = ["--peak-gflops", f"{peak:.4f}", "--effective-gflops", f"{peff:.4f}"]
     kerncraft = paper_bench.kerncraft_binary()
-    machine_file = os.path.join(tmp, "machine.yml")
-    paper_bench.kerncraft_machine(machine, bandwidth, machine_file)
+    kerncraft_file = os.path.join(tmp, "machine.yml")
+    paper_bench.LEVELS.update(base_n)
+    paper_bench.kerncraft_machine(machine, bandwidth, kerncraft_file)
+    every = ["-m", machine_file, "--bandwidth"] + [every[0]] + every[1:]
 
     print(f"\n{'kernel':<16}{'set':<5}{'params':<16}{'measured':>9}"
           + "".join(f"{c:>9}{'err':>8}" for c in ("extended", "paper", "classic", "model"))
@@ -205,18 +270,19 @@ def main():
         if ONLY and ONLY not in name:
             continue
         kernel = os.path.join(KERNELS, file)
-        out = roofline(loopscope, kernel, params, "--bandwidth", *every, *peaks, "--measure")
+        out = roofline(loopscope, kernel, params, *every, *peaks, "--measure")
         measured = out["measured"]["gflops"]
         again = ["--measured-gflops", f"{measured}"]
-        paper = roofline(loopscope, kernel, params, "--bandwidth", no_l1, *peaks, *again)
+        paper = roofline(loopscope, kernel, params, "-m", machine_file, "--bandwidth", no_l1,
+                         *peaks, *again)
         modelled = roofline(loopscope, kernel, params, "--traffic", "model", "--time-limit", "20",
-                            "--bandwidth", *every, *peaks, *again)
+                            *every, *peaks, *again)
         if "simulator" in modelled["kernel"]["traffic_source"]:
             print(f"  {file} {level}: traffic from the {modelled['kernel']['traffic_source']}")
         predicted = [out["prediction"]["gflops"], paper["prediction"]["gflops"],
                      out["classic"]["gflops"], modelled["prediction"]["gflops"]]
         errors = [(p - measured) / measured for p in predicted]
-        kc, kc_limit = kerncraft_predict(kerncraft, machine_file, kernel, params)
+        kc, kc_limit = kerncraft_predict(kerncraft, kerncraft_file, kernel, params)
         e_kc = None if kc is None or kc_limit == "CPU" else (kc - measured) / measured
         rows.append((errors, level != "MEM", e_kc))
         kc_text = f"{kc:10.2f}" if kc is not None else f"{'-':>10}"
