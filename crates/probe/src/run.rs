@@ -443,19 +443,9 @@ fn serial_part(
     let levels = assign_levels(machine, &curves);
     let caches = level_caches(&levels.knees, core_hz);
     let memory_latency_ns = levels.memory_latency_ns;
-    for c in &caches {
-        if let Some(adv) = c.advertised_size_bytes {
-            let ratio = c.size_bytes as f64 / adv as f64;
-            if !(0.875..=1.125).contains(&ratio) {
-                notes.push(format!(
-                    "L{}{}: effective size {} B is {:.2}x the advertised {} B",
-                    c.level,
-                    c.kind.suffix(),
-                    c.size_bytes,
-                    ratio,
-                    adv
-                ));
-            }
+    for level in &levels.knees {
+        if let Some(note) = size_note(level) {
+            notes.push(note);
         }
     }
     Ok(Serial {
@@ -468,6 +458,38 @@ fn serial_part(
         caches,
         memory_latency_ns,
     })
+}
+
+/// A note for a level whose effective size is more than 12.5 % from the advertised one, with
+/// the evidence: where its rise starts and ends, and how many times its lower level the upper
+/// is. A rise that starts well before the size found is misses creeping in (another task
+/// sharing the cache); a sharp one at a smaller size is a smaller cache.
+fn size_note(level: &crate::levels::LevelKnee) -> Option<String> {
+    let adv = level.advertised_bytes?;
+    let knee = &level.knee;
+    let ratio = knee.size_bytes as f64 / adv as f64;
+    if (0.875..=1.125).contains(&ratio) {
+        return None;
+    }
+    let kib = |b: u64| b / KIB;
+    let creeping = (knee.rise_start_bytes as f64) < 0.75 * knee.size_bytes as f64;
+    Some(format!(
+        "L{}{}: effective size {} B is {ratio:.2}x the advertised {adv} B ({}: its rise runs \
+         from {} to {} KiB, {:.1}x, {})",
+        level.level,
+        level.kind.suffix(),
+        knee.size_bytes,
+        level.method,
+        kib(knee.rise_start_bytes),
+        kib(knee.end_bytes),
+        knee.ratio,
+        if creeping {
+            "misses creep in well before it: something else shares the cache, its size is \
+             where half the loads miss"
+        } else {
+            "a sharp step"
+        }
+    ))
 }
 
 /// Pointer-chase points between two passes over the code curves' L1i candidates (a chase
@@ -970,6 +992,37 @@ mod tests {
         let span = private_level_span(&chase, 32 * MIB);
         recheck_spans(&mut chase, &span, &mut from_later(quiet_chase)).unwrap();
         assert_eq!(l2(&chase).size_bytes, MIB, "{:?}", l2(&chase));
+    }
+
+    #[test]
+    fn size_notes_give_the_rise_as_evidence() {
+        let level = |size: u64, rise_start: u64, advertised: u64| crate::levels::LevelKnee {
+            level: 2,
+            kind: CacheKind::Unified,
+            knee: Knee {
+                size_bytes: size,
+                cliff_lo_bytes: size,
+                cliff_hi_bytes: size,
+                rise_start_bytes: rise_start,
+                rise_mid_bytes: size,
+                end_bytes: 2 * size,
+                before: 4.0,
+                after: 16.0,
+                ratio: 4.0,
+                confidence: 0.5,
+            },
+            advertised_bytes: Some(advertised),
+            method: "pointer chase",
+            latency_ns: 4.0,
+        };
+        // A Zen 3 guest's 512 KiB L2 whose misses start at 280 KiB, half of them at 768 KiB.
+        let note = size_note(&level(768 * KIB, 280 * KIB, 512 * KIB)).unwrap();
+        assert!(note.contains("1.50x the advertised"), "{note}");
+        assert!(note.contains("from 280 to 1536 KiB"), "{note}");
+        assert!(note.contains("something else shares the cache"), "{note}");
+        let note = size_note(&level(384 * KIB, 380 * KIB, 512 * KIB)).unwrap();
+        assert!(note.contains("a sharp step"), "{note}");
+        assert_eq!(size_note(&level(512 * KIB, 300 * KIB, 512 * KIB)), None);
     }
 
     #[test]
