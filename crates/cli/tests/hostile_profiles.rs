@@ -144,6 +144,45 @@ fn perf_data_whose_sizes_do_not_fit_the_file_is_refused() {
     );
 }
 
+/// A header of `attr_size`-byte attributes whose event-types section holds one entry with the
+/// id section `ids`, and no feature sections.
+fn event_types_header(attr_size: u64, ids: (u64, u64)) -> Vec<u8> {
+    let mut bytes = b"PERFILE2".to_vec();
+    for v in [104u64, attr_size, 104, 0, 104, 0, 104, 80] {
+        bytes.extend_from_slice(&v.to_le_bytes());
+    }
+    bytes.extend_from_slice(&[0; 32]);
+    let mut attr = [0u8; 64];
+    attr[4..8].copy_from_slice(&64u32.to_le_bytes());
+    bytes.extend_from_slice(&attr);
+    bytes.extend_from_slice(&ids.0.to_le_bytes());
+    bytes.extend_from_slice(&ids.1.to_le_bytes());
+    bytes
+}
+
+#[test]
+fn perf_data_with_impossible_attribute_or_id_sizes_is_refused() {
+    // Each once made the perf.data reader panic: a division by zero, an addition that wraps,
+    // and a reservation of 2^60 ids.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("perf.data");
+    let cases = [
+        (event_types_header(0, (0, 0)), "attributes of 0 bytes"),
+        (
+            event_types_header(u64::MAX - 15, (0, 0)),
+            "attributes of 18446744073709551600 bytes",
+        ),
+        (
+            event_types_header(64, (0, 1 << 63)),
+            "the event 0's id section",
+        ),
+    ];
+    for (bytes, needle) in cases {
+        std::fs::write(&path, &bytes).unwrap();
+        assert_bad_input(&loopscope(["mix", path.to_str().unwrap()]), needle);
+    }
+}
+
 #[test]
 fn damaged_truncated_and_foreign_profiles_are_one_line_each() {
     if !perf_events_allowed() {

@@ -18,6 +18,15 @@ const HEADER_BYTES: u64 = 104;
 /// Feature bits of the sections parsed whole: the command line and the event descriptions.
 const FEATURE_CMDLINE: usize = 11;
 const FEATURE_EVENT_DESC: usize = 12;
+/// Simpleperf's meta information: with it (and no event descriptions or event types) the
+/// reader takes the ids of each attribute from the attribute section.
+const FEATURE_SIMPLEPERF_META_INFO: usize = 129;
+/// `PERF_ATTR_SIZE_VER0`, the smallest `perf_event_attr`; the reader divides by the size.
+const ATTR_BYTES_MIN: u64 = 64;
+/// A generous bound on `perf_event_attr` (128 bytes in Linux 6) plus its id section.
+const ATTR_BYTES_MAX: u64 = 4096;
+/// Bytes of a `perf_file_section`: offset and size.
+const SECTION_BYTES: u64 = 16;
 /// `PERF_RECORD_AUXTRACE`, whose body is followed by as many bytes as it says.
 const RECORD_AUXTRACE: u32 = 71;
 
@@ -107,30 +116,60 @@ pub(crate) fn check_perf_file(file: &File, len: u64) -> Result<(), String> {
     if len < HEADER_BYTES {
         return Err("shorter than a perf.data header".into());
     }
-    bytes.section(24, "attributes")?;
+    let attr_size = bytes.u64(16)?;
+    if !(ATTR_BYTES_MIN..=ATTR_BYTES_MAX).contains(&attr_size) {
+        return Err(format!(
+            "the header says attributes of {attr_size} bytes, expected {ATTR_BYTES_MIN} to {ATTR_BYTES_MAX}"
+        ));
+    }
+    let attributes = bytes.section(24, "attributes")?;
     let (data_offset, data_size) = bytes.section(40, "data")?;
-    bytes.section(56, "event types")?;
+    let event_types = bytes.section(56, "event types")?;
     let features = bytes.array::<32>(72)?;
-    let mut entry = data_offset + data_size;
-    for bit in 0..256 {
-        let word = u64::from_le_bytes(features[bit / 64 * 8..bit / 64 * 8 + 8].try_into().unwrap());
-        let word = if bytes.big_endian {
-            word.swap_bytes()
+    let word_of = |bit: usize| {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(&features[bit / 64 * 8..bit / 64 * 8 + 8]);
+        if bytes.big_endian {
+            u64::from_be_bytes(word)
         } else {
-            word
-        };
-        if word >> (bit % 64) & 1 == 0 {
-            continue;
+            u64::from_le_bytes(word)
         }
+    };
+    let has = |bit: usize| word_of(bit) >> (bit % 64) & 1 == 1;
+    let mut entry = data_offset + data_size;
+    for bit in (0..256).filter(|&bit| has(bit)) {
         let (offset, size) = bytes.section(entry, &format!("feature {bit}"))?;
         match bit {
             FEATURE_EVENT_DESC => check_event_desc(&bytes, offset, size)?,
             FEATURE_CMDLINE => check_string_list(&bytes, offset, size)?,
             _ => {}
         }
-        entry += 16;
+        entry += SECTION_BYTES;
+    }
+    // Without event descriptions the reader follows each attribute's own id section.
+    if !has(FEATURE_EVENT_DESC) {
+        if event_types.1 != 0 {
+            check_id_sections(&bytes, event_types, attr_size + SECTION_BYTES, attr_size)?;
+        } else if has(FEATURE_SIMPLEPERF_META_INFO) {
+            check_id_sections(&bytes, attributes, attr_size, attr_size - SECTION_BYTES)?;
+        }
     }
     check_records(&bytes, data_offset, data_size)
+}
+
+/// Checks the id section `{offset, size}` found `ids_at` bytes into each `entry_bytes` entry
+/// of `section`, as the reader reads them.
+fn check_id_sections(
+    bytes: &Bytes<'_>,
+    (offset, size): (u64, u64),
+    entry_bytes: u64,
+    ids_at: u64,
+) -> Result<(), String> {
+    for index in 0..size / entry_bytes {
+        let at = offset + index * entry_bytes + ids_at;
+        bytes.section(at, &format!("event {index}'s id"))?;
+    }
+    Ok(())
 }
 
 /// Walks the event descriptions: `nr`, `attr_size`, then per event the attribute, `nr_ids`,
@@ -237,7 +276,101 @@ mod tests {
         assert_eq!(check(b"hello, this is no perf.data"), Ok(()));
     }
 
+    /// A little-endian header of `attr_size` with one event-types entry whose id section is
+    /// `ids`, and the feature bits `features` (no feature sections follow).
+    fn event_types_file(attr_size: u64, ids: (u64, u64), features: u64) -> Vec<u8> {
+        let mut b = vec![0u8; HEADER_BYTES as usize];
+        b[..8].copy_from_slice(b"PERFILE2");
+        b[8..16].copy_from_slice(&HEADER_BYTES.to_le_bytes());
+        b[16..24].copy_from_slice(&attr_size.to_le_bytes());
+        let entry_bytes = 64 + SECTION_BYTES;
+        for (at, size) in [(24, 0), (40, 0), (56, entry_bytes)] {
+            b[at..at + 8].copy_from_slice(&HEADER_BYTES.to_le_bytes());
+            b[at + 8..at + 16].copy_from_slice(&size.to_le_bytes());
+        }
+        b[72..80].copy_from_slice(&features.to_le_bytes());
+        let mut attr = [0u8; 64];
+        attr[4..8].copy_from_slice(&64u32.to_le_bytes());
+        b.extend_from_slice(&attr);
+        b.extend_from_slice(&ids.0.to_le_bytes());
+        b.extend_from_slice(&ids.1.to_le_bytes());
+        b
+    }
+
+    #[test]
+    fn the_attribute_size_must_be_one_the_reader_can_step_by() {
+        // Zero made the reader divide by zero; 2^64 - 16 wrapped its entry size to zero.
+        for attr_size in [0, 2, 63, 4097, u64::MAX - 15, u64::MAX] {
+            let mut file = event_types_file(attr_size, (0, 0), 0);
+            file.resize(120, 0);
+            let err = check(&file).unwrap_err();
+            assert!(
+                err.contains(&format!("attributes of {attr_size} bytes")),
+                "{err}"
+            );
+        }
+        assert_eq!(check(&event_types_file(64, (0, 0), 0)), Ok(()));
+    }
+
+    #[test]
+    fn each_event_types_id_section_must_lie_inside_the_file() {
+        // The reader reserved size / 8 ids for an id section of 2^63 bytes.
+        let err = check(&event_types_file(64, (0, 1 << 63), 0)).unwrap_err();
+        assert!(err.contains("event 0's id section"), "{err}");
+        let len = event_types_file(64, (0, 0), 0).len() as u64;
+        assert_eq!(check(&event_types_file(64, (0, len), 0)), Ok(()));
+        assert!(check(&event_types_file(64, (8, len), 0)).is_err());
+    }
+
+    /// Runs the real reader on `bytes`; it may refuse them but never panics.
+    fn read(bytes: &[u8]) -> Result<(), String> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("perf.data");
+        std::fs::write(&path, bytes).unwrap();
+        super::super::perfdata::read_perf_data(&path)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_reader_refuses_the_bad_sizes_with_the_checks_words() {
+        let err = read(&event_types_file(0, (0, 0), 0)).unwrap_err();
+        assert!(err.contains("attributes of 0 bytes"), "{err}");
+        let err = read(&event_types_file(64, (0, 1 << 63), 0)).unwrap_err();
+        assert!(err.contains("event 0's id section"), "{err}");
+    }
+
+    /// Header fields worth trying: zero, small, the sizes the reader steps by, and ones that
+    /// wrap when added to.
+    fn field() -> impl Strategy<Value = u64> {
+        prop_oneof![
+            Just(0u64),
+            0u64..300,
+            Just(64),
+            Just(HEADER_BYTES),
+            Just(u64::MAX),
+            Just(u64::MAX - 15),
+            Just(1 << 63),
+            any::<u64>(),
+        ]
+    }
+
     proptest! {
+        #[test]
+        fn the_reader_survives_any_header_fields(
+            attr_size in field(),
+            ids in (field(), field()),
+            sections in proptest::collection::vec((0usize..5, field()), 0..4),
+            features in prop_oneof![Just(0u64), Just(1 << FEATURE_EVENT_DESC), any::<u64>()],
+        ) {
+            let mut bytes = event_types_file(attr_size, ids, features);
+            for (slot, value) in sections {
+                let at = 24 + slot * 8;
+                bytes[at..at + 8].copy_from_slice(&value.to_le_bytes());
+            }
+            let _ = read(&bytes);
+        }
+
         #[test]
         fn any_bytes_after_the_magic_are_checked_without_panicking(
             tail in proptest::collection::vec(any::<u8>(), 0..400),
