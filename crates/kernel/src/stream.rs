@@ -147,8 +147,9 @@ impl Program {
     pub fn new(kernel: &Kernel, params: &[i64], layout: &Layout) -> Result<Program, KernelError> {
         let overflow = || KernelError::Binding {
             origin: kernel.origin.clone(),
-            message: "an address or loop bound overflows 64 bits with these parameter values"
-                .into(),
+            message:
+                "an address, loop bound or trip count overflows 64 bits with these parameter values"
+                    .into(),
         };
         let mut refs = Vec::new();
         for ((_, r), addr) in kernel
@@ -371,7 +372,9 @@ pub(crate) fn reference_addresses(
 ) -> Result<Vec<Lin>, KernelError> {
     let overflow = || KernelError::Binding {
         origin: kernel.origin.clone(),
-        message: "an address or loop bound overflows 64 bits with these parameter values".into(),
+        message:
+            "an address, loop bound or trip count overflows 64 bits with these parameter values"
+                .into(),
     };
     let mut out = Vec::new();
     for (_, r) in kernel.references() {
@@ -419,7 +422,7 @@ fn count(
                     p.ends[*id].eval(vars)?,
                     p.steps[*id],
                 );
-                let trips = trip_count(start, end, step);
+                let trips = trip_count(start, end, step)?;
                 if trips == 0 {
                     continue;
                 }
@@ -440,16 +443,18 @@ fn count(
     Some(())
 }
 
-pub(crate) fn trip_count(start: i64, end: i64, step: i64) -> u64 {
+/// How many times a loop from `start` to `end` (inclusive) by `step` runs; `None` when that is
+/// 2^64 (`i64::MIN..=i64::MAX` by 1), which no `u64` holds.
+pub(crate) fn trip_count(start: i64, end: i64, step: i64) -> Option<u64> {
     let span = if step > 0 {
         i128::from(end) - i128::from(start)
     } else {
         i128::from(start) - i128::from(end)
     };
     if span < 0 {
-        0
+        Some(0)
     } else {
-        (span / i128::from(step).abs() + 1) as u64
+        u64::try_from(span / i128::from(step).abs() + 1).ok()
     }
 }
 
@@ -580,7 +585,11 @@ impl AccessStream<'_> {
 
     fn enter(&mut self, id: usize, start: i64, end: i64, exit: usize) {
         let p = self.program;
-        let trips = trip_count(start, end, p.steps[id]);
+        let Some(trips) = trip_count(start, end, p.steps[id]) else {
+            // Program::new counted every loop, so this is only reached by a bug; stop.
+            self.fail();
+            return;
+        };
         if trips == 0 {
             self.pc = exit;
             return;
