@@ -147,7 +147,6 @@ mod tests {
     fn billion_laughs_are_refused_before_they_expand() {
         let text = laughs(9);
         assert!(text.len() < 2048);
-        let started = std::time::Instant::now();
         let e = import_kerncraft_str(&text, Path::new("laughs.yml")).unwrap_err();
         let message = e.to_string();
         assert!(message.starts_with("laughs.yml:"), "{message}");
@@ -156,8 +155,6 @@ mod tests {
             "{message}"
         );
         assert!(!message.contains('\n'));
-        // Refused while counting, not after building: a fraction of a second even unoptimised.
-        assert!(started.elapsed().as_secs() < 5);
     }
 
     #[test]
@@ -180,12 +177,21 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn the_budget_holds_on_any_chain_of_aliases(levels in 0usize..12,
-                                                     cut in 0usize..2048) {
+                                                     cut in 0usize..2048,
+                                                     whole in proptest::prelude::any::<bool>()) {
             let text = laughs(levels);
-            let cut = (0..=cut.min(text.len())).rev().find(|&c| text.is_char_boundary(c))
-                .unwrap_or(0);
+            let cut = if whole {
+                text.len()
+            } else {
+                (0..=cut.min(text.len())).rev().find(|&c| text.is_char_boundary(c)).unwrap_or(0)
+            };
             // Whatever the depth of the chain or where it is cut: an answer, never a blow-up.
-            let _ = import_kerncraft_str(&text[..cut], Path::new("fuzz.yml"));
+            let result = import_kerncraft_str(&text[..cut], Path::new("fuzz.yml"));
+            // Nine levels expand to 9^9 copies: whole, past the budget.
+            if whole && levels >= 9 {
+                let message = result.map(|_| ()).unwrap_err().to_string();
+                proptest::prop_assert!(message.contains("expands past"), "{}", message);
+            }
         }
     }
 }
