@@ -167,6 +167,65 @@ fn writes_refuse_fifos_go_through_links_and_keep_modes() {
     assert_eq!(temporaries(dir.path()), Vec::<String>::new());
 }
 
+/// Runs `loopscope` as user and group `nobody` (65534); `None` (after saying so) unless this
+/// process is root and has setpriv.
+fn loopscope_as_nobody(args: &[&str]) -> Option<Output> {
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+    let out = root
+        .then(|| {
+            Command::new("setpriv")
+                .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+                .arg(env!("CARGO_BIN_EXE_loopscope"))
+                .args(args)
+                .output()
+                .ok()
+        })
+        .flatten();
+    if out.is_none() {
+        eprintln!("skipped: running as another user needs root and setpriv");
+    }
+    out
+}
+
+#[test]
+fn another_users_file_is_refused_not_taken_over() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let theirs = dir.path().join("theirs.toml");
+    std::fs::write(&theirs, "old").unwrap();
+    std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let Some(out) = loopscope_as_nobody(&["machine", "--out", theirs.to_str().unwrap()]) else {
+        return;
+    };
+    // The directory lets nobody rename over the file, which would make it nobody's.
+    assert_bad_input(&out, "theirs.toml: cannot write: Permission denied");
+    assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "old");
+    assert_eq!(
+        std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&theirs).unwrap()),
+        0
+    );
+    // A file of the writer's own, in a group it is not in: rewritten, its mode kept, its group
+    // left as the writer may set it (the non-root branch of keeping the owner).
+    let own = dir.path().join("own.toml");
+    std::fs::write(&own, "old").unwrap();
+    std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o640)).unwrap();
+    std::os::unix::fs::chown(&own, Some(65534), Some(0)).unwrap();
+    let out = loopscope_as_nobody(&["machine", "--out", own.to_str().unwrap()]).unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let meta = std::fs::metadata(&own).unwrap();
+    assert_eq!(std::os::unix::fs::MetadataExt::uid(&meta), 65534);
+    assert_eq!(meta.permissions().mode() & 0o777, 0o640);
+    assert!(
+        std::fs::read_to_string(&own)
+            .unwrap()
+            .contains("format_version")
+    );
+    assert_eq!(temporaries(dir.path()), Vec::<String>::new());
+}
+
 /// Starts `probe --quick --out out --progress`, interrupts it once its progress shows a
 /// measurement under way (a count past 0) and waits for it.
 fn interrupted_probe(out: &Path) -> Output {

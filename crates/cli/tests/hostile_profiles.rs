@@ -39,7 +39,7 @@ fn record_refuses_an_output_it_cannot_write_before_running_the_command() {
             Path::new("/dev/null").to_path_buf(),
             "is a character device",
         ),
-        (missing, "no directory"),
+        (missing, "no/such/dir does not exist"),
     ];
     for (output, why) in cases {
         let out = loopscope([

@@ -341,7 +341,7 @@ fn an_unwritable_profile_path_is_refused_before_the_program_runs() {
     ]);
     assert_bad_input(
         &out,
-        "/nonexistent-dir/x.profile: cannot write the profile there",
+        "/nonexistent-dir/x.profile: cannot write there: directory /nonexistent-dir does not exist",
     );
     assert!(!stdout(&out).contains("ran"));
 }

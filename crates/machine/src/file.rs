@@ -125,27 +125,9 @@ pub fn machine_to_update(
         path: path.to_owned(),
         message,
     };
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    if !dir.is_dir() {
-        return Err(invalid(format!(
-            "directory {} does not exist",
-            dir.display()
-        )));
-    }
-    let probe = dir.join(format!(
-        ".loopscope-probe-write-test.{}",
-        std::process::id()
-    ));
-    std::fs::write(&probe, b"")
-        .map_err(|e| invalid(format!("cannot write into {}: {e}", dir.display())))?;
-    let _ = std::fs::remove_file(&probe);
-    if !path.exists() {
+    if !check_write_target(path)?.exists() {
         return Ok(detected);
     }
-    check_write_target(path)?;
     let existing = read_machine_file(path)?;
     if existing.model != detected.model && !force {
         return Err(invalid(format!(

@@ -54,15 +54,40 @@ pub fn write_atomically_with(
     Ok(())
 }
 
-/// Checks that `path` may be written by these rules (a regular file, through any links, or
-/// nothing yet), before a long run that ends by writing it, so a directory or FIFO is refused
-/// before the run instead of after it. Nothing is opened: a FIFO is never blocked on.
-pub fn check_write_target(path: &Path) -> Result<(), MachineError> {
-    target_of(path).map(|_| ())
+/// Checks that `path` may be written by these rules before a long run that ends by writing
+/// it, so a bad target is refused before the run instead of after it: the target (through any
+/// links) is a regular file this process may write, or nothing yet, and its directory takes a
+/// new file (made with `O_EXCL` under a random name, then removed). Returns the target. A FIFO
+/// is never opened, so never blocked on.
+pub fn check_write_target(path: &Path) -> Result<PathBuf, MachineError> {
+    let (target, _) = target_of(path)?;
+    let dir = parent_dir(&target);
+    tempfile::NamedTempFile::new_in(dir)
+        .map(drop)
+        .map_err(|e| {
+            let why = match e.kind() {
+                std::io::ErrorKind::NotFound => {
+                    format!("directory {} does not exist", dir.display())
+                }
+                std::io::ErrorKind::PermissionDenied => {
+                    format!("{} is not writable", dir.display())
+                }
+                std::io::ErrorKind::NotADirectory => {
+                    format!("{} is not a directory", dir.display())
+                }
+                _ => format!("{}: {e}", dir.display()),
+            };
+            MachineError::Invalid {
+                path: path.to_owned(),
+                message: format!("cannot write there: {why}"),
+            }
+        })?;
+    Ok(target)
 }
 
 /// The file `path` leads to, and its metadata when it exists; an error when it is not a
-/// regular file.
+/// regular file, or is one this process may not write (renaming over it would otherwise
+/// replace another user's file with one the writer owns).
 fn target_of(path: &Path) -> Result<(PathBuf, Option<std::fs::Metadata>), MachineError> {
     let io = |source: std::io::Error| MachineError::Io {
         path: path.to_owned(),
@@ -71,7 +96,14 @@ fn target_of(path: &Path) -> Result<(PathBuf, Option<std::fs::Metadata>), Machin
     };
     let target = resolve_links(path).map_err(io)?;
     match std::fs::metadata(&target) {
-        Ok(meta) if meta.is_file() => Ok((target, Some(meta))),
+        Ok(meta) if meta.is_file() => {
+            // Opened for writing without truncating: the permission check of the kernel itself.
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&target)
+                .map_err(io)?;
+            Ok((target, Some(meta)))
+        }
         Ok(meta) => Err(not_regular(path, &target, &meta)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((target, None)),
         Err(e) => Err(io(e)),
@@ -162,6 +194,10 @@ fn not_regular(path: &Path, target: &Path, meta: &std::fs::Metadata) -> MachineE
     }
 }
 
+/// The longest file name part taken into a temporary name: with the dot, `.tmp.`, a process
+/// id and a counter it stays below `NAME_MAX` (255 bytes).
+const TEMPORARY_STEM_BYTES: usize = 200;
+
 /// A name beside `target` no other writer uses: the process id and a per-process counter.
 fn temporary_path(target: &Path) -> PathBuf {
     static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -169,8 +205,13 @@ fn temporary_path(target: &Path) -> PathBuf {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    let mut cut = name.len().min(TEMPORARY_STEM_BYTES);
+    while !name.is_char_boundary(cut) {
+        cut -= 1;
+    }
     parent_dir(target).join(format!(
-        ".{name}.tmp.{}.{}",
+        ".{}.tmp.{}.{}",
+        &name[..cut],
         std::process::id(),
         NEXT.fetch_add(1, Ordering::Relaxed)
     ))
@@ -202,7 +243,8 @@ fn write_temporary(
 }
 
 /// Gives `file` the owner and group of `meta` as far as this process may (all of it as root,
-/// a group the writer belongs to otherwise); what it may not set stays the writer's.
+/// a group the writer belongs to otherwise); what it may not set stays the writer's. Tests
+/// here run as root, so they exercise only the first branch.
 fn keep_owner(file: &std::fs::File, meta: &std::fs::Metadata) {
     if std::os::unix::fs::fchown(file, Some(meta.uid()), Some(meta.gid())).is_err() {
         let _ = std::os::unix::fs::fchown(file, None, Some(meta.gid()));
@@ -287,6 +329,48 @@ mod tests {
                 .file_type()
                 .is_symlink()
         );
+    }
+
+    #[test]
+    fn a_long_name_still_fits_its_temporary_name() {
+        let dir = tempfile::tempdir().unwrap();
+        // 250 bytes: the longest name many file systems take is 255.
+        let path = dir.path().join(format!("{}.toml", "é".repeat(123)));
+        write_atomically(&path, b"new").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"new");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn the_directory_checked_is_the_one_the_links_lead_to() {
+        let dir = tempfile::tempdir().unwrap();
+        let link = dir.path().join("link.toml");
+        std::os::unix::fs::symlink("missing/dir/m.toml", &link).unwrap();
+        let e = check_write_target(&link).unwrap_err().to_string();
+        assert!(e.contains("cannot write there: directory"), "{e}");
+        assert!(e.contains("missing/dir does not exist"), "{e}");
+        let e = crate::machine_to_update(&link, Machine::unknown(), false).unwrap_err();
+        assert!(e.to_string().contains("does not exist"), "{e}");
+        // The check leaves nothing behind, and returns where the file will go.
+        let real = dir.path().join("real.toml");
+        let to_real = dir.path().join("to-real.toml");
+        std::os::unix::fs::symlink("real.toml", &to_real).unwrap();
+        assert_eq!(check_write_target(&to_real).unwrap(), real);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+    }
+
+    #[test]
+    fn a_file_this_process_may_not_write_is_refused() {
+        // As root every file may be written; the CLI test in tests/hostile.rs runs the writer
+        // as another user under setpriv.
+        let theirs = Path::new("/sys/kernel/notes");
+        match std::fs::metadata(theirs) {
+            Ok(meta) if meta.is_file() => {
+                let e = check_write_target(theirs).unwrap_err().to_string();
+                assert!(e.contains("cannot write"), "{e}");
+            }
+            _ => eprintln!("skipped: no read-only regular file at {}", theirs.display()),
+        }
     }
 
     #[test]
