@@ -51,6 +51,8 @@ pub fn read_cache(path: &Path) -> Result<Program, BinaryError> {
         path: path.to_owned(),
         what,
     };
+    // A FIFO put where an entry should be would block the open until something writes to it.
+    loopscope_machine::refuse_pipe(path).map_err(|e| damaged(e.to_string()))?;
     let bytes = loopscope_machine::read_bounded(path, CACHE_FILE_CAP_BYTES, "analysis caches")
         .map_err(|e| damaged(e.to_string()))?;
     let payload = verified_payload(&bytes).map_err(|what| damaged(what.to_owned()))?;
@@ -119,6 +121,25 @@ fn checksum(header: &[u8], payload: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fifo_in_place_of_an_entry_is_refused_without_opening_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("entry.bin");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if !made.is_ok_and(|s| s.success()) {
+            eprintln!("skipped: mkfifo is not available");
+            return;
+        }
+        let (send, receive) = std::sync::mpsc::channel();
+        std::thread::spawn(move || send.send(read_cache(&fifo).map(drop)));
+        // Only a guard against a hang: opening the FIFO would block forever.
+        let result = receive
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("read_cache blocked on a FIFO");
+        let e = result.unwrap_err().to_string();
+        assert!(e.contains("is a FIFO"), "{e}");
+    }
 
     #[test]
     fn every_flipped_byte_is_caught() {

@@ -367,6 +367,53 @@ fn damaged_bytes_of_the_analysis_cache_are_caught() {
 }
 
 #[test]
+fn a_fifo_in_place_of_a_cache_entry_is_analysed_around() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(binary) = tiny_program(dir.path(), &[]) else {
+        return;
+    };
+    let cache = dir.path().join("cache");
+    let binary = binary.to_str().unwrap();
+    let first = loopscope_cached(&cache, &["loops", binary]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let entry = std::fs::read_dir(cache.join("loopscope"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    std::fs::remove_file(&entry).unwrap();
+    if !Command::new("mkfifo")
+        .arg(&entry)
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        eprintln!("skipped: mkfifo is not available");
+        return;
+    }
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loopscope"))
+        .args(["loops", binary])
+        .env("XDG_CACHE_HOME", &cache)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Only a guard against a hang (opening the FIFO blocked forever), not a timing test.
+    let mut waited_s = 0;
+    while child.try_wait().unwrap().is_none() {
+        if waited_s == 120 {
+            child.kill().unwrap();
+            panic!("loops blocked on a FIFO cache entry");
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        waited_s += 1;
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), stdout(&first));
+}
+
+#[test]
 fn relocatable_objects_are_refused_with_what_to_do() {
     let dir = tempfile::tempdir().unwrap();
     let Some(object) = tiny_program(dir.path(), &["-c"]) else {
