@@ -694,43 +694,80 @@ pub fn adaptive_sweep_until(
     measure: &mut dyn FnMut(u64) -> Option<Point>,
 ) -> (Vec<Point>, Vec<Knee>, bool) {
     let mut points: Vec<Point> = Vec::new();
-    let mut complete = true;
-    for &size in grid {
-        match measure(size) {
-            Some(p) => points.push(p),
-            None => {
-                complete = false;
+    let mut next = 0;
+    let mut knees;
+    // Refining can undo what ended the grid (measured again, the points of a rise that sat
+    // at the upper level take their lower values, and a plateau they made can become too
+    // short): the grid then goes on, up to `MAX_RESUMES` times.
+    let mut resumes = 0;
+    loop {
+        let mut complete = true;
+        while next < grid.len() {
+            match measure(grid[next]) {
+                Some(p) => points.push(p),
+                None => {
+                    complete = false;
+                    break;
+                }
+            }
+            next += 1;
+            if enough(&points) {
                 break;
             }
         }
-        if enough(&points) {
-            break;
+        points.sort_by_key(|p| p.size_bytes);
+        let (refined, still_complete) = refine(
+            &mut points,
+            (fine_per_octave, granule, rounds),
+            options,
+            complete,
+            measure,
+        );
+        knees = refined;
+        let resume = still_complete && next < grid.len() && !enough(&points);
+        if !resume || resumes == MAX_RESUMES {
+            return (points, knees, still_complete);
         }
+        resumes += 1;
     }
-    points.sort_by_key(|p| p.size_bytes);
-    let mut knees = find_knees(&points, options);
+}
+
+/// How many times [`adaptive_sweep_until`] goes on with its grid after refining undid what
+/// ended it.
+const MAX_RESUMES: u32 = 3;
+
+/// The refinement rounds of [`adaptive_sweep`] over `points` (sorted): new points in each
+/// rise, the rise's points measured again, then the points standing above a larger
+/// footprint's measured again. Returns the knees and whether `measure` went on to the end.
+fn refine(
+    points: &mut Vec<Point>,
+    (fine_per_octave, granule, rounds): (u32, u64, u32),
+    options: &KneeOptions,
+    mut complete: bool,
+    measure: &mut dyn FnMut(u64) -> Option<Point>,
+) -> (Vec<Knee>, bool) {
+    let mut knees = find_knees(points, options);
     for _ in 0..rounds {
-        let extra = refinement_sizes(&points, &knees, fine_per_octave, granule);
+        let extra = refinement_sizes(points, &knees, fine_per_octave, granule);
         if !complete || extra.is_empty() {
             break;
         }
         // Points already in a rise are measured again and the lower kept: a knee's position
         // should not hang on one disturbed sample.
-        let again = span_indices(&points, &knees);
-        complete = measure_again(&mut points, &again, measure)
-            && measure_new(&mut points, &extra, measure);
+        let again = span_indices(points, &knees);
+        complete = measure_again(points, &again, measure) && measure_new(points, &extra, measure);
         points.sort_by_key(|p| p.size_bytes);
-        knees = find_knees(&points, options);
+        knees = find_knees(points, options);
     }
     for _ in 0..rounds {
-        let odd = out_of_order(&points, &knees);
+        let odd = out_of_order(points, &knees);
         if !complete || odd.is_empty() {
             break;
         }
-        complete = measure_again(&mut points, &odd, measure);
-        knees = find_knees(&points, options);
+        complete = measure_again(points, &odd, measure);
+        knees = find_knees(points, options);
     }
-    (points, knees, complete)
+    (knees, complete)
 }
 
 /// Indices of the points inside any of `knees`' spans (its rise, and an eighth of an octave

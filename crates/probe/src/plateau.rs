@@ -144,6 +144,44 @@ mod tests {
     }
 
     #[test]
+    fn a_plateau_that_refinement_undoes_makes_the_sweep_go_on() {
+        // A shared L3 whose last MiB and a half another guest held while the grid was
+        // measured: memory's level from 4 MiB on, the L3's up to 6.5 MiB when measured again
+        // or refined. Refining the memory step then shortens the plateau that ended the grid.
+        let options = KneeOptions::default();
+        let grid = geometric_sizes(KIB, 128 * MIB, 6, 64);
+        let coarse = grid.clone();
+        let mut seen = std::collections::HashMap::new();
+        let mut measure = |size: u64| {
+            // Sizes off the coarse grid are the refinement's, measured later.
+            let again = seen.insert(size, ()).is_some() || !coarse.contains(&size);
+            let value = match size {
+                s if s <= 32 * KIB => 1.3,
+                s if s <= 512 * KIB => 4.0,
+                s if s <= 4 * MIB => 17.0,
+                s if s <= 6 * MIB + 512 * KIB && again => 17.0,
+                _ => 140.0,
+            };
+            Some(Point {
+                size_bytes: size,
+                value,
+                median: value,
+            })
+        };
+        let enough = |points: &[Point]| memory_plateau_reached(points, 32 * MIB, &options);
+        let (points, knees, complete) =
+            adaptive_sweep_until(&grid, (24, 64, 2), &options, &enough, &mut measure);
+        assert!(complete);
+        assert!(
+            enough(&points),
+            "the final curve ends in the memory plateau"
+        );
+        let last = knees.last().unwrap();
+        assert!(last.ratio > 5.0, "{knees:?}");
+        assert!(points.last().unwrap().size_bytes <= 32 * MIB);
+    }
+
+    #[test]
     fn a_curve_without_a_plateau_runs_to_its_end() {
         let points: Vec<Point> = geometric_sizes(KIB, 64 * MIB, 4, 64)
             .into_iter()
