@@ -168,6 +168,9 @@ struct TableFile {
     classes: std::collections::BTreeMap<toml::Spanned<String>, toml::Spanned<String>>,
 }
 
+/// The largest instruction-class table read (`--classes`); a full table takes a few KiB.
+pub const CLASS_TABLE_CAP_BYTES: u64 = 1 << 20;
+
 impl Classifier {
     /// The default classifier of spec 001 §6.4.
     pub fn new() -> Classifier {
@@ -181,8 +184,12 @@ impl Classifier {
             action: "read",
             source,
         };
-        let bytes = loopscope_machine::read_bounded(path, 1 << 20, "instruction-class tables")
-            .map_err(io)?;
+        let bytes = loopscope_machine::read_bounded(
+            path,
+            CLASS_TABLE_CAP_BYTES,
+            "instruction-class tables",
+        )
+        .map_err(io)?;
         let text = String::from_utf8(bytes)
             .map_err(|e| io(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
         Classifier::from_toml(path, &text)

@@ -42,7 +42,7 @@ mod seeds;
 
 pub use blocks::{Block, EdgeKind, Exit, SplitMode, Succ};
 pub use cache::{CACHE_FILE_CAP_BYTES, cache_file_name, read_cache, write_cache};
-pub use classes::{Class, ClassCounts, Classifier, TagCounts, tag};
+pub use classes::{CLASS_TABLE_CAP_BYTES, Class, ClassCounts, Classifier, TagCounts, tag};
 pub use elf::{BINARY_CAP_BYTES, BinaryKind, Image, LoadSegment, PltRange, demangle};
 pub use error::BinaryError;
 pub use lines::Frame;

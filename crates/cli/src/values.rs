@@ -13,25 +13,21 @@ pub const MAX_QUANTITY: f64 = 1e12;
 
 /// A time limit in seconds: finite, above 0 and at most [`MAX_SECONDS`].
 pub fn seconds(text: &str) -> Result<f64, String> {
-    let value = finite(text)?;
-    if value > 0.0 && value <= MAX_SECONDS {
-        Ok(value)
-    } else {
-        Err(format!(
-            "expected seconds above 0 and at most {MAX_SECONDS:e}"
-        ))
-    }
+    above_zero_at_most(text, MAX_SECONDS, "seconds")
 }
 
 /// A rate or a latency (GFLOP/s, ns): finite, above 0 and at most [`MAX_QUANTITY`].
 pub fn positive(text: &str) -> Result<f64, String> {
+    above_zero_at_most(text, MAX_QUANTITY, "a number")
+}
+
+/// A finite value above 0 and at most `most`; the error names `what` was expected.
+fn above_zero_at_most(text: &str, most: f64, what: &str) -> Result<f64, String> {
     let value = finite(text)?;
-    if value > 0.0 && value <= MAX_QUANTITY {
+    if value > 0.0 && value <= most {
         Ok(value)
     } else {
-        Err(format!(
-            "expected a number above 0 and at most {MAX_QUANTITY:e}"
-        ))
+        Err(format!("expected {what} above 0 and at most {most:e}"))
     }
 }
 

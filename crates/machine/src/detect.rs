@@ -99,13 +99,16 @@ pub fn detect() -> Result<Machine, MachineError> {
     Ok(machine)
 }
 
+/// The most of `/proc/cpuinfo` read: one block of a few KiB per logical processor, so room
+/// for tens of thousands.
+pub const CPUINFO_CAP_BYTES: u64 = 64 << 20;
+
 /// Detects a machine from the files under `root` only (no CPUID), so tests can use a fake tree.
 pub fn detect_from(root: &SysRoot) -> Result<Machine, MachineError> {
     let mut machine = Machine::unknown();
     let mut sources = Vec::new();
     if root.cpuinfo.exists() {
-        // One block of a few KiB per logical processor: 64 MiB is room for tens of thousands.
-        let text = read_text_within(&root.cpuinfo, 64 << 20, "/proc/cpuinfo")?;
+        let text = read_text_within(&root.cpuinfo, CPUINFO_CAP_BYTES, "/proc/cpuinfo")?;
         let info = parse_cpuinfo(&text);
         apply_cpuinfo(&mut machine, &info);
         sources.push(root.cpuinfo.display().to_string());

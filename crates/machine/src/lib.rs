@@ -45,7 +45,7 @@ mod writing;
 mod yaml_budget;
 
 pub use bounded::{MACHINE_FILE_CAP_BYTES, read_bounded, read_bounded_from, refuse_pipe};
-pub use detect::{CpuInfo, SysRoot, detect, detect_from, parse_cpuinfo};
+pub use detect::{CPUINFO_CAP_BYTES, CpuInfo, SysRoot, detect, detect_from, parse_cpuinfo};
 pub use error::MachineError;
 pub use file::{
     FORMAT_VERSION, from_toml, machine_to_update, read_machine_file, to_toml, write_machine_file,

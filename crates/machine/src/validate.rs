@@ -79,7 +79,8 @@ fn check_cache(
             &format!("{key}.sets"),
             format!(
                 "({name}) is {}, but sets × ways × line_bytes = {} × {} × {} = {product} is not \
-                 size_bytes = {}",
+                 size_bytes = {} (a file from an older loopscope: write it again with \
+                 `loopscope machine --out FILE`)",
                 cache.sets, cache.sets, cache.ways, cache.line_bytes, cache.size_bytes
             ),
         ));

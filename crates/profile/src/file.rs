@@ -192,12 +192,21 @@ impl Profile {
     }
 }
 
+/// A binary's bytes, read within the cap on binaries.
+pub(crate) fn read_binary(path: &Path) -> Result<Vec<u8>, ProfileError> {
+    loopscope_machine::read_bounded(path, loopscope_binary::BINARY_CAP_BYTES, "binaries").map_err(
+        |source| ProfileError::Io {
+            path: path.to_owned(),
+            action: "read",
+            source,
+        },
+    )
+}
+
 /// The GNU build-id of an ELF file, in hex.
 pub fn build_id(path: &Path) -> Option<String> {
     use object::Object;
-    let data =
-        loopscope_machine::read_bounded(path, loopscope_binary::BINARY_CAP_BYTES, "binaries")
-            .ok()?;
+    let data = read_binary(path).ok()?;
     let file = object::File::parse(&*data).ok()?;
     let id = file.build_id().ok()??;
     Some(id.iter().map(|b| format!("{b:02x}")).collect())

@@ -289,13 +289,7 @@ impl Analysed {
         let (blocks, owners): (Vec<MapBlock>, Vec<(u32, u32)>) = entries.into_iter().unzip();
         let map = BlockMap::new(blocks);
         debug_assert_eq!(map.blocks().len(), owners.len());
-        let bytes =
-            loopscope_machine::read_bounded(path, loopscope_binary::BINARY_CAP_BYTES, "binaries")
-                .map_err(|source| ProfileError::Io {
-                path: path.to_owned(),
-                action: "read",
-                source,
-            })?;
+        let bytes = crate::file::read_binary(path)?;
         Ok(Analysed {
             path: shown.to_owned(),
             program,

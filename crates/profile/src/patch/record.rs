@@ -210,13 +210,7 @@ fn plan_object(
 ) -> Result<PlannedObject, ProfileError> {
     let image = Image::open(path)?;
     let program = Program::analyze(&image, &Options::default());
-    let data =
-        loopscope_machine::read_bounded(path, loopscope_binary::BINARY_CAP_BYTES, "binaries")
-            .map_err(|source| ProfileError::Io {
-                path: path.to_owned(),
-                action: "read",
-                source,
-            })?;
+    let data = crate::file::read_binary(path)?;
     let code = FileCode::new(&program, &data);
     let sites = marker_sites(
         &program,
@@ -271,13 +265,7 @@ const C_RUNTIME: [&str; 7] = [
 /// the C runtime. A program without a dynamic loader has none (and is not run: it would ignore
 /// the variable).
 fn loaded_libraries(program: &Path, command: &[OsString]) -> Result<Vec<PathBuf>, ProfileError> {
-    let data =
-        loopscope_machine::read_bounded(program, loopscope_binary::BINARY_CAP_BYTES, "binaries")
-            .map_err(|source| ProfileError::Io {
-                path: program.to_owned(),
-                action: "read",
-                source,
-            })?;
+    let data = crate::file::read_binary(program)?;
     let dynamic = object::File::parse(&*data)
         .is_ok_and(|f| object::Object::section_by_name(&f, ".interp").is_some());
     if !dynamic {
