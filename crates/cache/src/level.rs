@@ -17,6 +17,24 @@ use crate::config::{LevelConfig, Replacement};
 /// only the sets accesses touch.
 pub const DENSE_LEVEL_CAP_BYTES: u64 = 64 << 20;
 
+/// The most memory the sparsely stored levels of one kernel simulation may take, estimated
+/// before it starts from the lines its accesses could touch.
+pub const SPARSE_MEMORY_CAP_BYTES: u64 = 8 << 30;
+
+/// What a stored set of a sparse level takes besides its ways: its hash-map entry with the
+/// table's slack, and a tree-PLRU word.
+const SPARSE_SET_OVERHEAD_BYTES: u128 = 48;
+
+/// The most memory `cfg` takes stored sparsely when at most `lines` distinct lines reach it
+/// (each in one set); `None` for a level stored whole, whose memory is fixed and small.
+pub(crate) fn sparse_bytes_at_most(cfg: &LevelConfig, lines: u128) -> Option<u128> {
+    let dense_bytes = cfg.sets().saturating_mul(cfg.ways).saturating_mul(8);
+    (dense_bytes > DENSE_LEVEL_CAP_BYTES).then(|| {
+        let sets = lines.min(u128::from(cfg.sets()));
+        sets * (u128::from(cfg.ways) * 8 + SPARSE_SET_OVERHEAD_BYTES)
+    })
+}
+
 const DIRTY: u64 = 1 << 63;
 const INVALID: u64 = u64::MAX;
 const LINE_MASK: u64 = !DIRTY;

@@ -48,11 +48,11 @@ pub use config::{
 };
 pub use error::CacheError;
 pub use hierarchy::{Hierarchy, LevelStats, MemoryStats, RefStats};
-pub use level::DENSE_LEVEL_CAP_BYTES;
+pub use level::{DENSE_LEVEL_CAP_BYTES, SPARSE_MEMORY_CAP_BYTES};
 pub use simulation::{
     AloneLevel, CurvePoint, MAX_SIMULATED_ACCESSES, MemoryTraffic, SimulatedLevel,
     SimulatedReference, Simulation, SimulationInput, SimulationOptions, TRACE_LINE_CAP_BYTES,
-    check_simulation_work, simulate, simulate_each_level_alone,
+    check_simulation_work, check_sparse_memory, simulate, simulate_each_level_alone,
 };
 pub use stack::{MissCurve, StackDistance};
 pub use trace::{TraceAccess, parse_trace_line};

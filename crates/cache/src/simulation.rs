@@ -10,6 +10,7 @@ use std::time::Instant;
 use loopscope_kernel::{Listener, LoadedKernel, Program, RefLabel};
 use serde::Serialize;
 
+use crate::level::SPARSE_MEMORY_CAP_BYTES;
 use crate::{CacheError, Hierarchy, Inclusion, LevelConfig, MissCurve, parse_trace_line};
 
 /// The longest line an address trace may have. A trace is streamed, so its length is not
@@ -43,6 +44,33 @@ pub fn check_simulation_work(
         });
     }
     Ok(estimate.accesses)
+}
+
+/// Refuses a kernel simulation whose sparsely stored levels could take more than
+/// [`SPARSE_MEMORY_CAP_BYTES`]: each of `accesses` may touch a new line (a strided subscript
+/// does), and each new line may need a new set stored.
+pub fn check_sparse_memory(levels: &[LevelConfig], accesses: u128) -> Result<(), CacheError> {
+    let mut total = 0u128;
+    for level in levels {
+        let Some(bytes) = crate::level::sparse_bytes_at_most(level, accesses) else {
+            continue;
+        };
+        total = total.saturating_add(bytes);
+        if total > u128::from(SPARSE_MEMORY_CAP_BYTES) {
+            return Err(CacheError::Geometry {
+                name: level.name.clone(),
+                message: format!(
+                    "{accesses} accesses could touch as many sets of this level, stored as \
+                     touched: up to {} GiB with the levels before it, more than the {} GiB \
+                     cap (see docs/limits.md); a level of at most 64 MiB of lines is stored \
+                     whole, and `loopscope misses` counts any size",
+                    total >> 30,
+                    SPARSE_MEMORY_CAP_BYTES >> 30
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// What to simulate.
@@ -246,7 +274,8 @@ fn run_kernel(
     on_line: &mut dyn FnMut(u64),
 ) -> Result<(Hierarchy, u64), CacheError> {
     let kernel = &loaded.kernel;
-    check_simulation_work(kernel, &loaded.params, 1)?;
+    let accesses = check_simulation_work(kernel, &loaded.params, 1)?;
+    check_sparse_memory(levels, accesses)?;
     let program = Program::new(kernel, &loaded.params, &loaded.layout)?;
     let references = kernel.references().count();
     let mut sim = Hierarchy::new(levels, references, options.three_c, options.seed);
@@ -689,6 +718,39 @@ mod tests {
             ),
             "{e}"
         );
+    }
+
+    #[test]
+    fn sparse_levels_that_could_outgrow_memory_are_refused_before_running() {
+        let levels = parse_cache_spec("L1=32K:8:64,L2=64G:1:64").unwrap();
+        // 8 Gi ways of 8 bytes plus 48 per set: 10^8 touched sets take 5.2 GiB, 2 * 10^8 more
+        // than the cap.
+        check_sparse_memory(&levels, 100_000_000).unwrap();
+        let e = check_sparse_memory(&levels, 200_000_000)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("cache L2: 200000000 accesses"), "{e}");
+        assert!(e.contains("up to 10 GiB"), "{e}");
+        assert!(e.contains("more than the 8 GiB cap"), "{e}");
+        // Levels stored whole take their fixed size at any count.
+        let whole = parse_cache_spec("L1=32K:8:64,L2=1M:16:64").unwrap();
+        check_sparse_memory(&whole, u128::MAX).unwrap();
+        // Through simulate: a strided kernel under the simulator's limit.
+        let dir = tempfile::tempdir().unwrap();
+        let kernel = dir.path().join("update.c");
+        std::fs::write(
+            &kernel,
+            "double a[N];\nfor (long i = 0; i < N; ++i)\n  a[i] = a[i] + 1.0;\n",
+        )
+        .unwrap();
+        let define = [("N".to_string(), 1_000_000_000)];
+        let input = SimulationInput::Kernel {
+            path: &kernel,
+            define: &define,
+            base: None,
+        };
+        let e = simulate(input, &levels, SimulationOptions::default(), &Silent).unwrap_err();
+        assert!(e.to_string().contains("GiB cap"), "{e}");
     }
 
     #[test]

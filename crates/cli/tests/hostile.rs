@@ -116,6 +116,17 @@ fn huge_caches_are_simulated_sparsely_or_refused_with_the_memory_they_need() {
         "L1=1G:16777216:64",
     ]);
     assert_bad_input(&out, "one set of 16777216 ways needs 128 MiB to simulate");
+    // 4 * 10^9 accesses, each of which could store a set: refused before any is simulated.
+    let out = loopscope([
+        "simulate",
+        kernel.to_str().unwrap(),
+        "-D",
+        "N=2000000000",
+        "--cache",
+        "L1=64G:1:64",
+    ]);
+    assert_bad_input(&out, "cache L1: 4000000000 accesses could touch as many sets");
+    assert_bad_input(&out, "more than the 8 GiB cap");
 }
 
 #[test]
