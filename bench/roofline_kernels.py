@@ -37,6 +37,10 @@ writes it).
 Its CPU roof is wrong (see shared/anchors), so where it reports a CPU bottleneck its figure is
 not a prediction; such rows are marked n/a.
 
+CACHES=advertised simulates the advertised sizes instead (`roofline --caches advertised`, the
+base test sized from them, kerncraft given them), with the same machine file otherwise, to see
+what the measured sizes change.
+
 One thread; every measurement is the fastest of 3 harness runs, each the fastest of 5 timed
 samples of thread CPU time: on this shared machine other work only ever slows a sample down.
 The load average is printed; rerun when it is high.
@@ -90,6 +94,7 @@ CASES = (
        for level, n in {"L1": 64, "L2": 256, "L3": 1024, "MEM": 4096}.items()]
 )
 ONLY = os.environ.get("ONLY")  # e.g. ONLY=matvec: the cases whose kernel name contains it
+CACHES = os.environ.get("CACHES", "effective")  # or advertised
 
 
 def defines(params):
@@ -101,7 +106,8 @@ def roofline(loopscope, kernel, params, *extra):
     the fastest of 5 samples): the machine is shared."""
     def once():
         out = subprocess.run([loopscope, "-q", "roofline", kernel, *defines(params), *extra,
-                              "--json"], check=True, capture_output=True, text=True).stdout
+                              "--caches", CACHES, "--json"],
+                             check=True, capture_output=True, text=True).stdout
         return json.loads(out)
     if "--measure" not in extra:
         return once()
@@ -234,7 +240,8 @@ def main():
                        stdout=subprocess.DEVNULL)
     machine = json.loads(subprocess.run([loopscope, "machine", "-m", machine_file, "--json"],
                                         check=True, capture_output=True, text=True).stdout)
-    machine = with_effective_caches(machine)
+    if CACHES == "effective":
+        machine = with_effective_caches(machine)
     # The file's sizes without its bandwidths: every ceiling comes from the calibration below.
     machine_file = sizes_only(machine_file, os.path.join(tmp, "sizes.toml"))
     sizes = {c["level"]: c["size_bytes"] for c in machine["caches"] if c["kind"] != "instruction"}
@@ -243,7 +250,10 @@ def main():
     hz = (machine.get("measured") or {}).get("core_hz") or machine["nominal_hz"]
     peak = machine["peak_flops_per_cycle"]["dp"] * hz / 1e9
     print(f"load average {os.getloadavg()[0]:.2f}; peak {peak:.2f} GFLOP/s per core at "
-          f"{hz / 1e9:.3f} GHz; caches simulated at the probe's sizes "
+          f"{hz / 1e9:.3f} GHz; caches simulated at "
+          + ("the probe's sizes "
+             if CACHES == "effective" and (machine.get("measured") or {}).get("caches")
+             else "the advertised sizes ")
           + ", ".join(f"L{l} {s / 1024:.0f} KiB" for l, s in sorted(sizes.items()))
           + f" ({machine_file})")
     bandwidth, peff, (l1_load, l1_store) = calibrate(loopscope, tmp, peak, base_n, machine_file)
