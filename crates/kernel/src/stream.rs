@@ -193,15 +193,7 @@ impl Program {
                 .ends
                 .push(Lin::from_affine(&l.end_inclusive, params).ok_or_else(overflow)?);
         }
-        let first_refs: Vec<usize> = kernel
-            .statements
-            .iter()
-            .scan(0, |n, s| {
-                let first = *n;
-                *n += s.refs.len();
-                Some(first)
-            })
-            .collect();
+        let first_refs = first_refs(kernel);
         program.emit(&kernel.body, kernel, &first_refs);
         program.step_delta = vec![0; program.refs.len()];
         program.templates = program
@@ -441,6 +433,19 @@ fn count(
         }
     }
     Some(())
+}
+
+/// The index of each statement's first reference among all the kernel's references.
+pub(crate) fn first_refs(kernel: &Kernel) -> Vec<usize> {
+    kernel
+        .statements
+        .iter()
+        .scan(0, |n, s| {
+            let first = *n;
+            *n += s.refs.len();
+            Some(first)
+        })
+        .collect()
 }
 
 /// How many times a loop from `start` to `end` (inclusive) by `step` runs; `None` when that is

@@ -11,7 +11,7 @@ use crate::KernelError;
 use crate::ir::{Kernel, Node};
 use crate::layout::Layout;
 use crate::stream::{
-    Lin, address_space_message, inner_bounds_use, reference_addresses, trip_count,
+    Lin, address_space_message, first_refs, inner_bounds_use, reference_addresses, trip_count,
 };
 
 /// Statements evaluated at corners of the loop nest by [`Kernel::check_addresses`] before it
@@ -126,15 +126,7 @@ impl Kernel {
             starts,
             ends,
             addresses: reference_addresses(self, params, layout)?,
-            first_ref: self
-                .statements
-                .iter()
-                .scan(0, |n, s| {
-                    let first = *n;
-                    *n += s.refs.len();
-                    Some(first)
-                })
-                .collect(),
+            first_ref: first_refs(self),
             visits: CORNER_VISITS,
         })
     }
