@@ -125,7 +125,10 @@ fn huge_caches_are_simulated_sparsely_or_refused_with_the_memory_they_need() {
         "--cache",
         "L1=64G:1:64",
     ]);
-    assert_bad_input(&out, "cache L1: 4000000000 accesses could touch as many sets");
+    assert_bad_input(
+        &out,
+        "cache L1: 4000000000 accesses could touch as many sets",
+    );
     assert_bad_input(&out, "more than the 8 GiB cap");
 }
 
