@@ -251,7 +251,7 @@ fn checks_and_modelled_rooflines_that_would_never_end_are_refused_at_once() {
     ]);
     assert_bad_input(
         &out,
-        "--check simulates it, which takes 4000000000000 accesses",
+        "--check simulates it, which takes 4000000000000 accesses and 1000000000000 loop iterations",
     );
     assert_bad_input(&out, "past the simulator's limit of 10000000000");
     let out = kernel_command(

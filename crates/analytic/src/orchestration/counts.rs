@@ -411,12 +411,14 @@ fn check_work(loaded: &LoadedKernel) -> Result<(), AnalyticError> {
         Ok(_) => Ok(()),
         Err(CacheError::TooMuchWork {
             accesses,
+            iterations,
             exact,
             cap,
             ..
         }) => Err(AnalyticError::Request(format!(
-            "{}: --check simulates it, which takes {}{accesses} accesses, past the simulator's \
-             limit of {cap} (see docs/limits.md); without --check the model counts it at any size",
+            "{}: --check simulates it, which takes {}{accesses} accesses and {iterations} loop \
+             iterations, past the simulator's limit of {cap} steps (see docs/limits.md); without \
+             --check the model counts it at any size",
             loaded.origin,
             if exact { "" } else { "up to " },
         ))),
