@@ -170,6 +170,16 @@ fn writes_refuse_fifos_go_through_links_and_keep_modes() {
             .contains("format_version")
     );
 
+    // A name near NAME_MAX still gets a temporary name that fits.
+    let long = dir.path().join(format!("{}.toml", "m".repeat(245)));
+    let out = loopscope(["machine", "--out", long.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        std::fs::read_to_string(&long)
+            .unwrap()
+            .contains("format_version")
+    );
+
     // A private file stays private.
     let private = dir.path().join("private.toml");
     std::fs::write(&private, "old").unwrap();

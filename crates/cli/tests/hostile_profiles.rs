@@ -32,6 +32,10 @@ fn record_refuses_an_output_it_cannot_write_before_running_the_command() {
     let marker = dir.path().join("ran");
     let touch = format!("touch '{}'", marker.display());
     let missing = dir.path().join("no/such/dir/p.profile");
+    // A link in a writable directory to a file in a missing one: the directory checked is the
+    // one the link leads to.
+    let link = dir.path().join("link.profile");
+    std::os::unix::fs::symlink("gone/p.profile", &link).unwrap();
     let cases = [
         (dir.path().to_path_buf(), "is a directory"),
         (fifo, "is a FIFO"),
@@ -40,6 +44,7 @@ fn record_refuses_an_output_it_cannot_write_before_running_the_command() {
             "is a character device",
         ),
         (missing, "no/such/dir does not exist"),
+        (link, "cannot write there: directory"),
     ];
     for (output, why) in cases {
         let out = loopscope([
