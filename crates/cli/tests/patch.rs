@@ -255,16 +255,10 @@ fn block_counting_needs_a_marker_back_end() {
 
 #[test]
 fn a_missing_runtime_library_is_one_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("p").display().to_string();
     let out = Command::new(env!("CARGO_BIN_EXE_loopscope"))
-        .args([
-            "record",
-            "--backend",
-            "patch",
-            "-o",
-            "/dev/null",
-            "--",
-            "true",
-        ])
+        .args(["record", "--backend", "patch", "-o", &profile, "--", "true"])
         .env(
             "LOOPSCOPE_PATCH_RUNTIME",
             "/nonexistent/libloopscope_patch_runtime.so",

@@ -99,6 +99,19 @@ pub fn run(args: &RecordArgs, ui: &Ui) -> anyhow::Result<()> {
             args.freq
         )));
     }
+    let backend = if args.exact {
+        Backend::Ptrace
+    } else {
+        args.backend
+    };
+    if args.libraries && !matches!(backend, Backend::Patch) {
+        return Err(bad_input("--libraries needs --backend patch"));
+    }
+    if args.blocks && matches!(backend, Backend::Sample) {
+        return Err(bad_input(
+            "--blocks counts blocks with markers: use it with --backend patch or ptrace",
+        ));
+    }
     let output = output_path(&args.output, ui)?;
     check_writable(&output)?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -119,19 +132,6 @@ pub fn run(args: &RecordArgs, ui: &Ui) -> anyhow::Result<()> {
         .iter()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
-    let backend = if args.exact {
-        Backend::Ptrace
-    } else {
-        args.backend
-    };
-    if args.libraries && !matches!(backend, Backend::Patch) {
-        return Err(bad_input("--libraries needs --backend patch"));
-    }
-    if args.blocks && matches!(backend, Backend::Sample) {
-        return Err(bad_input(
-            "--blocks counts blocks with markers: use it with --backend patch or ptrace",
-        ));
-    }
     let mut profile = match backend {
         Backend::Sample => {
             let event = match args.event {
