@@ -121,7 +121,10 @@ fn report_without_a_profile_and_flags_out_of_range_are_usage_errors() {
         .current_dir(dir.path())
         .output()
         .unwrap();
-    assert_bad_input(&out, "loopscope.profile");
+    assert_bad_input(
+        &out,
+        "loopscope.profile: no such profile (make one with `loopscope record",
+    );
     let profile = dir.path().join("p.profile");
     std::fs::write(&profile, "loopscope-profile 1\n{}").unwrap();
     let p = profile.to_str().unwrap();

@@ -74,7 +74,7 @@ pub fn run(args: &ReportArgs, ui: &Ui) -> anyhow::Result<()> {
         return run_merged(args, rule, ui);
     }
     let path = &args.profiles[0];
-    let profile = Profile::read(path)?;
+    let profile = read_profile(path)?;
     let report = build_report(&profile, rule)?;
     if let Some(out) = &args.firefox {
         write_firefox(out, &[("", path, &report)], ui)?;
@@ -134,6 +134,18 @@ fn recording_start(path: &Path, report: &ProfileReport) -> SystemTime {
         .unwrap_or(written)
 }
 
+/// A profile to report; a missing one says how profiles are made.
+fn read_profile(path: &Path) -> anyhow::Result<Profile> {
+    if !path.exists() && path.symlink_metadata().is_err() {
+        return Err(bad_input(format!(
+            "{}: no such profile (make one with `loopscope record -o {} -- PROGRAM ARGS`)",
+            path.display(),
+            path.display()
+        )));
+    }
+    Ok(Profile::read(path)?)
+}
+
 /// `report A B ...`: the profiles merged, with the per-rank table.
 fn run_merged(args: &ReportArgs, rule: HotRule, ui: &Ui) -> anyhow::Result<()> {
     let mut paths: Vec<&PathBuf> = args.profiles.iter().collect();
@@ -141,7 +153,7 @@ fn run_merged(args: &ReportArgs, rule: HotRule, ui: &Ui) -> anyhow::Result<()> {
     paths.dedup();
     let mut profiles = Vec::new();
     for path in paths {
-        let profile = Profile::read(path)?;
+        let profile = read_profile(path)?;
         let report = build_report(&profile, rule)?;
         let label = path.file_name().map_or_else(
             || path.display().to_string(),
