@@ -1,11 +1,24 @@
 //! Finding the program a command names, before anything is started, so that a missing or
 //! non-executable command is one clear error rather than a child that dies at `exec`.
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::ProfileError;
+
+/// The file the first word of `command` runs (see [`resolve_command`]); an empty command is
+/// an error.
+pub(crate) fn resolve_program(
+    command: &[OsString],
+    search_path: Option<&OsStr>,
+) -> Result<PathBuf, ProfileError> {
+    let first = command.first().ok_or_else(|| ProfileError::Command {
+        command: String::new(),
+        what: "no command given".into(),
+    })?;
+    resolve_command(first, search_path)
+}
 
 /// The file `command` runs: itself when it holds a `/`, else the first executable of that name
 /// in `search_path` (the `PATH` the target will see).

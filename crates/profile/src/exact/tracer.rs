@@ -21,7 +21,7 @@ use super::markers::{
 use super::sys::{self, Memory, Stop};
 use super::thread::{ThreadState, ThreadTree};
 use crate::lcct::NodeKey;
-use crate::{ObjectRef, ProfileError, TargetExit, resolve_command};
+use crate::{ObjectRef, ProfileError, TargetExit};
 
 /// How to run the exact back-end.
 #[derive(Debug, Clone, Default)]
@@ -132,11 +132,7 @@ pub fn record_exact(
     stop: &AtomicBool,
 ) -> Result<ExactRun, ProfileError> {
     let started = Instant::now();
-    let first = command.first().ok_or_else(|| ProfileError::Command {
-        command: String::new(),
-        what: "no command given".into(),
-    })?;
-    let program = resolve_command(first, options.search_path.as_deref())?;
+    let program = crate::command::resolve_program(command, options.search_path.as_deref())?;
     let to_c = |s: &[u8]| {
         CString::new(s).map_err(|_| ProfileError::Command {
             command: String::from_utf8_lossy(s).into_owned(),

@@ -17,9 +17,10 @@ use super::handover::{
 };
 use super::landing::landing_pads;
 use super::plan::{FileCode, SitePatch, decode_one, plan_sites, uses_vector_extensions};
+use crate::command::resolve_program;
 use crate::exact::markers::{counted_blocks, direct_call_target, marker_sites};
 use crate::exact::{BlockCounts, ExactRun};
-use crate::{ObjectRef, ProfileError, TargetExit, resolve_command};
+use crate::{ObjectRef, ProfileError, TargetExit};
 
 /// How to run the patch back-end.
 #[derive(Debug, Clone, Default)]
@@ -101,11 +102,7 @@ pub fn record_patch(
     stop: &AtomicBool,
 ) -> Result<ExactRun, ProfileError> {
     let started = Instant::now();
-    let first = command.first().ok_or_else(|| ProfileError::Command {
-        command: String::new(),
-        what: "no command given".into(),
-    })?;
-    let program_path = resolve_command(first, options.search_path.as_deref())?;
+    let program_path = resolve_program(command, options.search_path.as_deref())?;
     let runtime = checked_runtime(&options.runtime)?;
     let analysing = Instant::now();
     let mut planned = vec![plan_object(&program_path, options.count_blocks, true)?];
@@ -142,7 +139,7 @@ pub fn record_patch(
     }
     let mut child = std::process::Command::new(&program_path);
     child
-        .arg0(first)
+        .arg0(&command[0])
         .args(&command[1..])
         .env("LD_PRELOAD", preload)
         .env(HANDOVER_VARIABLE, &handover_path);

@@ -278,13 +278,7 @@ pub fn record_sampled(
     let called_ns = events::monotonic_ns();
     let called_tsc = crate::tsc::read();
     events::check_options(options)?;
-    let Some(first) = command.first() else {
-        return Err(ProfileError::Command {
-            command: String::new(),
-            what: "no command given".to_string(),
-        });
-    };
-    let program = crate::resolve_command(first, options.search_path.as_deref())?;
+    let program = crate::command::resolve_program(command, options.search_path.as_deref())?;
     let mut child = spawn::Child::fork_waiting(&program, command)?;
     let mut rings = match events::Rings::open(child.pid(), options) {
         Ok(rings) => rings,
