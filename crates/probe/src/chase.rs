@@ -12,6 +12,9 @@ use crate::{ProbeError, Timer};
 /// Distance between two chased pointers: one per cache line.
 pub const CHASE_STRIDE_BYTES: usize = 64;
 
+/// Most rounds of a walk: one pointer per 8 bytes of a line.
+pub const MAX_ROUNDS: usize = CHASE_STRIDE_BYTES / size_of::<usize>();
+
 /// A buffer that holds a pointer-chasing cycle over its first `size` bytes.
 #[derive(Debug)]
 pub struct ChaseBuffer {
@@ -38,31 +41,50 @@ impl ChaseBuffer {
         self.mapping.huge_page_kib()
     }
 
-    /// Lays a random cycle over the first `size_bytes` and returns its start and length.
-    fn build(&mut self, size_bytes: usize) -> Result<(*const usize, usize), ProbeError> {
+    /// Lays a random walk over the first `size_bytes` and returns its start and length in
+    /// loads: `rounds` rounds (at most [`MAX_ROUNDS`]), each visiting every line once in its
+    /// own random order through the pointer at offset `8 * round` of the line, the last
+    /// round leading back to the first. One round is a cyclic walk: every line's reuse comes
+    /// after all the others.
+    fn build(
+        &mut self,
+        size_bytes: usize,
+        rounds: usize,
+    ) -> Result<(*const usize, usize), ProbeError> {
         if size_bytes > self.capacity() {
             return Err(ProbeError::Invalid(format!(
                 "footprint {size_bytes} exceeds the chase buffer ({} bytes)",
                 self.capacity()
             )));
         }
+        let rounds = rounds.clamp(1, MAX_ROUNDS);
         let lines = (size_bytes / CHASE_STRIDE_BYTES).max(1);
-        let mut order: Vec<usize> = (0..lines).collect();
-        order.shuffle(&mut self.rng);
+        let orders: Vec<Vec<usize>> = (0..rounds)
+            .map(|_| {
+                let mut order: Vec<usize> = (0..lines).collect();
+                order.shuffle(&mut self.rng);
+                order
+            })
+            .collect();
         let base = self.mapping.as_ptr();
-        for (i, &line) in order.iter().enumerate() {
-            let next = order[(i + 1) % lines];
-            // SAFETY: both offsets are below lines * 64 <= capacity, inside the writable
-            // mapping, and 64-byte aligned, so the usize store is aligned.
-            unsafe {
-                let slot = base.add(line * CHASE_STRIDE_BYTES).cast::<usize>();
-                slot.write(base.add(next * CHASE_STRIDE_BYTES) as usize);
+        let slot = |line: usize, round: usize| {
+            base.wrapping_add(line * CHASE_STRIDE_BYTES + round * size_of::<usize>())
+        };
+        for (round, order) in orders.iter().enumerate() {
+            for (i, &line) in order.iter().enumerate() {
+                let next = match order.get(i + 1) {
+                    Some(&next) => slot(next, round),
+                    None => slot(orders[(round + 1) % rounds][0], (round + 1) % rounds),
+                };
+                // SAFETY: every slot lies below lines * 64 <= capacity, inside the writable
+                // mapping, at a multiple of 8 (MAX_ROUNDS * 8 <= 64), so the store is aligned.
+                unsafe { slot(line, round).cast::<usize>().write(next as usize) };
             }
         }
-        let start = base
-            .wrapping_add(order[0] * CHASE_STRIDE_BYTES)
-            .cast::<usize>();
-        Ok((start.cast_const(), lines))
+        Ok((
+            slot(orders[0][0], 0).cast::<usize>().cast_const(),
+            lines * rounds,
+        ))
     }
 
     /// Nanoseconds per dependent load at footprint `size_bytes`: the minimum and the median
@@ -75,9 +97,22 @@ impl ChaseBuffer {
         loads: usize,
         repeats: u32,
     ) -> Result<Point, ProbeError> {
-        let (start, lines) = self.build(size_bytes)?;
+        self.measure_rounds(timer, size_bytes, (loads, repeats), 1)
+    }
+
+    /// As [`ChaseBuffer::measure`], over a walk of `rounds` rounds in different orders
+    /// (see `build`): beside the cyclic walk it tells the replacement policy (see
+    /// [`crate::replacement_from_walks`]).
+    pub fn measure_rounds(
+        &mut self,
+        timer: &Timer,
+        size_bytes: usize,
+        (loads, repeats): (usize, u32),
+        rounds: usize,
+    ) -> Result<Point, ProbeError> {
+        let (start, lines) = self.build(size_bytes, rounds)?;
         let loads = loads.max(64);
-        // SAFETY: `start` begins a cycle `build` just wrote, every element of which points to
+        // SAFETY: `start` begins a walk `build` just wrote, every element of which points to
         // another element inside the mapping, so any number of steps stays inside it.
         // Building the cycle touched every line already; a short walk settles the replacement
         // state without paying a full pass of misses over footprints far beyond the caches.
@@ -127,7 +162,7 @@ mod tests {
     #[test]
     fn cycles_cover_every_line_once() {
         let mut buffer = ChaseBuffer::new(64 * 1024, 3).unwrap();
-        let (start, lines) = buffer.build(4096).unwrap();
+        let (start, lines) = buffer.build(4096, 1).unwrap();
         assert_eq!(lines, 64);
         let mut seen = std::collections::HashSet::new();
         let mut p = start;
@@ -140,6 +175,29 @@ mod tests {
             p, start,
             "the cycle closes after every line was visited once"
         );
+    }
+
+    #[test]
+    fn walks_of_rounds_visit_every_line_once_a_round_in_new_orders() {
+        let mut buffer = ChaseBuffer::new(64 * 1024, 5).unwrap();
+        let (start, loads) = buffer.build(4096, 4).unwrap();
+        assert_eq!(loads, 256);
+        let mut p = start;
+        let mut rounds: Vec<Vec<usize>> = vec![Vec::new(); 4];
+        for _ in 0..loads {
+            let offset = p as usize - buffer.mapping.as_ptr() as usize;
+            rounds[offset % 64 / 8].push(offset / 64);
+            // SAFETY: the walk was just built inside the buffer.
+            p = unsafe { *p } as *const usize;
+        }
+        assert_eq!(p, start, "the walk closes after its last round");
+        for order in &rounds {
+            let mut sorted = order.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, (0..64).collect::<Vec<_>>());
+        }
+        assert_ne!(rounds[0], rounds[1]);
+        assert_eq!(buffer.build(4096, 100).unwrap().1, 64 * MAX_ROUNDS);
     }
 
     #[test]

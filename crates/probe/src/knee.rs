@@ -246,6 +246,22 @@ pub fn plateaus(points: &[Point], options: &KneeOptions) -> Vec<Segment> {
     out
 }
 
+/// The knees of a code curve: [`find_knees`] over its points, each lowered to the least value
+/// at any larger size. Time per unit of code only grows with the footprint and a code sample
+/// lasts microseconds, so a point above a larger one's was slowed by something else; a run
+/// of such points below the L1i (another task's burst) would read as a step of its own.
+pub fn find_code_knees(points: &[Point]) -> Vec<Knee> {
+    let mut lowered = points.to_vec();
+    let mut least = f64::INFINITY;
+    for p in lowered.iter_mut().rev() {
+        if p.value.is_finite() {
+            least = least.min(p.value);
+            p.value = least;
+        }
+    }
+    find_knees(&lowered, &KneeOptions::default())
+}
+
 /// The knees of a curve sorted by size (points must be sorted by size).
 pub fn find_knees(points: &[Point], options: &KneeOptions) -> Vec<Knee> {
     let clean = |v: f64| if v.is_finite() && v > 1e-12 { v } else { 1e-12 };

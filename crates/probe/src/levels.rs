@@ -6,7 +6,8 @@
 
 use loopscope_machine::{CacheKind, Machine, MeasuredCache};
 
-use crate::knee::Knee;
+use crate::knee::{Knee, miss_fraction, plausible_size};
+use crate::placement::{CapacityFit, Placement, fit_capacity, replacement_from_walks};
 use crate::run::Curve;
 
 /// Cost of leaving an advertised level without a knee, in octaves of mismatch.
@@ -27,6 +28,88 @@ pub struct LevelKnee {
     pub method: &'static str,
     /// Median time per unit of the curve between the previous level's knee and this one.
     pub latency_ns: f64,
+    /// For a rise smeared by random page placement, the model fit that sized it.
+    pub ramp_fit: Option<RampFit>,
+}
+
+/// The evidence behind a level sized by [`fit_capacity`] rather than by its knee.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RampFit {
+    /// The fit.
+    pub fit: CapacityFit,
+    /// Share of the cyclic walk's extra time the walk in new orders kept (the replacement
+    /// policy's evidence, see [`replacement_from_walks`]).
+    pub shuffled_share: f64,
+    /// The knee's own estimate, before the fit.
+    pub knee_bytes: u64,
+}
+
+/// Name of the curve of walks in a new random order every round, measured at a few sizes of
+/// each private level's rise.
+pub const SHUFFLED_CURVE: &str = "pointer_chase_rounds";
+
+/// Re-sizes a private level whose rise is what random page placement predicts (misses creeping
+/// in from well below the capacity): the replacement policy from the walks in new
+/// orders at sizes inside the rise (against the level's latency `hit_ns`), then [`fit_capacity`] over the chase between the levels
+/// around it. `None` (the knee stands) without the ways, the walks, a good fit, or when
+/// contiguous placement fits better (then the step is sharp and the knee's own rule holds).
+fn ramp_fit(
+    chase: &Curve,
+    shuffled: &Curve,
+    (knee, hit_ns): (&Knee, f64),
+    (advertised_bytes, ways): (u64, usize),
+    window: (u64, u64),
+) -> Option<RampFit> {
+    let pairs: Vec<(f64, f64)> = shuffled
+        .points
+        .iter()
+        .filter(|p| (knee.rise_start_bytes..=knee.end_bytes).contains(&p.size_bytes))
+        .filter_map(|p| {
+            let cyclic = chase.points.iter().find(|c| c.size_bytes == p.size_bytes)?;
+            Some((cyclic.value, p.value))
+        })
+        .collect();
+    let (replacement, share) = replacement_from_walks(&pairs, hit_ns)?;
+    let window = (window.0, window.1.min(advertised_bytes.saturating_mul(4)));
+    let fit = fit_capacity(&chase.points, window, (advertised_bytes, ways), replacement)?;
+    // A fit worse than a tenth of the step explains nothing.
+    if fit.placement != Placement::RandomPages || fit.rms_ns > 0.1 * fit.miss_penalty_ns {
+        return None;
+    }
+    Some(RampFit {
+        fit,
+        shuffled_share: share,
+        knee_bytes: knee.size_bytes,
+    })
+}
+
+/// Sizes at which to measure walks in new orders: up to three points of each private knee's
+/// rise (ending below an eighth of `llc_bytes`) whose miss fraction is nearest a half,
+/// within 0.3 to 0.7.
+pub fn shuffled_walk_sizes(chase: &Curve, llc_bytes: u64) -> Vec<u64> {
+    let mut sizes = Vec::new();
+    for knee in cache_knees(chase)
+        .iter()
+        .filter(|k| k.end_bytes <= llc_bytes / 8)
+    {
+        let mut inside: Vec<(f64, u64)> = chase
+            .points
+            .iter()
+            .filter(|p| (knee.rise_start_bytes..=knee.end_bytes).contains(&p.size_bytes))
+            .map(|p| {
+                (
+                    miss_fraction(p.value, knee.before, knee.after),
+                    p.size_bytes,
+                )
+            })
+            .filter(|(m, _)| (0.3..=0.7).contains(m))
+            .map(|(m, s)| ((m - 0.5).abs(), s))
+            .collect();
+        inside.sort_by(|a, b| a.0.total_cmp(&b.0));
+        sizes.extend(inside.iter().take(3).map(|&(_, s)| s));
+    }
+    sizes.sort_unstable();
+    sizes
 }
 
 /// The named levels and the latency beyond the last of them.
@@ -145,14 +228,36 @@ pub fn assign_levels(machine: &Machine, curves: &[Curve]) -> Levels {
                 .collect()
         };
         let mut from = 0;
-        for (level, kind, advertised_bytes, knee) in named {
+        for (i, &(level, kind, advertised_bytes, mut knee)) in named.iter().enumerate() {
+            let latency_ns = median_between(chase, from, knee.rise_start_bytes, knee.before);
+            // The last level is shared: its effective size is what it is.
+            let next_rise = named.get(i + 1).map(|n| n.3.rise_start_bytes);
+            let ways = machine
+                .data_caches()
+                .find(|c| c.level == level)
+                .map(|c| c.ways as usize);
+            let ramp_fit = match (next_rise, advertised_bytes, ways, curve(SHUFFLED_CURVE)) {
+                (Some(next), Some(adv), Some(ways), Some(shuffled)) => ramp_fit(
+                    chase,
+                    shuffled,
+                    (&knee, latency_ns),
+                    (adv, ways),
+                    (from, next),
+                ),
+                _ => None,
+            };
+            if let Some(r) = &ramp_fit {
+                let c = r.fit.capacity_bytes;
+                knee.size_bytes = plausible_size(c, c, 1.0 / 8.0).unwrap_or(c);
+            }
             out.push(LevelKnee {
                 level,
                 kind,
                 knee,
                 advertised_bytes,
                 method: "pointer chase",
-                latency_ns: median_between(chase, from, knee.rise_start_bytes, knee.before),
+                latency_ns,
+                ramp_fit,
             });
             from = knee.end_bytes;
         }
@@ -187,10 +292,24 @@ const JUMP_CURVES: [(&str, &str); 2] = [
     ("jump_chain", "sequential jump chain"),
 ];
 
-/// The first knee of at least [`MIN_L1I_RATIO`] of the curve `name`.
+/// Widest rise (octaves from its start to its end) an L1i candidate may have: leaving a cache
+/// is a step, while a drift over many octaves (the NOP body's per-byte time creeping up 1.3x
+/// from 8 to 40 KiB on a Zen 3, then again at the L2) is front-end throughput.
+pub const MAX_L1I_RISE_OCTAVES: f64 = 2.0;
+
+/// Octaves from the start of a knee's rise to its end.
+fn rise_octaves(knee: &Knee) -> f64 {
+    (knee.end_bytes.max(1) as f64 / knee.rise_start_bytes.max(1) as f64).log2()
+}
+
+/// The first knee of at least [`MIN_L1I_RATIO`] of the curve `name` whose rise is no wider
+/// than [`MAX_L1I_RISE_OCTAVES`].
 fn first_big_knee<'a>(curves: &'a [Curve], name: &str) -> Option<(&'a Curve, Knee)> {
     let curve = curves.iter().find(|c| c.name == name)?;
-    let knee = curve.knees.iter().find(|k| k.ratio >= MIN_L1I_RATIO)?;
+    let knee = curve
+        .knees
+        .iter()
+        .find(|k| k.ratio >= MIN_L1I_RATIO && rise_octaves(k) <= MAX_L1I_RISE_OCTAVES)?;
     Some((curve, *knee))
 }
 
@@ -203,8 +322,11 @@ fn first_big_knee<'a>(curves: &'a [Curve], name: &str) -> Option<(&'a Curve, Kne
 /// a quarter of the measured L2 is taken for the L2's. The jump chains step where a branch
 /// or op structure in front of the L1i runs out, counted in lines: Zen 4's op cache holds
 /// one jump per entry over 48 KiB (768 entries), its predictor takes one jump per cycle up
-/// to 16 KiB in some runs and not others; so they are used only without that NOP step, their
-/// smallest first big step then taken (a sequential jump chain on Intel steps at the L1i).
+/// to 16 KiB in some runs and not others; so they are used only without that NOP step. Of
+/// their first big steps the sharper (narrower rise, in octaves) is then taken: leaving a
+/// cache is a step, while a rise spread over an octave is a sharer's code coming and going
+/// or a structure counted in other units (on a Zen 3 guest one chain's first step drifts to
+/// 48 or 64 KiB in some runs while the other stays sharp at 32 KiB).
 /// The latency is a jump chain's time per line below the size found.
 pub fn l1i_knee(machine: &Machine, curves: &[Curve], l2_bytes: Option<u64>) -> Option<LevelKnee> {
     let nop = first_big_knee(curves, "nop_body")
@@ -214,7 +336,7 @@ pub fn l1i_knee(machine: &Machine, curves: &[Curve], l2_bytes: Option<u64>) -> O
         JUMP_CURVES
             .iter()
             .filter_map(|&(name, method)| first_big_knee(curves, name).map(|(c, k)| (c, method, k)))
-            .min_by_key(|(_, _, k)| k.size_bytes)
+            .min_by(|a, b| rise_octaves(&a.2).total_cmp(&rise_octaves(&b.2)))
     })?;
     let per_line = curves
         .iter()
@@ -233,6 +355,7 @@ pub fn l1i_knee(machine: &Machine, curves: &[Curve], l2_bytes: Option<u64>) -> O
             .map(|c| c.size_bytes),
         method,
         latency_ns: median_between(per_line, 0, below, fallback),
+        ramp_fit: None,
     })
 }
 
@@ -253,6 +376,10 @@ pub fn level_caches(levels: &[LevelKnee], core_hz: f64) -> Vec<MeasuredCache> {
                     "{}: in-place rewritten code, first step of at least 1.5x (NOP body unless it is the L2's); latency is a jump chain's time per line",
                     l.method
                 ),
+                _ if l.ramp_fit.is_some() => format!(
+                    "{}: random cyclic permutation of 64-byte lines; size from a model of random 4 KiB page placement fitted to its rise",
+                    l.method
+                ),
                 _ => format!("{}: random cyclic permutation of 64-byte lines", l.method),
             },
         })
@@ -263,6 +390,7 @@ pub fn level_caches(levels: &[LevelKnee], core_hz: f64) -> Vec<MeasuredCache> {
 mod tests {
     use super::*;
     use crate::fixtures::fixture_curves;
+    use crate::placement::Replacement;
     use loopscope_machine::Cache;
 
     const K: u64 = 1024;
@@ -308,6 +436,21 @@ mod tests {
         machine
     }
 
+    fn zen3_machine() -> Machine {
+        let mut machine = Machine::unknown();
+        for (level, kind, size, ways) in [
+            (1, CacheKind::Data, 32 * K, 8),
+            (1, CacheKind::Instruction, 32 * K, 8),
+            (2, CacheKind::Unified, 512 * K, 8),
+            (3, CacheKind::Unified, 32768 * K, 16),
+        ] {
+            machine
+                .caches
+                .push(Cache::new(level, kind, size, 64, ways, 1));
+        }
+        machine
+    }
+
     #[test]
     fn a_zen4_run_gives_its_l1d_l1i_and_l2() {
         let curves = zen4_curves();
@@ -338,18 +481,7 @@ mod tests {
         // A Zen 3 guest (family 0x19 model 0x1: L1d and L1i 32 KiB, L2 512 KiB 8-way, 32 MiB
         // L3 shared with other guests), its chase stopped on the memory plateau at 13 MiB.
         let curves = fixture_curves(include_str!("../testdata/zen3_curves.json"));
-        let mut machine = Machine::unknown();
-        for (level, kind, size, ways) in [
-            (1, CacheKind::Data, 32 * K, 8),
-            (1, CacheKind::Instruction, 32 * K, 8),
-            (2, CacheKind::Unified, 512 * K, 8),
-            (3, CacheKind::Unified, 32768 * K, 16),
-        ] {
-            machine
-                .caches
-                .push(Cache::new(level, kind, size, 64, ways, 1));
-        }
-        let levels = assign_levels(&machine, &curves);
+        let levels = assign_levels(&zen3_machine(), &curves);
         let size = |level: u8, kind: CacheKind| {
             levels
                 .knees
@@ -364,6 +496,37 @@ mod tests {
         let l3 = size(3, CacheKind::Unified).unwrap();
         assert!((3 * 1024 * K..=8 * 1024 * K).contains(&l3), "{l3}");
         assert!(levels.memory_latency_ns.unwrap() > 100.0);
+    }
+
+    #[test]
+    fn a_zen3_l2_smeared_by_random_pages_is_sized_by_the_placement_model() {
+        // A Zen 3 guest whose host backs it with 4 KiB pages: the L2's misses creep in from
+        // 300 KiB and half the loads miss near 700 KiB; the knee alone gave 341 KiB. Walks in
+        // new orders keep all of the cyclic walk's extra time: random replacement.
+        let curves = fixture_curves(include_str!("../testdata/zen3_random_pages.json"));
+        let levels = assign_levels(&zen3_machine(), &curves);
+        let l2 = levels.knees.iter().find(|l| l.level == 2).unwrap();
+        let fit = l2.ramp_fit.expect("the ramp is fitted");
+        assert_eq!(l2.knee.size_bytes, 512 * K, "{fit:?}");
+        assert_eq!(fit.knee_bytes, 349_952);
+        assert_eq!(fit.fit.replacement, Replacement::Random);
+        assert_eq!(fit.fit.placement, Placement::RandomPages);
+        assert!(fit.shuffled_share > 0.9, "{fit:?}");
+        assert!(fit.fit.rms_ns < 0.05 * fit.fit.miss_penalty_ns, "{fit:?}");
+        let l1i = levels
+            .knees
+            .iter()
+            .find(|l| l.kind == CacheKind::Instruction);
+        assert_eq!(l1i.unwrap().knee.size_bytes, 32 * K);
+        // Without the walks in new orders the policy is unknown and the knee stands.
+        let without: Vec<Curve> = curves
+            .into_iter()
+            .filter(|c| c.name != SHUFFLED_CURVE)
+            .collect();
+        let levels = assign_levels(&zen3_machine(), &without);
+        let l2 = levels.knees.iter().find(|l| l.level == 2).unwrap();
+        assert!(l2.ramp_fit.is_none());
+        assert_eq!(l2.knee.size_bytes, 349_952);
     }
 
     #[test]
@@ -437,8 +600,15 @@ mod tests {
             code_curve("jump_chain", &[(32, 2.2)]),
             code_curve("nop_body", &[(1536, 1.8)]),
         ];
-        assert_eq!(size(&intel, Some(1024 * K)), (32, "sequential jump chain"));
-        assert_eq!(size(&intel[..2], None), (32, "sequential jump chain"));
+        // Both chains' steps are equally sharp here; the random chain's is a hair narrower
+        // (36 KiB, 1.125x).
+        assert_eq!(size(&intel, Some(1024 * K)), (36, "random jump chain"));
+        assert_eq!(size(&intel[..2], None), (36, "random jump chain"));
+        // A chain whose first step drifts over an octave loses to the sharp one.
+        let mut drifting = intel[0].clone();
+        drifting.knees[0].rise_start_bytes = 20 * K;
+        let zen3 = [drifting, intel[1].clone()];
+        assert_eq!(size(&zen3, None), (32, "sequential jump chain"));
         assert!(l1i_knee(&machine, &intel[2..], Some(1024 * K)).is_none());
     }
 

@@ -52,6 +52,7 @@ mod icache;
 mod knee;
 mod levels;
 mod mem;
+mod placement;
 mod plateau;
 mod recompile;
 mod run;
@@ -86,11 +87,15 @@ pub use code::{
 pub use error::ProbeError;
 pub use knee::{
     CapacityEstimate, Knee, KneeOptions, NEARLY_STEEPEST, Point, Segment, adaptive_sweep,
-    adaptive_sweep_until, capacity_estimate, capacity_gap, find_knees, geometric_sizes, log_noise,
-    miss_fraction, monotone_fit, out_of_order, plateaus, plausible_size, refinement_sizes, segment,
-    span_indices, steepest_rise,
+    adaptive_sweep_until, capacity_estimate, capacity_gap, find_code_knees, find_knees,
+    geometric_sizes, log_noise, miss_fraction, monotone_fit, out_of_order, plateaus,
+    plausible_size, refinement_sizes, segment, span_indices, steepest_rise,
 };
 pub use mem::{HUGE_PAGE_BYTES, Mapping, anon_huge_kib};
+pub use placement::{
+    CapacityFit, HitTable, PLACEMENT_PAGE_BYTES, Placement, RANDOM_REPLACEMENT_SHARE, Replacement,
+    fit_capacity, modelled_miss_fraction, replacement_from_walks,
+};
 pub use plateau::{
     MEMORY_OVER_L1, PLATEAU_MIN_POINTS, PLATEAU_OCTAVES, memory_plateau_reached, stopping_point,
 };

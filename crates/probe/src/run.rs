@@ -10,16 +10,18 @@ use serde::Serialize;
 
 use crate::ProbeError;
 use crate::bandwidth::{Kernel, measure_bandwidth};
-use crate::chase::ChaseBuffer;
+use crate::chase::{ChaseBuffer, MAX_ROUNDS};
 use crate::clock::{CoreClock, measure_core_clock};
 use crate::code::CodeKind;
 use crate::flops::{FlopsSample, Precision, measure_flops};
 use crate::icache::CodeProbe;
 use crate::knee::{
-    Knee, KneeOptions, Point, adaptive_sweep_until, find_knees, geometric_sizes, out_of_order,
-    span_indices,
+    Knee, KneeOptions, Point, adaptive_sweep_until, find_code_knees, find_knees, geometric_sizes,
+    out_of_order, span_indices,
 };
-use crate::levels::{MIN_L1I_RATIO, assign_levels, cache_knees, level_caches};
+use crate::levels::{
+    MIN_L1I_RATIO, SHUFFLED_CURVE, assign_levels, cache_knees, level_caches, shuffled_walk_sizes,
+};
 use crate::plateau::memory_plateau_reached;
 use crate::simd::Simd;
 use crate::timer::{Timer, add_latency_ns, allowed_cpus, pin_current_thread};
@@ -323,7 +325,7 @@ fn serial_part(
                 .map(|sample| sample.point)
         };
         let never = |_: &[Point]| false;
-        let (points, knees) = sweep(
+        let (points, _) = sweep(
             &grid,
             granule,
             budget,
@@ -334,8 +336,8 @@ fn serial_part(
         curves.push(Curve {
             name: name.into(),
             unit: unit.into(),
+            knees: find_code_knees(&points),
             points,
-            knees,
         });
     }
     notes.push(huge_note(
@@ -436,6 +438,30 @@ fn serial_part(
         };
         recheck_spans(curve, &again, &mut measure_one)?;
     }
+    if !stop.load(Ordering::Relaxed)
+        && let Some(curve) = curves.iter().find(|c| c.name == "pointer_chase")
+    {
+        // Walks in new orders every round beside the cyclic one, in the private levels'
+        // rises: the replacement policy for sizing a rise smeared by page placement.
+        let sizes = shuffled_walk_sizes(curve, llc);
+        let repeats = (budget.chase_repeats / 3).max(3);
+        let mut points = Vec::with_capacity(sizes.len());
+        for size in sizes {
+            let loads = (size as usize / 64 * MAX_ROUNDS).max(budget.chase_min_loads);
+            points.push(chase.measure_rounds(
+                &timer,
+                size as usize,
+                (loads, repeats),
+                MAX_ROUNDS,
+            )?);
+        }
+        curves.push(Curve {
+            name: SHUFFLED_CURVE.into(),
+            unit: format!("ns per load, {MAX_ROUNDS} rounds in new random orders"),
+            points,
+            knees: Vec::new(),
+        });
+    }
     notes.push(format!(
         "phase times: rechecks {:.1} s",
         rechecks_started.elapsed().as_secs_f64()
@@ -465,6 +491,9 @@ fn serial_part(
 /// is. A rise that starts well before the size found is misses creeping in (another task
 /// sharing the cache); a sharp one at a smaller size is a smaller cache.
 fn size_note(level: &crate::levels::LevelKnee) -> Option<String> {
+    if let Some(r) = &level.ramp_fit {
+        return Some(ramp_note(level, r));
+    }
     let adv = level.advertised_bytes?;
     let knee = &level.knee;
     let ratio = knee.size_bytes as f64 / adv as f64;
@@ -490,6 +519,42 @@ fn size_note(level: &crate::levels::LevelKnee) -> Option<String> {
             "a sharp step"
         }
     ))
+}
+
+/// The evidence of a level sized by a fit of random page placement: where misses start, the
+/// replacement policy and its measure, the fit's residual, and the knee's own estimate.
+fn ramp_note(level: &crate::levels::LevelKnee, r: &crate::levels::RampFit) -> String {
+    let kib = |b: u64| b / KIB;
+    let advertised = level
+        .advertised_bytes
+        .map(|a| {
+            format!(
+                ", {:.2}x the advertised {} KiB",
+                level.knee.size_bytes as f64 / a as f64,
+                kib(a)
+            )
+        })
+        .unwrap_or_default();
+    format!(
+        "L{}{}: {} KiB{advertised}, from a model of 4 KiB pages placed at random in physical \
+         memory (misses creep in from {} KiB, a tenth by {} KiB, as random placement \
+         predicts; {} replacement: walks in new orders keep {:.2} of the cyclic walk's extra \
+         time; fit {:.0} KiB, residual {:.2} ns of a {:.1} ns miss; the knee alone gave {} KiB)",
+        level.level,
+        level.kind.suffix(),
+        kib(level.knee.size_bytes),
+        kib(level.knee.rise_start_bytes),
+        kib(r.fit.tenth_miss_bytes),
+        match r.fit.replacement {
+            crate::placement::Replacement::Lru => "LRU-like",
+            crate::placement::Replacement::Random => "random",
+        },
+        r.shuffled_share,
+        r.fit.capacity_bytes as f64 / KIB as f64,
+        r.fit.rms_ns,
+        r.fit.miss_penalty_ns,
+        kib(r.knee_bytes),
+    )
 }
 
 /// Pointer-chase points between two passes over the code curves' L1i candidates (a chase
@@ -587,7 +652,7 @@ fn remeasure_l1i_candidates(
             values.push(point.value);
             curve.points[i].value = lower_median(values);
         }
-        curve.knees = find_knees(&curve.points, &KneeOptions::default());
+        curve.knees = find_code_knees(&curve.points);
     }
     Ok(())
 }
@@ -631,7 +696,7 @@ fn recheck_code_curves(
                 curve.points[i] = point;
             }
         }
-        curve.knees = find_knees(&curve.points, &KneeOptions::default());
+        curve.knees = find_code_knees(&curve.points);
     }
     Ok(())
 }
@@ -1014,6 +1079,7 @@ mod tests {
             advertised_bytes: Some(advertised),
             method: "pointer chase",
             latency_ns: 4.0,
+            ramp_fit: None,
         };
         // A Zen 3 guest's 512 KiB L2 whose misses start at 280 KiB, half of them at 768 KiB.
         let note = size_note(&level(768 * KIB, 280 * KIB, 512 * KIB)).unwrap();
