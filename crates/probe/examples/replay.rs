@@ -2,7 +2,7 @@
 //! the rules with real curves): `cargo run --example replay -p loopscope-probe -- RUN.json...`.
 //! Levels are named against this machine's detected caches.
 
-use loopscope_probe::{Curve, KneeOptions, Point, assign_levels, find_knees};
+use loopscope_probe::{Curve, Point, assign_levels, curve_knees};
 
 fn main() {
     let machine = loopscope_machine::detect().expect("detect the machine");
@@ -31,10 +31,11 @@ fn main() {
                         }
                     })
                     .collect();
+                let name = c["name"].as_str().unwrap_or("");
                 Curve {
-                    name: c["name"].as_str().unwrap_or("").into(),
+                    name: name.into(),
                     unit: c["unit"].as_str().unwrap_or("").into(),
-                    knees: find_knees(&points, &KneeOptions::default()),
+                    knees: curve_knees(name, &points),
                     points,
                 }
             })

@@ -1,8 +1,8 @@
 //! Recorded probe runs for tests: curves whose points are `[size_bytes, value, median]`, as the
 //! JSON report keeps them, with their knees found afresh by today's rules.
 
-use crate::knee::{KneeOptions, Point, find_code_knees, find_knees};
-use crate::run::Curve;
+use crate::knee::Point;
+use crate::run::{Curve, curve_knees};
 
 /// The curves of a recorded run (`include_str!` of a file under `testdata/`).
 pub(crate) fn fixture_curves(text: &str) -> Vec<Curve> {
@@ -23,15 +23,10 @@ pub(crate) fn fixture_curves(text: &str) -> Vec<Curve> {
                 })
                 .collect();
             let name = c["name"].as_str().unwrap();
-            let knees = if matches!(name, "nop_body" | "jump_chain" | "random_jump_chain") {
-                find_code_knees(&points)
-            } else {
-                find_knees(&points, &KneeOptions::default())
-            };
             Curve {
                 name: name.into(),
                 unit: c["unit"].as_str().unwrap().into(),
-                knees,
+                knees: curve_knees(name, &points),
                 points,
             }
         })

@@ -76,7 +76,7 @@ pub use recompile::{
     BaselineReport, SweepPhases, c_source, dynamic_sweep, paper_sizes, recompile_sweep,
     run_baseline, speedup_size_change, speedup_total,
 };
-pub use run::{Curve, ProbeOptions, ProbeReport, ProgressFn, run_probe};
+pub use run::{Curve, ProbeOptions, ProbeReport, ProgressFn, curve_knees, run_probe};
 pub use simd::Simd;
 pub use threads::on_each_cpu;
 

@@ -657,6 +657,16 @@ fn remeasure_l1i_candidates(
     Ok(())
 }
 
+/// The knees of the curve `name`: [`find_code_knees`] for the code curves, [`find_knees`] for
+/// the others.
+pub fn curve_knees(name: &str, points: &[Point]) -> Vec<Knee> {
+    if code_kind(name).is_some() {
+        find_code_knees(points)
+    } else {
+        find_knees(points, &KneeOptions::default())
+    }
+}
+
 /// The code kind a curve name stands for.
 fn code_kind(name: &str) -> Option<CodeKind> {
     match name {
