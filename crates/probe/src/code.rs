@@ -1,6 +1,7 @@
 //! Run-time code generation for the instruction-cache probe: the paper's dummy function (a
-//! prologue, a NOP body, an epilogue) and a jump chain that fetches one new cache line per
-//! instruction, both written in place into one executable mapping.
+//! prologue, a NOP body, an epilogue), a jump chain that fetches one new cache line per
+//! instruction, and lines of indirect jumps that follow a table of targets, all written in
+//! place into one executable mapping.
 
 use std::time::Instant;
 
@@ -18,6 +19,9 @@ pub const LINE_BYTES: usize = 64;
 const INT3: u8 = 0xCC;
 const JMP_REL32: u8 = 0xE9;
 const RET: u8 = 0xC3;
+/// `mov rax, [rdi]; lea rdi, [rdi + 8]; jmp rax`: jump to the next address of the table at
+/// `rdi`, the one argument of the C ABI.
+const INDIRECT_STEP: [u8; 9] = [0x48, 0x8B, 0x07, 0x48, 0x8D, 0x7F, 0x08, 0xFF, 0xE0];
 
 /// Which code the instruction-cache probe runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -29,6 +33,9 @@ pub enum CodeKind {
     JumpChain,
     /// The same chain visiting the lines in a random order (defeats next-line prefetch).
     RandomJumpChain,
+    /// Lines of indirect jumps through a table refilled before every call, so that no
+    /// predictor knows the next line before the jump executes ([`indirect_jump_lines`]).
+    IndirectJumpChain,
 }
 
 /// Code made by this module's generators, and only by them: [`CodeRegion::call`] trusts it to
@@ -37,6 +44,8 @@ pub enum CodeKind {
 pub struct Generated {
     bytes: Vec<u8>,
     entry: usize,
+    /// Lines of table-driven indirect jumps, for code that takes a [`TargetTable`].
+    table_lines: Option<usize>,
 }
 
 impl Generated {
@@ -63,6 +72,7 @@ pub fn nop_function(body_bytes: usize) -> Generated {
     Generated {
         bytes: code,
         entry: 0,
+        table_lines: None,
     }
 }
 
@@ -79,6 +89,7 @@ pub fn jump_chain(order: &[u32]) -> Result<Generated, ProbeError> {
         return Ok(Generated {
             bytes: vec![RET],
             entry: 0,
+            table_lines: None,
         });
     }
     let mut seen = vec![false; order.len()];
@@ -109,7 +120,36 @@ pub fn jump_chain(order: &[u32]) -> Result<Generated, ProbeError> {
     Ok(Generated {
         bytes: code,
         entry: order[0] as usize * LINE_BYTES,
+        table_lines: None,
     })
+}
+
+/// `lines` lines that each jump to the next address of a table ([`INDIRECT_STEP`], padded
+/// with `int3`), then one line holding `ret`. Entered at line 0 with a [`TargetTable`] whose
+/// addresses are lines of this code, the last being the `ret` line.
+///
+/// Every line's jump goes where the table says, so a table in a new order every call leaves
+/// the branch predictors nothing to learn: the front end cannot fetch the next line before
+/// the jump executes, and an L1i miss costs its full latency on any core.
+pub fn indirect_jump_lines(lines: usize) -> Generated {
+    let mut code = vec![INT3; (lines + 1) * LINE_BYTES];
+    for line in code.chunks_exact_mut(LINE_BYTES).take(lines) {
+        line[..INDIRECT_STEP.len()].copy_from_slice(&INDIRECT_STEP);
+    }
+    code[lines * LINE_BYTES] = RET;
+    Generated {
+        bytes: code,
+        entry: 0,
+        table_lines: Some(lines),
+    }
+}
+
+/// The addresses an [`indirect_jump_lines`] call jumps through, built by
+/// [`CodeRegion::fill_targets`] for the code the region holds then.
+#[derive(Debug, Default)]
+pub struct TargetTable {
+    addresses: Vec<u64>,
+    generation: u64,
 }
 
 /// Time spent in the phases of one rewrite, in seconds (the paper's Table 4 columns).
@@ -126,6 +166,10 @@ pub struct RewriteTimes {
 pub struct CodeRegion {
     mapping: Mapping,
     entry: Option<usize>,
+    /// Lines of the current code when it jumps through a table.
+    table_lines: Option<usize>,
+    /// Counts rewrites, so a table built for older code is never used.
+    generation: u64,
 }
 
 impl CodeRegion {
@@ -134,6 +178,8 @@ impl CodeRegion {
         Ok(CodeRegion {
             mapping: Mapping::new(capacity_bytes)?,
             entry: None,
+            table_lines: None,
+            generation: 0,
         })
     }
 
@@ -164,6 +210,7 @@ impl CodeRegion {
             )));
         }
         self.entry = None;
+        self.generation += 1;
         let t0 = Instant::now();
         self.mapping.make_writable()?;
         let t1 = Instant::now();
@@ -176,23 +223,69 @@ impl CodeRegion {
         // caller are the same (pinned) thread, so no explicit flush is needed here.
         let t3 = Instant::now();
         self.entry = Some(entry);
+        self.table_lines = generated.table_lines;
         Ok(RewriteTimes {
             change_s: (t2 - t1).as_secs_f64(),
             flush_s: (t1 - t0 + (t3 - t2)).as_secs_f64(),
         })
     }
 
-    /// Calls the current code once. Does nothing before the first successful rewrite.
+    /// Calls the current code once. Does nothing before the first successful rewrite, or when
+    /// the code jumps through a table (see [`call_with`](Self::call_with)).
     #[inline(always)]
     pub fn call(&self) {
-        if let Some(entry) = self.entry {
+        if let (Some(entry), None) = (self.entry, self.table_lines) {
             // SAFETY: `rewrite` only sets `entry` after copying a complete `Generated`
-            // function (which only `nop_function` and `jump_chain` construct) and making the
-            // mapping executable; such code follows the C ABI, touches no memory beyond its
-            // own stack frame and returns. Jump-chain permutations are built internally.
+            // function (which only `nop_function` and `jump_chain` construct for code without
+            // a table) and making the mapping executable; such code follows the C ABI,
+            // touches no memory beyond its own stack frame and returns. Jump-chain
+            // permutations are checked when built.
             unsafe {
                 let f: extern "C" fn() = std::mem::transmute(self.mapping.as_ptr().add(entry));
                 f();
+            }
+        }
+    }
+
+    /// Fills `table` with the addresses of the current code's lines in `order`, then the
+    /// `ret` line. Refused unless the code jumps through a table and every line of `order`
+    /// is one of its lines.
+    pub fn fill_targets(&self, order: &[u32], table: &mut TargetTable) -> Result<(), ProbeError> {
+        let lines = self.table_lines.ok_or_else(|| {
+            ProbeError::Invalid("the code in the region takes no jump table".into())
+        })?;
+        if let Some(&bad) = order.iter().find(|&&line| line as usize >= lines) {
+            return Err(ProbeError::Invalid(format!(
+                "jump-table line {bad} is past the code's {lines} lines"
+            )));
+        }
+        let base = self.mapping.as_ptr() as u64;
+        let address = |line: usize| base + (line * LINE_BYTES) as u64;
+        table.addresses.clear();
+        table
+            .addresses
+            .extend(order.iter().map(|&line| address(line as usize)));
+        table.addresses.push(address(lines));
+        table.generation = self.generation;
+        Ok(())
+    }
+
+    /// Calls the current table-driven code once with `table`. Does nothing unless the table
+    /// was filled for the code the region holds now.
+    #[inline(always)]
+    pub fn call_with(&self, table: &TargetTable) {
+        if let (Some(entry), Some(_)) = (self.entry, self.table_lines)
+            && table.generation == self.generation
+        {
+            // SAFETY: the region holds `indirect_jump_lines` code, executable (as in `call`),
+            // and `fill_targets` built this table for it since the last rewrite: every
+            // address is the start of one of its lines and the last is its `ret` line, so
+            // each jump lands on a line that reads the next address and the chain returns.
+            // The code reads only the table, through `rdi`, and touches no other memory.
+            unsafe {
+                let f: extern "C" fn(*const u64) =
+                    std::mem::transmute(self.mapping.as_ptr().add(entry));
+                f(table.addresses.as_ptr());
             }
         }
     }
@@ -286,5 +379,40 @@ mod tests {
         let mut region = CodeRegion::new(1).unwrap();
         let too_big = nop_function(region.capacity() + 4);
         assert!(region.rewrite(&too_big).unwrap_err().is_bad_input());
+    }
+
+    #[test]
+    fn indirect_lines_follow_their_table_and_refuse_foreign_ones() {
+        let generated = indirect_jump_lines(3);
+        let code = generated.bytes();
+        assert_eq!(code.len(), 4 * LINE_BYTES);
+        for line in code.chunks(LINE_BYTES).take(3) {
+            let ins = decode(&line[..INDIRECT_STEP.len()], 0);
+            let mnemonics: Vec<Mnemonic> = ins.iter().map(|i| i.mnemonic()).collect();
+            assert_eq!(mnemonics, [Mnemonic::Mov, Mnemonic::Lea, Mnemonic::Jmp]);
+            assert!(line[INDIRECT_STEP.len()..].iter().all(|&b| b == INT3));
+        }
+        assert_eq!(code[3 * LINE_BYTES], RET);
+
+        let mut region = CodeRegion::new(64 * 1024).unwrap();
+        let mut table = TargetTable::default();
+        // No table-driven code yet, and a line past the code: refused.
+        assert!(region.fill_targets(&[0], &mut table).is_err());
+        region.rewrite(&generated).unwrap();
+        assert!(
+            region
+                .fill_targets(&[3], &mut table)
+                .unwrap_err()
+                .is_bad_input()
+        );
+        region.call_with(&table); // never filled: must not run
+        region.call(); // the code needs a table: must not run
+        for order in [&[2u32, 0, 1][..], &[1, 1, 1], &[]] {
+            region.fill_targets(order, &mut table).unwrap();
+            region.call_with(&table);
+        }
+        // A table of older code is not used after a rewrite.
+        region.rewrite(&indirect_jump_lines(1)).unwrap();
+        region.call_with(&table);
     }
 }

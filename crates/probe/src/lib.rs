@@ -82,7 +82,7 @@ pub use threads::on_each_cpu;
 
 pub use code::{
     CodeKind, CodeRegion, EPILOGUE, Generated, LINE_BYTES, NOP4, PROLOGUE, RewriteTimes,
-    jump_chain, nop_function,
+    TargetTable, indirect_jump_lines, jump_chain, nop_function,
 };
 pub use error::ProbeError;
 pub use knee::{
@@ -93,8 +93,8 @@ pub use knee::{
 };
 pub use mem::{HUGE_PAGE_BYTES, Mapping, anon_huge_kib};
 pub use placement::{
-    CapacityFit, HitTable, PLACEMENT_PAGE_BYTES, Placement, RANDOM_REPLACEMENT_SHARE, Replacement,
-    fit_capacity, modelled_miss_fraction, replacement_from_walks,
+    CapacityFit, FitShape, HitTable, PLACEMENT_PAGE_BYTES, Placement, RANDOM_REPLACEMENT_SHARE,
+    Replacement, fit_capacity, modelled_miss_fraction, replacement_from_walks,
 };
 pub use plateau::{
     MEMORY_OVER_L1, PLATEAU_MIN_POINTS, PLATEAU_OCTAVES, memory_plateau_reached, stopping_point,

@@ -189,14 +189,25 @@ const MAX_STEP_SHARE: f64 = 0.25;
 /// Fewest points in the window for a fit.
 pub const MIN_FIT_POINTS: usize = 8;
 
+/// What a fit may choose besides the capacity.
+#[derive(Debug, Clone, Copy)]
+pub struct FitShape<'a> {
+    /// Placements to try.
+    pub placements: &'a [Placement],
+    /// Whether one step below the capacity (a TLB's reach) may be fitted.
+    pub step_below: bool,
+}
+
 /// Fits the ramp of `points` within `window` (bytes, inclusive) to a cache of the advertised
-/// size's order with `ways` ways and `replacement`: the capacity and placement with the least
-/// squared residual of `t = hit + penalty * miss(S) + step * [S >= s0]`.
+/// size's order with `ways` ways and `replacement`: the capacity and placement (of the
+/// shape's) with the least squared residual of `t = hit + penalty * miss(S) + step *
+/// [S >= s0]`, the step only where the shape allows it.
 pub fn fit_capacity(
     points: &[Point],
     window: (u64, u64),
     (advertised_bytes, ways): (u64, usize),
     replacement: Replacement,
+    shape: FitShape<'_>,
 ) -> Option<CapacityFit> {
     let inside: Vec<&Point> = points
         .iter()
@@ -211,7 +222,7 @@ pub fn fit_capacity(
     let max_lines = (largest as f64 / smallest_capacity * ways as f64 * 3.0) as usize + 64;
     let table = HitTable::new(ways, replacement, max_lines);
     let mut best: Option<CapacityFit> = None;
-    for placement in [Placement::RandomPages, Placement::Contiguous] {
+    for &placement in shape.placements {
         for j in -GRID_OCTAVES * GRID_PER_OCTAVE..=GRID_OCTAVES * GRID_PER_OCTAVE {
             let capacity =
                 advertised_bytes as f64 * (f64::from(j) / f64::from(GRID_PER_OCTAVE)).exp2();
@@ -219,7 +230,8 @@ pub fn fit_capacity(
                 .iter()
                 .map(|p| modelled_miss_fraction(p.size_bytes, capacity, placement, &table))
                 .collect();
-            let candidate = best_with_step(&inside, &misses, capacity);
+            let step_limit = if shape.step_below { capacity } else { 0.0 };
+            let candidate = best_with_step(&inside, &misses, step_limit);
             if let Some(fit) = candidate
                 && best.is_none_or(|b| fit.mean_square < b.rms_ns * b.rms_ns)
             {
@@ -257,8 +269,8 @@ struct LinearFit {
     mean_square: f64,
 }
 
-/// The best linear fit with no step or one step at a point below `capacity`.
-fn best_with_step(points: &[&Point], misses: &[f64], capacity: f64) -> Option<LinearFit> {
+/// The best linear fit with no step or one step at a point below `limit_bytes`.
+fn best_with_step(points: &[&Point], misses: &[f64], limit_bytes: f64) -> Option<LinearFit> {
     let values: Vec<f64> = points.iter().map(|p| p.value).collect();
     let mut best = least_squares(misses, None, &values)
         .filter(|&(_, penalty, _, _)| penalty > 0.0)
@@ -269,7 +281,7 @@ fn best_with_step(points: &[&Point], misses: &[f64], capacity: f64) -> Option<Li
             mean_square,
         });
     for (i, p) in points.iter().enumerate().skip(1) {
-        if p.size_bytes as f64 >= capacity {
+        if p.size_bytes as f64 >= limit_bytes {
             break;
         }
         let Some((hit_ns, penalty_ns, height, mean_square)) =
@@ -380,6 +392,10 @@ mod tests {
     use super::*;
 
     const K: u64 = 1024;
+    const BOTH: FitShape<'static> = FitShape {
+        placements: &[Placement::RandomPages, Placement::Contiguous],
+        step_below: true,
+    };
 
     #[test]
     fn random_replacement_keeps_hits_past_the_ways_and_lru_none() {
@@ -452,8 +468,9 @@ mod tests {
                         replacement,
                         Some(256 * K),
                     );
-                    let fit = fit_capacity(&points, (40 * K, 4096 * K), (512 * K, 8), replacement)
-                        .unwrap();
+                    let fit =
+                        fit_capacity(&points, (40 * K, 4096 * K), (512 * K, 8), replacement, BOTH)
+                            .unwrap();
                     let ratio = fit.capacity_bytes as f64 / (capacity_kib * K as f64);
                     assert!(
                         (0.97..1.03).contains(&ratio),
@@ -480,12 +497,22 @@ mod tests {
                 &points[..5],
                 (0, u64::MAX),
                 (512 * K, 8),
-                Replacement::Random
+                Replacement::Random,
+                BOTH
             )
             .is_none()
         );
-        assert!(fit_capacity(&points, (0, u64::MAX), (512 * K, 0), Replacement::Random).is_none());
-        assert!(fit_capacity(&points, (1, 2), (512 * K, 8), Replacement::Random).is_none());
+        assert!(
+            fit_capacity(
+                &points,
+                (0, u64::MAX),
+                (512 * K, 0),
+                Replacement::Random,
+                BOTH
+            )
+            .is_none()
+        );
+        assert!(fit_capacity(&points, (1, 2), (512 * K, 8), Replacement::Random, BOTH).is_none());
     }
 
     #[test]
