@@ -476,6 +476,13 @@ fn serial_part(
         rechecks_started.elapsed().as_secs_f64()
     ));
     let levels = assign_levels(machine, &curves);
+    // The indirect chain's one knee is the fitted L1i: its rise is read as a whole, not
+    // stepped.
+    if let Some(l1i) = levels.knees.iter().find(|l| l.code_fit.is_some())
+        && let Some(curve) = curves.iter_mut().find(|c| c.name == INDIRECT_CURVE)
+    {
+        curve.knees = vec![l1i.knee];
+    }
     let caches = level_caches(&levels.knees, core_hz);
     let memory_latency_ns = levels.memory_latency_ns;
     for level in &levels.knees {
@@ -550,11 +557,12 @@ fn code_fit_note(level: &crate::levels::LevelKnee, f: &crate::levels::CodeFit) -
         crate::placement::Replacement::Lru => ("LRU-like", "random replacement"),
         crate::placement::Replacement::Random => ("random", "LRU"),
     };
+    // Two decimals at most, none for a whole number of KiB.
+    let size_kib = (level.knee.size_bytes as f64 / KIB as f64 * 100.0).round() / 100.0;
     format!(
-        "L1i: {} KiB{advertised}, from a cache model fitted to the indirect jump chain (fit \
-         {:.1} KiB, {chosen} replacement: residual {:.2} ns of a {:.1} ns miss on a {:.1} ns \
-         mispredicted jump per line; {other} leaves {:.2} ns)",
-        level.knee.size_bytes / KIB,
+        "L1i: {size_kib} KiB{advertised}, from a cache model fitted to the indirect jump \
+         chain (fit {:.1} KiB, {chosen} replacement: residual {:.2} ns of a {:.1} ns miss on a \
+         {:.1} ns mispredicted jump per line; {other} leaves {:.2} ns)",
         f.fit.capacity_bytes as f64 / KIB as f64,
         f.fit.rms_ns,
         f.fit.miss_penalty_ns,
@@ -725,14 +733,16 @@ fn remeasure_indirect_chain(
             *point = again;
         }
     }
-    curve.knees = find_code_knees(&curve.points);
     Ok(())
 }
 
-/// The knees of the curve `name`: [`find_code_knees`] for the code curves, [`find_knees`] for
-/// the others.
+/// The knees of the curve `name`: none for the indirect jump chain (the L1i's model fit
+/// reads it whole), [`find_code_knees`] for the other code curves, [`find_knees`] for the
+/// others.
 pub fn curve_knees(name: &str, points: &[Point]) -> Vec<Knee> {
-    if code_kind(name).is_some() {
+    if name == INDIRECT_CURVE {
+        Vec::new()
+    } else if code_kind(name).is_some() {
         find_code_knees(points)
     } else {
         find_knees(points, &KneeOptions::default())
@@ -839,8 +849,8 @@ fn indirect_chain_curve(
     Ok(Curve {
         name: INDIRECT_CURVE.into(),
         unit: "ns per line, indirect jumps in a new order every call".into(),
-        knees: find_code_knees(&points),
         points,
+        knees: Vec::new(),
     })
 }
 
