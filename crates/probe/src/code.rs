@@ -124,7 +124,7 @@ pub fn jump_chain(order: &[u32]) -> Result<Generated, ProbeError> {
     })
 }
 
-/// `lines` lines that each jump to the next address of a table ([`INDIRECT_STEP`], padded
+/// `lines` lines that each jump to the next address of a table (`INDIRECT_STEP`, padded
 /// with `int3`), then one line holding `ret`. Entered at line 0 with a [`TargetTable`] whose
 /// addresses are lines of this code, the last being the `ret` line.
 ///

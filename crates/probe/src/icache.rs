@@ -106,7 +106,7 @@ impl CodeProbe {
 
     /// Rewrites the mapping with `kind` code of `size_bytes`, calls it once to warm it, then
     /// takes `repeats` samples of [`CALLS_PER_SAMPLE`] calls. Table-driven code gets new
-    /// orders ([`interleaved_order`]) before every sample, outside the timed calls.
+    /// orders (`interleaved_order`) before every sample, outside the timed calls.
     pub fn measure(
         &mut self,
         timer: &Timer,

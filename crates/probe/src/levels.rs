@@ -1,8 +1,9 @@
 //! Naming knees: which knee of which curve is which cache level. Data levels are the pointer
 //! chase's knees matched in order to the levels the machine description advertises (the
-//! measured size may differ, notably an effective L3); the L1i is the NOP body's first big step
-//! (counted in bytes), or the jump chains' when the NOP body has none below a quarter of the
-//! L2, whatever is advertised ([`l1i_knee`]).
+//! measured size may differ, notably an effective L3); the L1i is the capacity of a cache model
+//! fitted to the indirect jump chain, or, where that fit is refused, the NOP body's first big
+//! step (counted in bytes), or the jump chains' when the NOP body has none below a quarter of
+//! the L2 ([`l1i_knee`]).
 
 use loopscope_machine::{CacheKind, Machine, MeasuredCache};
 
@@ -338,7 +339,8 @@ fn first_big_knee<'a>(curves: &'a [Curve], name: &str) -> Option<(&'a Curve, Kne
 
 /// The L1i, from the code curves; `l2_bytes` is the measured L2 (data side), when known.
 ///
-/// The NOP body's first big step is counted in bytes: on a Zen 4 guest it stays at 32 KiB
+/// First the indirect jump chain's model fit (`indirect_fit`), which needs the advertised
+/// size and ways. Without it, the NOP body's first big step is counted in bytes: on a Zen 4 guest it stays at 32 KiB
 /// with 4-, 8- and 16-byte NOPs, where an op cache's 6.75K ops would put it at 27, 54 and
 /// 108 KiB. It is the L1i unless a sequential prefetcher hides that step (Intel), which
 /// leaves the L2's as the first; an L1 is at most a quarter of its L2, so a first step past

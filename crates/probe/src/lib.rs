@@ -3,12 +3,16 @@
 //!
 //! The instruction-cache probe follows spec 003 (Nagamatsu & Hoshino): one executable mapping
 //! whose code is rewritten in place for every size point (no recompilation), timed with a
-//! calibrated TSC. Two code kinds are generated: the paper's NOP body and a jump chain that
-//! fetches one new cache line per instruction, in order or in a random order. The NOP body's
-//! first big step is counted in bytes (the same with 4-, 8- and 16-byte NOPs), so it is the
-//! L1i; the jump chains' steps are counted in lines (Zen 4's op cache holds a chain over
-//! 48 KiB), so they give the L1i only where a sequential prefetcher hides the NOP body's step
-//! (Intel): see [`l1i_knee`].
+//! calibrated TSC. Three code kinds are generated: the paper's NOP body, a jump chain that
+//! fetches one new cache line per instruction (in order or in a random order), and lines of
+//! indirect jumps through a table refilled in a new order before every call
+//! ([`indirect_jump_lines`]). The last defeats every branch predictor, so the front end cannot
+//! prefetch, while each set of the L1i sees its lines in the same cyclic order; the L1i is the
+//! capacity of a cache model fitted to that curve. Where the fit is refused, the NOP body's
+//! first big step (counted in bytes) is the L1i, else the sharper of the direct jump chains'
+//! (counted in lines: Zen 4's op cache holds a chain over 48 KiB): see [`l1i_knee`]. This
+//! departs from the paper, whose SPARC front end fetched in order: a current x86 front end
+//! runs ahead along predicted branches and hides the L1i's misses from predictable code.
 //! The `recompile` baseline rebuilds a C program per point with the system `cc`, so the
 //! speed-up of in-place rewriting is measured, not quoted. Data caches are found by pointer
 //! chasing over a random cyclic permutation; knees are detected automatically, each sized at
