@@ -551,14 +551,10 @@ mod tests {
         fixture_curves(include_str!("../testdata/zen4_curves.json"))
     }
 
-    fn zen4_machine() -> Machine {
+    /// A machine with `caches`: (level, kind, size, ways), 64-byte lines.
+    fn machine_with(caches: &[(u8, CacheKind, u64, u64)]) -> Machine {
         let mut machine = Machine::unknown();
-        for (level, kind, size, ways) in [
-            (1, CacheKind::Data, 32 * K, 8),
-            (1, CacheKind::Instruction, 32 * K, 8),
-            (2, CacheKind::Unified, 1024 * K, 8),
-            (3, CacheKind::Unified, 32768 * K, 16),
-        ] {
+        for &(level, kind, size, ways) in caches {
             machine
                 .caches
                 .push(Cache::new(level, kind, size, 64, ways, 1));
@@ -566,19 +562,27 @@ mod tests {
         machine
     }
 
-    fn zen3_machine() -> Machine {
-        let mut machine = Machine::unknown();
-        for (level, kind, size, ways) in [
+    fn zen4_machine() -> Machine {
+        machine_with(&[
             (1, CacheKind::Data, 32 * K, 8),
             (1, CacheKind::Instruction, 32 * K, 8),
+            (2, CacheKind::Unified, 1024 * K, 8),
+            (3, CacheKind::Unified, 32768 * K, 16),
+        ])
+    }
+
+    fn zen3_machine() -> Machine {
+        machine_with_l1i(32 * K, 8)
+    }
+
+    /// The Zen 3 guest's caches with another L1i.
+    fn machine_with_l1i(size_bytes: u64, ways: u64) -> Machine {
+        machine_with(&[
+            (1, CacheKind::Data, 32 * K, 8),
+            (1, CacheKind::Instruction, size_bytes, ways),
             (2, CacheKind::Unified, 512 * K, 8),
             (3, CacheKind::Unified, 32768 * K, 16),
-        ] {
-            machine
-                .caches
-                .push(Cache::new(level, kind, size, 64, ways, 1));
-        }
-        machine
+        ])
     }
 
     #[test]
@@ -784,20 +788,6 @@ mod tests {
             points,
             knees: Vec::new(),
         }
-    }
-
-    fn machine_with_l1i(size_bytes: u64, ways: u64) -> Machine {
-        let mut machine = zen3_machine();
-        machine.caches.retain(|c| c.kind != CacheKind::Instruction);
-        machine.caches.push(Cache::new(
-            1,
-            CacheKind::Instruction,
-            size_bytes,
-            64,
-            ways,
-            1,
-        ));
-        machine
     }
 
     #[test]

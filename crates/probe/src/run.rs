@@ -540,10 +540,9 @@ fn size_note(level: &crate::levels::LevelKnee) -> Option<String> {
     ))
 }
 
-/// The evidence of an L1i sized by the model fitted to the indirect jump chain: the fit, the
-/// policy it chose and how clearly, and the times behind it.
-fn code_fit_note(level: &crate::levels::LevelKnee, f: &crate::levels::CodeFit) -> String {
-    let advertised = level
+/// `, 0.92x the advertised 512 KiB`, or nothing without an advertised size.
+fn advertised_share(level: &crate::levels::LevelKnee) -> String {
+    level
         .advertised_bytes
         .map(|a| {
             format!(
@@ -552,7 +551,13 @@ fn code_fit_note(level: &crate::levels::LevelKnee, f: &crate::levels::CodeFit) -
                 a / KIB
             )
         })
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+/// The evidence of an L1i sized by the model fitted to the indirect jump chain: the fit, the
+/// policy it chose and how clearly, and the times behind it.
+fn code_fit_note(level: &crate::levels::LevelKnee, f: &crate::levels::CodeFit) -> String {
+    let advertised = advertised_share(level);
     let (chosen, other) = match f.fit.replacement {
         crate::placement::Replacement::Lru => ("LRU-like", "random replacement"),
         crate::placement::Replacement::Random => ("random", "LRU"),
@@ -575,16 +580,7 @@ fn code_fit_note(level: &crate::levels::LevelKnee, f: &crate::levels::CodeFit) -
 /// replacement policy and its measure, the fit's residual, and the knee's own estimate.
 fn ramp_note(level: &crate::levels::LevelKnee, r: &crate::levels::RampFit) -> String {
     let kib = |b: u64| b / KIB;
-    let advertised = level
-        .advertised_bytes
-        .map(|a| {
-            format!(
-                ", {:.2}x the advertised {} KiB",
-                level.knee.size_bytes as f64 / a as f64,
-                kib(a)
-            )
-        })
-        .unwrap_or_default();
+    let advertised = advertised_share(level);
     format!(
         "L{}{}: {} KiB{advertised}, from a model of 4 KiB pages placed at random in physical \
          memory (misses creep in from {} KiB, a tenth by {} KiB, as random placement \
