@@ -40,6 +40,13 @@ pub fn one_line(err: &clap::Error) -> String {
             Some(valid) => format!("{flag} {value}: expected one of {valid}"),
             None => format!("{flag}: expected a value"),
         },
+        (ErrorKind::MissingRequiredArgument, _) => match missing_arguments(err) {
+            Some(missing) => with_help(
+                format!("the following required arguments were not provided: {missing}"),
+                err,
+            ),
+            None => rendered_line(err),
+        },
         _ => rendered_line(err),
     };
     printable(&line)
@@ -67,6 +74,24 @@ fn valid_values(err: &clap::Error) -> Option<String> {
     match err.get(ContextKind::ValidValue)? {
         ContextValue::Strings(values) if !values.is_empty() => Some(values.join(", ")),
         _ => None,
+    }
+}
+
+/// The arguments clap found missing (`<CMD>...`, `--function <NAME>`), comma-separated: clap
+/// lists them on lines of their own, which the first line alone leaves out.
+fn missing_arguments(err: &clap::Error) -> Option<String> {
+    match err.get(ContextKind::InvalidArg)? {
+        ContextValue::Strings(args) if !args.is_empty() => Some(args.join(", ")),
+        _ => None,
+    }
+}
+
+/// `line` and the subcommand's `--help` to read, as [`rendered_line`] ends its lines.
+fn with_help(line: String, err: &clap::Error) -> String {
+    let rendered = rendered_line(err);
+    match rendered.rfind(" (see `") {
+        Some(at) => format!("{line}{}", &rendered[at..]),
+        None => line,
     }
 }
 
@@ -140,6 +165,17 @@ mod tests {
         for e in [e, error_of(&["loopscope", "misses"])] {
             assert!(!e.contains('\n') && !e.contains('\x1b'), "{e}");
         }
+    }
+
+    #[test]
+    fn a_missing_argument_is_named() {
+        let e = error_of(&["loopscope", "record"]);
+        assert!(e.contains("not provided: <CMD>..."), "{e}");
+        assert!(e.ends_with("(see `loopscope record --help`)"), "{e}");
+        let e = error_of(&["loopscope", "blocks", "prog"]);
+        assert!(e.contains("not provided: --function <NAME>"), "{e}");
+        let e = error_of(&["loopscope", "loops"]);
+        assert!(e.contains("not provided: <BINARY>"), "{e}");
     }
 
     #[test]
