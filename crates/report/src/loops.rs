@@ -1,7 +1,7 @@
 //! Text views of a binary's loop forest (`loopscope loops`) and of one function's blocks
 //! (`loopscope blocks`).
 
-use loopscope_binary::{Block, ClassCounts, Function, Loop, Program};
+use loopscope_binary::{Block, ClassCounts, Function, Loop, LoopKind, Program};
 
 use crate::table::{Align, Table, TextLayout, fit_name};
 
@@ -58,12 +58,12 @@ fn loop_table(f: &Function) -> Table {
     for column in 7..header.len() {
         table = table.align(column, Align::Right);
     }
-    for l in &f.loops {
+    for l in tree_order(&f.loops) {
         let indent = "  ".repeat(l.depth.saturating_sub(1) as usize);
         let mut row = vec![
             format!("{indent}{}", l.id),
             l.parent.map_or("-".into(), |p| p.to_string()),
-            format!("{:?}", l.kind).to_lowercase(),
+            kind(l.kind).to_owned(),
             format!("{:#x}", l.header),
             source(l),
             inlined(l),
@@ -75,6 +75,37 @@ fn loop_table(f: &Function) -> Table {
         table.row(row);
     }
     table
+}
+
+/// The loops depth-first, each parent before its children, siblings by id: an inner loop
+/// whose header lies below its parent's still appears under it.
+fn tree_order(loops: &[Loop]) -> Vec<&Loop> {
+    fn visit<'a>(loops: &'a [Loop], parent: Option<u32>, out: &mut Vec<&'a Loop>) {
+        let mut children: Vec<&Loop> = loops.iter().filter(|l| l.parent == parent).collect();
+        children.sort_by_key(|l| l.id);
+        for child in children {
+            out.push(child);
+            visit(loops, Some(child.id), out);
+        }
+    }
+    let mut out = Vec::with_capacity(loops.len());
+    visit(loops, None, &mut out);
+    // A loop whose parent is not in the list would be lost by the walk; it is shown last.
+    for l in loops {
+        if !out.iter().any(|o| std::ptr::eq(*o, l)) {
+            out.push(l);
+        }
+    }
+    out
+}
+
+/// The kind as `--json` spells it.
+fn kind(kind: LoopKind) -> &'static str {
+    match kind {
+        LoopKind::Reducible => "reducible",
+        LoopKind::Irreducible => "irreducible",
+        LoopKind::SelfLoop => "self-loop",
+    }
 }
 
 fn source(l: &Loop) -> String {

@@ -1,0 +1,78 @@
+//! How `loops` and `report` label and order loops: tree order, kind spelling, and the user's
+//! source line of a loop whose header is inlined code.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{loopscope, stderr, stdout};
+
+/// `crates/cli/tests/fixtures/NAME` compiled with `cc -O1 -g` (and `extra`) into `dir`, or
+/// `None` having said it skipped.
+fn compile(name: &str, dir: &Path, extra: &[&str]) -> Option<PathBuf> {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    let out = dir.join(name.trim_end_matches(".c"));
+    let ok = Command::new("cc")
+        .args(["-O1", "-g"])
+        .args(extra)
+        .arg(&source)
+        .arg("-o")
+        .arg(&out)
+        .status();
+    if ok.is_ok_and(|s| s.success()) {
+        Some(out)
+    } else {
+        eprintln!("skipped: no working `cc` to build {name}");
+        None
+    }
+}
+
+#[test]
+fn loops_are_listed_parent_first_with_the_json_kind_spelling() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(bin) = compile("quicksort.c", dir.path(), &[]) else {
+        return;
+    };
+    let json = loopscope(["loops", bin.to_str().unwrap(), "-f", "qs", "--json"]);
+    assert!(json.status.success(), "{}", stderr(&json));
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let loops = json["functions"][0]["loops"].as_array().unwrap();
+    let out = loopscope(["loops", bin.to_str().unwrap(), "-f", "qs"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    // Rows after the table header, by their first word (the loop id).
+    let rows: Vec<(u64, &str)> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("loop "))
+        .skip(1)
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            let id = words.next()?.parse().ok()?;
+            Some((id, l))
+        })
+        .collect();
+    assert_eq!(rows.len(), loops.len(), "{text}");
+    let position = |id: u64| rows.iter().position(|&(r, _)| r == id).unwrap();
+    for l in loops {
+        let id = l["id"].as_u64().unwrap();
+        if let Some(parent) = l["parent"].as_u64() {
+            assert!(
+                position(parent) < position(id),
+                "loop {id} is listed above its parent {parent}:\n{text}"
+            );
+        }
+        let kind = l["kind"].as_str().unwrap();
+        let row = rows[position(id)].1;
+        assert!(
+            row.split_whitespace().any(|w| w == kind),
+            "row of loop {id} does not say {kind}:\n{text}"
+        );
+    }
+    assert!(
+        loops.iter().any(|l| l["kind"] == "self-loop"),
+        "the fixture has self-loops: {loops:?}"
+    );
+}
