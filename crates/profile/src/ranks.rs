@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use crate::view::{HotRule, Overhead, ProfileReport, TreeNode};
-use crate::{ProfileError, hot_threshold};
+use crate::{ObjectRef, ProfileError, TargetExit, hot_threshold};
 
 /// Reports of several profiles merged.
 #[derive(Debug, Clone, Serialize)]
@@ -16,6 +16,8 @@ pub struct RankMerge {
     pub merged: ProfileReport,
     /// Each profile's label (`rank 3`, or its file name), in the order given.
     pub ranks: Vec<String>,
+    /// How each profile's target ended, in the order of [`RankMerge::ranks`].
+    pub exits: Vec<TargetExit>,
     /// The loops with the most inclusive time over all ranks, with each rank's.
     pub imbalance: Vec<RankLoop>,
 }
@@ -72,7 +74,8 @@ impl<'a> NodeIdentity<'a> {
 }
 
 /// Merges the reports of several profiles, `(label, report)` each, and lists the `top` loops
-/// with the most inclusive time with their time per rank. All must come from one back-end.
+/// with the most inclusive time with their time per rank. All must come from one back-end and
+/// one program (the same file, or the same build-id).
 pub fn merge_reports(
     reports: &[(String, ProfileReport)],
     rule: HotRule,
@@ -88,6 +91,9 @@ pub fn merge_reports(
             other.backend, reports[0].0, first.backend
         )));
     }
+    for (label, other) in &reports[1..] {
+        check_same_program((&reports[0].0, first), (label, other))?;
+    }
     let mut tree = first.tree.clone();
     for (_, r) in &reports[1..] {
         add_tree(&mut tree, &r.tree);
@@ -98,11 +104,23 @@ pub fn merge_reports(
     finish_tree(&mut tree, total_s, total_samples, &mut next_id);
     let threshold = threshold(&tree, rule);
     mark_hot(&mut tree, threshold);
-    let notes = merged_notes(reports);
+    let mut notes = merged_notes(reports);
+    let exits: Vec<TargetExit> = reports.iter().map(|(_, r)| r.exit).collect();
+    if exits.iter().any(|&e| e != first.exit) {
+        let each: Vec<String> = reports
+            .iter()
+            .map(|(label, r)| format!("{label} {}", ended(r.exit)))
+            .collect();
+        notes.insert(
+            0,
+            format!("the ranks ended differently: {}", each.join(", ")),
+        );
+    }
     let merged = ProfileReport {
         backend: first.backend,
         command: first.command.clone(),
         measure: format!("{} ({} profiles summed)", first.measure, reports.len()),
+        program: first.program.clone(),
         exit: first.exit,
         events: reports.iter().map(|(_, r)| r.events).sum(),
         hot_threshold: threshold,
@@ -124,8 +142,48 @@ pub fn merge_reports(
     Ok(RankMerge {
         merged,
         ranks: reports.iter().map(|(l, _)| l.clone()).collect(),
+        exits,
         imbalance,
     })
+}
+
+/// Refuses two profiles of different programs: another file (unless the build-ids say it is
+/// a copy of the same build), or the same file rebuilt.
+fn check_same_program(
+    (first_label, first): (&str, &ProfileReport),
+    (label, other): (&str, &ProfileReport),
+) -> Result<(), ProfileError> {
+    let (Some(a), Some(b)) = (&first.program, &other.program) else {
+        return Ok(());
+    };
+    let same_build = matches!((&a.build_id, &b.build_id), (Some(x), Some(y)) if x == y);
+    if a.path != b.path && !same_build {
+        return Err(ProfileError::Merge(format!(
+            "{label} is a profile of {}, {first_label} of {}; merge only the profiles of one \
+             program (the ranks of one run)",
+            b.path, a.path
+        )));
+    }
+    if a.build_id != b.build_id {
+        let id = |p: &ObjectRef| p.build_id.clone().unwrap_or_else(|| "none".into());
+        return Err(ProfileError::Merge(format!(
+            "{label} was recorded from {} with build-id {}, {first_label} with build-id {}; \
+             merge only the profiles of one build",
+            b.path,
+            id(b),
+            id(a)
+        )));
+    }
+    Ok(())
+}
+
+/// How a target ended, as the report header says it.
+fn ended(exit: TargetExit) -> String {
+    match exit {
+        TargetExit::Exited(code) => format!("exited {code}"),
+        TargetExit::Signaled(signal) => format!("killed by signal {signal}"),
+        TargetExit::Detached => "interrupted, detached".into(),
+    }
 }
 
 /// Each distinct note once: as it is when every profile has it, else after the labels of the
@@ -314,7 +372,6 @@ fn find_path<'a>(root: &'a TreeNode, path: &[&TreeNode]) -> Option<&'a TreeNode>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::TargetExit;
 
     fn node(kind: &'static str, name: &str, self_s: f64, children: Vec<TreeNode>) -> TreeNode {
         let inclusive_s = self_s + children.iter().map(|c| c.inclusive_s).sum::<f64>();
@@ -353,6 +410,10 @@ mod tests {
             backend: "ptrace",
             command: vec!["./app".into()],
             measure: "TSC".into(),
+            program: Some(ObjectRef {
+                path: "/work/app".into(),
+                build_id: Some("aa11".into()),
+            }),
             exit: TargetExit::Exited(0),
             events: 5,
             hot_threshold: 0.0,
@@ -429,5 +490,71 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("back-end"), "{err}");
+    }
+
+    #[test]
+    fn profiles_of_other_programs_or_builds_are_not_merged() {
+        let mut other = report(1.0, None);
+        other.program = Some(ObjectRef {
+            path: "/work/other".into(),
+            build_id: Some("bb22".into()),
+        });
+        let reports = vec![
+            ("a.prof".to_owned(), report(1.0, None)),
+            ("b.prof".to_owned(), other),
+        ];
+        let err = merge_reports(&reports, HotRule::Rank(8), 5)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("b.prof") && err.contains("a.prof"), "{err}");
+        assert!(
+            err.contains("/work/other") && err.contains("/work/app"),
+            "{err}"
+        );
+        assert!(!err.contains('\n'), "{err}");
+
+        let mut rebuilt = report(1.0, None);
+        rebuilt.program.as_mut().unwrap().build_id = Some("cc33".into());
+        let reports = vec![
+            ("a.prof".to_owned(), report(1.0, None)),
+            ("b.prof".to_owned(), rebuilt),
+        ];
+        let err = merge_reports(&reports, HotRule::Rank(8), 5)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("build-id cc33") && err.contains("aa11"),
+            "{err}"
+        );
+
+        let mut copy = report(1.0, None);
+        copy.program.as_mut().unwrap().path = "/scratch/app".into();
+        let reports = vec![
+            ("a.prof".to_owned(), report(1.0, None)),
+            ("b.prof".to_owned(), copy),
+        ];
+        assert!(
+            merge_reports(&reports, HotRule::Rank(8), 5).is_ok(),
+            "a copy of one build is one program"
+        );
+    }
+
+    #[test]
+    fn ranks_that_ended_differently_are_named() {
+        let mut crashed = report(1.0, None);
+        crashed.exit = TargetExit::Signaled(11);
+        let reports = vec![
+            ("rank 0".to_owned(), report(1.0, None)),
+            ("rank 1".to_owned(), crashed),
+        ];
+        let merge = merge_reports(&reports, HotRule::Rank(8), 5).unwrap();
+        assert_eq!(
+            merge.merged.notes[0],
+            "the ranks ended differently: rank 0 exited 0, rank 1 killed by signal 11"
+        );
+        assert_eq!(
+            merge.exits,
+            [TargetExit::Exited(0), TargetExit::Signaled(11)]
+        );
     }
 }

@@ -12,7 +12,7 @@ use crate::lcct::{Lcct, NodeKey, hot_threshold};
 use crate::sample::SampledRun;
 use crate::sites::CodeIndex;
 use crate::threads::{ThreadActivity, exact_threads, sampled_threads};
-use crate::{ExactRun, ProfileError};
+use crate::{ExactRun, ObjectRef, ProfileError};
 
 /// One node of the report tree, with everything a row shows.
 #[derive(Debug, Clone, Serialize)]
@@ -87,6 +87,9 @@ pub struct ProfileReport {
     pub command: Vec<String>,
     /// What the times are made of ("cpu-clock samples", "TSC cycles between markers").
     pub measure: String,
+    /// The program the command ran (its first `exec`), with the build-id recorded, when known:
+    /// what makes profiles ranks of one program.
+    pub program: Option<ObjectRef>,
     /// How the target ended.
     pub exit: crate::TargetExit,
     /// Samples or marker events the tree is made of.
@@ -481,6 +484,7 @@ fn finish(
         backend: profile.recording.backend(),
         command: profile.command.clone(),
         measure,
+        program: program_of(profile),
         exit,
         events,
         hot_threshold: threshold,
@@ -488,6 +492,32 @@ fn finish(
         tree: root,
         notes,
         threads: Vec::new(),
+    }
+}
+
+/// The program the command ran: an exact back-end's first instrumented object, or the file
+/// the target's first `exec` mapped first.
+fn program_of(profile: &Profile) -> Option<ObjectRef> {
+    match &profile.recording {
+        Recording::Ptrace(run) | Recording::Patch(run) => run.objects.first().cloned(),
+        Recording::Sample(run) => {
+            let exec = run.execs.first()?;
+            let path = &run
+                .mappings
+                .get(exec.first_mapping..)?
+                .iter()
+                .find(|m| m.pid == exec.pid)?
+                .path;
+            let build_id = profile
+                .objects
+                .iter()
+                .find(|o| &o.path == path)
+                .and_then(|o| o.build_id.clone());
+            Some(ObjectRef {
+                path: path.clone(),
+                build_id,
+            })
+        }
     }
 }
 

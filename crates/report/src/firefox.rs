@@ -272,6 +272,7 @@ mod tests {
             backend: "sample",
             command: vec!["/bin/nest".into()],
             measure: String::new(),
+            program: None,
             exit: TargetExit::Exited(0),
             events: 3,
             hot_threshold: 0.01,

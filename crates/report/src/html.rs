@@ -695,6 +695,7 @@ mod tests {
             backend: "ptrace",
             command: vec!["./a.out".into()],
             measure: "TSC".into(),
+            program: None,
             exit: TargetExit::Exited(0),
             events: 10,
             hot_threshold: 0.01,
