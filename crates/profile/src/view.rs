@@ -194,6 +194,9 @@ pub fn build_report(profile: &Profile, rule: HotRule) -> Result<ProfileReport, P
             let objects = open_objects(profile, &used, &mut notes)?;
             let (tree, leaves) = sampled_tree(profile, run, &objects);
             let threads = sampled_threads(run, &leaves);
+            if let Some(note) = truncated_note(run) {
+                notes.push(note);
+            }
             if run.lost_samples > 0 {
                 notes.push(format!(
                     "{} samples lost (ring buffer full)",
@@ -263,6 +266,31 @@ pub fn build_report(profile: &Profile, rule: HotRule) -> Result<ProfileReport, P
             Ok(ProfileReport { threads, ..report })
         }
     }
+}
+
+/// The share of samples whose stack the unwinder could not follow to its outermost frame, and
+/// what to do about it: their callers are missing from the tree.
+fn truncated_note(run: &SampledRun) -> Option<String> {
+    let truncated = run.samples.iter().filter(|s| s.truncated).count();
+    if truncated == 0 {
+        return None;
+    }
+    let more = if run.stack_bytes < crate::MAX_STACK_BYTES {
+        format!(
+            "; record with --stack-bytes {} to copy more",
+            crate::MAX_STACK_BYTES
+        )
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "{truncated} of {} samples ({:.1} %) have their stacks cut short (deeper than the {} \
+         bytes of stack copied per sample, or code without unwind information): their callers \
+         are missing, and those samples sit under the outermost frame found{more}",
+        run.samples.len(),
+        100.0 * truncated as f64 / run.samples.len() as f64,
+        run.stack_bytes
+    ))
 }
 
 impl Overhead {

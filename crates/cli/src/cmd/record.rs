@@ -8,9 +8,9 @@ use std::time::Instant;
 
 use clap::{Args, ValueEnum};
 use loopscope_profile::{
-    DEFAULT_FREQUENCY_HZ, EventChoice, ExactOptions, NameValues, PatchOptions, Profile,
-    SampleOptions, TargetExit, expand_output_name, has_placeholders, measure_trap_cost,
-    record_exact, record_patch, record_sampled,
+    DEFAULT_FREQUENCY_HZ, DEFAULT_STACK_BYTES, EventChoice, ExactOptions, MAX_STACK_BYTES,
+    NameValues, PatchOptions, Profile, SampleOptions, TargetExit, expand_output_name,
+    has_placeholders, measure_trap_cost, record_exact, record_patch, record_sampled,
 };
 
 use crate::failure::bad_input;
@@ -75,6 +75,14 @@ pub struct RecordArgs {
     /// Samples per second and thread (sample back-end).
     #[arg(long, value_name = "HZ", default_value_t = DEFAULT_FREQUENCY_HZ)]
     pub freq: u64,
+    /// Bytes of user stack copied with each sample for unwinding (sample back-end; up to
+    /// 65528): deeper call chains are cut, their callers missing [default: 16384].
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = clap::value_parser!(u32).range(8..=i64::from(MAX_STACK_BYTES))
+    )]
+    pub stack_bytes: Option<u32>,
     /// Also run the command once without loopscope first, for the overhead line of `report`.
     #[arg(long)]
     pub native: bool,
@@ -106,6 +114,11 @@ pub fn run(args: &RecordArgs, ui: &Ui) -> anyhow::Result<()> {
     };
     if args.libraries && !matches!(backend, Backend::Patch) {
         return Err(bad_input("--libraries needs --backend patch"));
+    }
+    if args.stack_bytes.is_some() && !matches!(backend, Backend::Sample) {
+        return Err(bad_input(
+            "--stack-bytes sizes the stack copied with each sample: use it with --backend sample",
+        ));
     }
     if args.blocks && matches!(backend, Backend::Sample) {
         return Err(bad_input(
@@ -144,6 +157,7 @@ pub fn run(args: &RecordArgs, ui: &Ui) -> anyhow::Result<()> {
                 frequency_hz: args.freq,
                 search_path: search_path.clone(),
                 event,
+                stack_bytes: args.stack_bytes.unwrap_or(DEFAULT_STACK_BYTES),
                 ..SampleOptions::default()
             };
             Profile::sampled(text, record_sampled(&args.command, &options, &stop)?)

@@ -80,3 +80,23 @@ pub fn perf_events_allowed() -> bool {
     }
     allowed
 }
+
+/// A C fixture of the CLI tests (`crates/cli/tests/fixtures/NAME`) compiled with `cc -O1 -g`
+/// into `dir`, or `None` (having said it skipped) when there is no compiler.
+pub fn compile_fixture(name: &str, dir: &Path) -> Option<PathBuf> {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    let out = dir.join(name.trim_end_matches(".c"));
+    let ok = Command::new("cc")
+        .args(["-O1", "-g"])
+        .arg(&source)
+        .arg("-o")
+        .arg(&out)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!("skipped: cc could not build {name}");
+    }
+    ok.then_some(out)
+}

@@ -8,16 +8,12 @@ use perf_event::events::{Hardware, Software};
 use perf_event::{Builder, Clock, Counter, ReadFormat, SampleFlag, SampleSkid, Sampler};
 
 use super::records::{self, Queue};
-use super::{SampleOptions, SampledEvent, maps};
+use super::{MAX_STACK_BYTES, SampleOptions, SampledEvent, maps};
 use crate::ProfileError;
 
 /// Registers copied with each sample, by their bit in the x86-64 `perf_regs` numbering:
 /// only what the unwinder needs (`bp`, `sp`, `ip`), in this order in the record.
 pub(super) const REGS_USER_MASK: u64 = (1 << 6) | (1 << 7) | (1 << 8);
-
-/// Largest user-stack copy the kernel accepts (`sample_stack_user` below `u16::MAX`, a
-/// multiple of 8).
-const MAX_STACK_BYTES: u32 = 65528;
 
 /// Smallest ring buffer tried: it must hold a few full-size samples.
 const MIN_BUFFER_BYTES: usize = 64 * 1024;
