@@ -280,6 +280,17 @@ impl ThreadState {
         self.result.events += n;
     }
 
+    /// The thread's run ended at `now_tsc` (it exited, was killed, or its process ended under
+    /// it): the section since its last event is charged to the node current then, the loop or
+    /// call it was in, with no event counted (no analysis routine closed it). Then every open
+    /// activation is closed and the tree returned.
+    pub fn finish_at(mut self, now_tsc: u64) -> ThreadTree {
+        let n = &mut self.result.tree.nodes[self.cur as usize];
+        n.self_time += now_tsc.saturating_sub(self.last_tsc);
+        self.last_tsc = self.last_tsc.max(now_tsc);
+        self.finish()
+    }
+
     /// Closes every open activation (the thread ended) and returns its tree.
     pub fn finish(mut self) -> ThreadTree {
         self.close_frames_from(0);
@@ -447,6 +458,29 @@ mod tests {
         assert_eq!(t.result.tree.nodes[0].self_time, 50);
         assert_eq!(t.result.tree.nodes[1].self_time, 40);
         assert_eq!(t.result.events, 2);
+    }
+
+    #[test]
+    fn the_end_charges_the_section_since_the_last_event_to_the_open_loop() {
+        let mut t = ThreadState::new(1, 1, 0);
+        t.call(MAIN, Some(0), 0xdead, 0x7000);
+        t.charge(10);
+        t.block(0, &[0], Some(0));
+        t.last_tsc = 20;
+        // Repeated headers read no clock: the loop's whole run is the section to the end.
+        t.repeat_back_edges(1000);
+        let tree = t.finish_at(5020).tree;
+        let l = loop_node_of(&tree, 0);
+        assert_eq!(l.self_time, 5000);
+        assert_eq!(l.events_charged, 1000, "the end is no event");
+        assert_eq!((l.exits, l.trips_max), (1, Some(1001)));
+    }
+
+    fn loop_node_of(tree: &Lcct, id: u32) -> &crate::lcct::Node {
+        tree.nodes
+            .iter()
+            .find(|n| n.key == NodeKey::Loop { object: 0, id })
+            .expect("the loop has a node")
     }
 
     #[test]

@@ -281,8 +281,8 @@ impl Tracer {
 
     fn handle(&mut self, tid: i32, event: Stop, now: u64) -> Result<(), ProfileError> {
         match event {
-            Stop::Exited(code) => self.thread_ended(tid, TargetExit::Exited(code)),
-            Stop::Killed(signal) => self.thread_ended(tid, TargetExit::Signaled(signal)),
+            Stop::Exited(code) => self.thread_ended(tid, TargetExit::Exited(code), now),
+            Stop::Killed(signal) => self.thread_ended(tid, TargetExit::Signaled(signal), now),
             Stop::Event(e) if e == libc::PTRACE_EVENT_CLONE => {
                 let new = sys::event_message(tid).map_err(system("ptrace(GETEVENTMSG)"))? as i32;
                 let pid = self.thread_process[&tid];
@@ -317,9 +317,11 @@ impl Tracer {
         let _ = sys::resume(tid, signal);
     }
 
-    fn thread_ended(&mut self, tid: i32, how: TargetExit) {
+    /// A thread is gone at `now`: its time since its last marker goes to where it was (a call
+    /// into a library or a loop-free function, when it crashed or was killed there).
+    fn thread_ended(&mut self, tid: i32, how: TargetExit, now: u64) {
         if let Some(state) = self.threads.remove(&tid) {
-            self.finished.push(state.finish());
+            self.finished.push(state.finish_at(now));
         }
         if tid == self.root_pid {
             self.exit = Some(how);
@@ -637,8 +639,9 @@ impl Tracer {
         for &pid in self.processes.keys() {
             let _ = sys::signal_process(pid, libc::SIGCONT);
         }
+        let detached = tsc_now();
         for (_, state) in self.threads.drain() {
-            self.finished.push(state.finish());
+            self.finished.push(state.finish_at(detached));
         }
         self.exit = Some(TargetExit::Detached);
     }

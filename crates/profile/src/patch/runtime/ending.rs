@@ -249,7 +249,7 @@ extern "C" fn thread_ended(value: *mut libc::c_void) {
             // SAFETY: the slot is this thread's, now out of the list, so no one else reads it.
             let mut owned = unsafe { Box::from_raw(slot) };
             let mut finished = FINISHED.lock();
-            if let Some(tree) = finish_slot(&mut owned, f) {
+            if let Some(tree) = finish_slot(&mut owned, f, crate::tsc::read()) {
                 finished.threads.push(tree);
             }
             for (total, n) in finished.executions.iter_mut().zip(&owned.counters) {
@@ -265,15 +265,17 @@ extern "C" fn thread_ended(value: *mut libc::c_void) {
     f.in_handler = 0;
 }
 
-/// Applies the thread's pending header executions and closes its tree.
-fn finish_slot(slot: &mut Slot, f: &Fast) -> Option<crate::exact::ThreadTree> {
+/// Applies the thread's pending header executions, charges its time since its last event up
+/// to `ended_tsc` to where it was (a hot loop's repeated headers read no clock, so that is the
+/// loop's whole run when the process is interrupted or crashes in it) and closes its tree.
+fn finish_slot(slot: &mut Slot, f: &Fast, ended_tsc: u64) -> Option<crate::exact::ThreadTree> {
     slot.close_previous_call(f.exit_tsc);
     let mut state = slot.state.take()?;
     // SAFETY: another thread's word may still be counted up while this reads it; a torn or
     // stale value is impossible for an aligned u64 on x86-64, at worst one count is missed.
     let pending = unsafe { std::ptr::read_volatile(&f.pending) };
     state.repeat_back_edges(pending);
-    Some(state.finish())
+    Some(state.finish_at(ended_tsc))
 }
 
 extern "C" fn before_fork() {
@@ -351,6 +353,7 @@ fn write_result(ending: Ending, skip_current: bool) {
     if WRITTEN.swap(true, Ordering::SeqCst) {
         return;
     }
+    let ended_tsc = crate::tsc::read();
     ENDING.store(true, Ordering::SeqCst);
     barrier_on_every_thread();
     let me = fast();
@@ -393,7 +396,7 @@ fn write_result(ending: Ending, skip_current: bool) {
         }
         // SAFETY: the slot's thread is not in the handler and will not enter it (ENDING).
         let f = unsafe { &*slot.fast };
-        if let Some(tree) = finish_slot(slot, f) {
+        if let Some(tree) = finish_slot(slot, f, ended_tsc) {
             separator(&mut out);
             out.json(&tree);
         }
