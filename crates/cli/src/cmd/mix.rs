@@ -1,9 +1,11 @@
 //! `loopscope mix`: the executed instruction mix of a profile or a perf.data file (spec 001).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
-use loopscope_profile::{InstrType, MixBy, MixOptions, Profile, build_mix, mix_of_perf_data};
+use loopscope_profile::{
+    InstrType, MixBy, MixOptions, Profile, ProfileError, build_id, build_mix, mix_of_perf_data,
+};
 use loopscope_report::render_mix;
 
 use crate::cmd::{print_json, print_text};
@@ -66,15 +68,50 @@ pub fn run(args: &MixArgs, ui: &Ui) -> anyhow::Result<()> {
         mix_of_perf_data(&args.input, &options)?
     } else {
         let profile = Profile::read(&args.input)?;
+        refuse_rebuilt(&profile, args.binary.as_deref())?;
         build_mix(&profile, &options, &args.input)?
     };
     for note in &report.notes {
-        ui.warn(note);
+        // How an exact mix was counted is what the result is, not a caveat about it.
+        if report.estimate == "exact" && note.starts_with("exact: ") {
+            ui.done(note);
+        } else {
+            ui.warn(note);
+        }
     }
     if args.json {
         return print_json(&report);
     }
     print_text(&render_mix(&report, args.top))
+}
+
+/// Refuses a profile whose objects were rebuilt since it was recorded, as `report` does: their
+/// samples or counts would fall on other code. The object `--binary` stands for is the user's
+/// choice and is not checked.
+fn refuse_rebuilt(profile: &Profile, binary: Option<&Path>) -> anyhow::Result<()> {
+    let replaced = |recorded: &Path| {
+        binary.is_some_and(|b| b.file_name().is_some() && b.file_name() == recorded.file_name())
+    };
+    for object in &profile.objects {
+        let path = Path::new(&object.path);
+        let Some(recorded) = &object.build_id else {
+            continue;
+        };
+        if replaced(path) || !path.is_file() {
+            continue;
+        }
+        if let Some(found) = build_id(path)
+            && &found != recorded
+        {
+            return Err(ProfileError::BuildIdMismatch {
+                path: path.to_owned(),
+                recorded: recorded.clone(),
+                found,
+            }
+            .into());
+        }
+    }
+    Ok(())
 }
 
 /// `--types` as a list, `other` accepted (and implied) for the exclusive types left out.

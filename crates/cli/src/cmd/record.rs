@@ -69,12 +69,12 @@ pub struct RecordArgs {
     /// runtime's): their functions and loops get nodes of their own below `name@plt`.
     #[arg(long)]
     pub libraries: bool,
-    /// The sampling event (sample back-end).
-    #[arg(long, value_enum, default_value = "auto")]
-    pub event: Event,
-    /// Samples per second and thread (sample back-end).
-    #[arg(long, value_name = "HZ", default_value_t = DEFAULT_FREQUENCY_HZ)]
-    pub freq: u64,
+    /// The sampling event (sample back-end) [default: auto].
+    #[arg(long, value_enum)]
+    pub event: Option<Event>,
+    /// Samples per second and thread (sample back-end) [default: 1000].
+    #[arg(long, value_name = "HZ")]
+    pub freq: Option<u64>,
     /// Bytes of user stack copied with each sample for unwinding (sample back-end; up to
     /// 65528): deeper call chains are cut, their callers missing [default: 16384].
     #[arg(
@@ -101,10 +101,10 @@ pub struct RecordArgs {
 
 /// Runs `record`.
 pub fn run(args: &RecordArgs, ui: &Ui) -> anyhow::Result<()> {
-    if args.freq == 0 || args.freq > 100_000 {
+    let freq = args.freq.unwrap_or(DEFAULT_FREQUENCY_HZ);
+    if freq == 0 || freq > 100_000 {
         return Err(bad_input(format!(
-            "--freq {}: expected 1 to 100000 samples per second",
-            args.freq
+            "--freq {freq}: expected 1 to 100000 samples per second"
         )));
     }
     let backend = if args.exact {
@@ -112,6 +112,22 @@ pub fn run(args: &RecordArgs, ui: &Ui) -> anyhow::Result<()> {
     } else {
         args.backend
     };
+    for (given, flag) in [
+        (args.event.is_some(), "--event"),
+        (args.freq.is_some(), "--freq"),
+    ] {
+        if given && !matches!(backend, Backend::Sample) {
+            return Err(bad_input(format!(
+                "{flag} sets how the sample back-end samples: use it with --backend sample \
+                 (the {} back-end counts exactly)",
+                if matches!(backend, Backend::Patch) {
+                    "patch"
+                } else {
+                    "ptrace"
+                }
+            )));
+        }
+    }
     if args.libraries && !matches!(backend, Backend::Patch) {
         return Err(bad_input("--libraries needs --backend patch"));
     }
@@ -147,14 +163,14 @@ pub fn run(args: &RecordArgs, ui: &Ui) -> anyhow::Result<()> {
         .collect();
     let mut profile = match backend {
         Backend::Sample => {
-            let event = match args.event {
+            let event = match args.event.unwrap_or(Event::Auto) {
                 Event::Auto => EventChoice::Auto,
                 Event::Instructions => EventChoice::Instructions,
                 Event::CacheMisses => EventChoice::CacheMisses,
                 Event::CpuClock => EventChoice::CpuClock,
             };
             let options = SampleOptions {
-                frequency_hz: args.freq,
+                frequency_hz: freq,
                 search_path: search_path.clone(),
                 event,
                 stack_bytes: args.stack_bytes.unwrap_or(DEFAULT_STACK_BYTES),
