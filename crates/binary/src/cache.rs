@@ -18,7 +18,7 @@ use crate::error::BinaryError;
 use crate::program::{Options, Program};
 
 /// Bumped whenever [`Program`]'s layout changes, so old cache files are not misread.
-const FORMAT_VERSION: u32 = 2;
+const FORMAT_VERSION: u32 = 3;
 
 /// The cache file name for this binary and these options.
 pub fn cache_file_name(image: &Image, options: &Options) -> Result<String, BinaryError> {

@@ -39,9 +39,11 @@ impl SourceLines {
 
     fn annotate_loop(&self, l: &mut Loop, blocks: &[crate::Block]) {
         let frames = self.frames(l.header);
-        if let Some(innermost) = frames.first() {
-            l.file = innermost.file.clone();
-            l.line = innermost.line;
+        // The outermost frame with a file is the function's own code: for a header inlined
+        // from a library header (`getchar` from stdio.h), the user's line that called it.
+        if let Some(own) = frames.iter().rev().find(|f| f.file.is_some()) {
+            l.file = own.file.clone();
+            l.line = own.line;
         }
         if frames.len() > 1 {
             l.inlined = frames;
@@ -64,7 +66,7 @@ impl SourceLines {
                 }
             }
         }
-        if let Some((min, max)) = range {
+        if let Some((min, max)) = range.or(l.line.map(|line| (line, line))) {
             l.line_min = Some(min);
             l.line_max = Some(max);
         }

@@ -49,11 +49,14 @@ pub struct Loop {
     pub header: u64,
     /// Index of the header block.
     pub header_block: u32,
-    /// Source file of the header (innermost inlined frame).
+    /// Source file of the header in the function's own code: when the header is inlined code,
+    /// the file of the outermost call site (the user's source, not the inlined header file,
+    /// which is the first frame of `inlined`).
     pub file: Option<String>,
-    /// Source line of the header.
+    /// Source line of the header (of the outermost call site when it is inlined code).
     pub line: Option<u32>,
-    /// Smallest line of the loop's code in `file` (at -O2 the header is often the latch).
+    /// Smallest line of the loop's code in `file` (at -O2 the header is often the latch); `line`
+    /// when none of the loop's code is in `file` itself (all of it inlined).
     pub line_min: Option<u32>,
     /// Largest line of the loop's code in `file`.
     pub line_max: Option<u32>,

@@ -76,3 +76,68 @@ fn loops_are_listed_parent_first_with_the_json_kind_spelling() {
         "the fixture has self-loops: {loops:?}"
     );
 }
+
+/// The loop of `stdin_hist.c` whose header is `getchar`'s inlined code.
+const READ_LOOP_LINE: u64 = 6;
+
+#[test]
+fn an_inlined_header_is_labelled_with_the_users_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(bin) = compile("stdin_hist.c", dir.path(), &[]) else {
+        return;
+    };
+    let b = bin.to_str().unwrap();
+    let json = loopscope(["loops", b, "-f", "main", "--json"]);
+    assert!(json.status.success(), "{}", stderr(&json));
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let loops = json["functions"][0]["loops"].as_array().unwrap();
+    let Some(read) = loops
+        .iter()
+        .find(|l| l["inlined"].as_array().is_some_and(|i| !i.is_empty()))
+    else {
+        eprintln!("skipped: this compiler did not inline getchar into the loop header");
+        return;
+    };
+    assert!(
+        read["file"].as_str().unwrap().ends_with("stdin_hist.c"),
+        "{read}"
+    );
+    assert_eq!(read["line"], READ_LOOP_LINE, "{read}");
+    let from = read["inlined"][0]["file"].as_str().unwrap();
+    let from_line = read["inlined"][0]["line"].as_u64().unwrap();
+    let from = from.rsplit('/').next().unwrap();
+    let label = format!("stdin_hist.c:{READ_LOOP_LINE} (inlined {from}:{from_line})");
+
+    let text = stdout(&loopscope(["loops", b, "-f", "main"]));
+    assert!(text.contains(&label), "{label} in:\n{text}");
+
+    // The exact back-end, so that the loop is in the tree however short the run.
+    let input = dir.path().join("input.bin");
+    std::fs::write(&input, vec![7u8; 5000]).unwrap();
+    let profile = dir.path().join("read.prof");
+    let out = Command::new(env!("CARGO_BIN_EXE_loopscope"))
+        .args(["record", "-q", "--backend", "ptrace", "-o"])
+        .arg(&profile)
+        .args(["--", b])
+        .stdin(std::fs::File::open(&input).unwrap())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let p = profile.to_str().unwrap();
+    let text = stdout(&loopscope(["report", "--all", p]));
+    assert!(text.contains(&label), "{label} in:\n{text}");
+    let json = loopscope(["report", "--all", "--json", p]);
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let main = &json["tree"]["children"][0];
+    let node = main["children"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["line"] == READ_LOOP_LINE)
+        .unwrap_or_else(|| panic!("no loop node at line {READ_LOOP_LINE}: {main}"));
+    assert!(
+        node["file"].as_str().unwrap().ends_with("stdin_hist.c"),
+        "{node}"
+    );
+    assert_eq!(node["inlined"][0]["line"], from_line, "{node}");
+}

@@ -383,6 +383,7 @@ mod tests {
             irreducible: false,
             file: (kind == "loop").then(|| "app.c".into()),
             line: (kind == "loop").then_some(10),
+            inlined: Vec::new(),
             object: None,
             function: (kind == "loop").then(|| "main".into()),
             self_s,

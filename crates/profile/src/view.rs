@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use loopscope_binary::{Image, LoopKind, Options, Program};
+use loopscope_binary::{Frame, Image, LoopKind, Options, Program};
 use serde::Serialize;
 
 use crate::file::{Profile, Recording};
@@ -29,8 +29,12 @@ pub struct TreeNode {
     pub irreducible: bool,
     /// Source file of a loop's header.
     pub file: Option<String>,
-    /// Source line of a loop's header.
+    /// Source line of a loop's header (the user's line it was inlined at, when it is inlined
+    /// code).
     pub line: Option<u32>,
+    /// A loop header's inlined call chain, innermost first (empty when it is the function's
+    /// own code): the first frame's `file` and `line` are where the header's code comes from.
+    pub inlined: Vec<Frame>,
     /// The object the code belongs to.
     pub object: Option<String>,
     /// The function a loop is in.
@@ -245,6 +249,7 @@ pub fn build_report(profile: &Profile, rule: HotRule) -> Result<ProfileReport, P
                 let programs: Vec<_> = objects.iter().map(|o| o.program.as_ref()).collect();
                 notes.extend(crate::patch::patch_notes(summary, &programs));
             }
+            notes.extend(crate::exact::exact_notes(run));
             if run.stepped_sites > 0 {
                 notes.push(format!(
                     "{} of {} markers single-stepped in place (their instruction could not be relocated)",
@@ -484,6 +489,7 @@ fn finish(
             irreducible: label.irreducible,
             file: label.file,
             line: label.line,
+            inlined: label.inlined,
             object: label.object,
             function: label.function,
             self_s: corrected[id as usize] as f64 * seconds_per_unit,
@@ -571,6 +577,7 @@ struct Label {
     irreducible: bool,
     file: Option<String>,
     line: Option<u32>,
+    inlined: Vec<Frame>,
     object: Option<String>,
     function: Option<String>,
 }
@@ -589,6 +596,7 @@ impl Labeller<'_> {
             irreducible: false,
             file: None,
             line: None,
+            inlined: Vec::new(),
             object: None,
             function: None,
         };
@@ -634,6 +642,7 @@ impl Labeller<'_> {
                     label.irreducible = l.kind == LoopKind::Irreducible;
                     label.file = l.file.clone();
                     label.line = l.line;
+                    label.inlined = l.inlined.clone();
                 }
             }
         }

@@ -238,6 +238,7 @@ mod tests {
             irreducible: false,
             file: (kind == "loop").then(|| "/src/nest.c".into()),
             line: (kind == "loop").then_some(28),
+            inlined: Vec::new(),
             object: None,
             function: (kind == "loop").then(|| "main".into()),
             self_s: 0.0,

@@ -656,6 +656,7 @@ mod tests {
             irreducible: false,
             file: (kind == "loop").then(|| "/src/a<b>.c".into()),
             line: (kind == "loop").then_some(28),
+            inlined: Vec::new(),
             object: None,
             function: None,
             self_s: 0.5,

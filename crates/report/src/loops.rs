@@ -109,10 +109,7 @@ fn kind(kind: LoopKind) -> &'static str {
 }
 
 fn source(l: &Loop) -> String {
-    match (&l.file, l.line) {
-        (Some(file), Some(line)) => format!("{}:{line}", short(file)),
-        _ => "?".into(),
-    }
+    crate::profile::source_text(l.file.as_deref(), l.line, &l.inlined).unwrap_or_else(|| "?".into())
 }
 
 /// The function whose code the header is, when it was inlined: the innermost frame (the outer
@@ -130,10 +127,6 @@ fn lines(l: &Loop) -> String {
         (Some(a), Some(b)) => format!("{a}-{b}"),
         _ => "-".into(),
     }
-}
-
-fn short(file: &str) -> &str {
-    file.rsplit('/').next().unwrap_or(file)
 }
 
 fn class_cells(c: &ClassCounts) -> [String; 4] {

@@ -1,6 +1,7 @@
 //! Views of a loop profile (`loopscope report`): the loop-call-context tree as text (spec 004
 //! §8.7), the same summed per loop, and Graphviz DOT with the paper's conventions (§3.8).
 
+use loopscope_binary::Frame;
 use loopscope_profile::{ProfileReport, TargetExit, TreeNode};
 
 use crate::roofline_text::format_seconds;
@@ -24,10 +25,31 @@ fn percent(share: f64) -> String {
 }
 
 fn source(node: &TreeNode) -> String {
-    match (&node.file, node.line) {
-        (Some(file), Some(line)) => format!("{}:{line}", file.rsplit('/').next().unwrap_or(file)),
-        _ => String::new(),
+    source_text(node.file.as_deref(), node.line, &node.inlined).unwrap_or_default()
+}
+
+/// `file:line` of a loop header in the function's own code, followed by where the header's
+/// code comes from when it is inlined: `stdin.c:4 (inlined stdio.h:49)`. File names without
+/// their directories.
+pub(crate) fn source_text(
+    file: Option<&str>,
+    line: Option<u32>,
+    inlined: &[Frame],
+) -> Option<String> {
+    let short = |f: &str| f.rsplit('/').next().unwrap_or(f).to_owned();
+    let (Some(file), Some(line)) = (file, line) else {
+        return None;
+    };
+    let mut text = format!("{}:{line}", short(file));
+    if let Some(Frame {
+        file: Some(from),
+        line: Some(from_line),
+        ..
+    }) = inlined.first()
+    {
+        text.push_str(&format!(" (inlined {}:{from_line})", short(from)));
     }
+    Some(text)
 }
 
 fn name_cell(node: &TreeNode, depth: usize) -> String {
