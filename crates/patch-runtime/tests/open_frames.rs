@@ -84,3 +84,42 @@ fn a_thread_spinning_when_another_exits_keeps_its_loop_time() {
     assert!(spin.header_executions > 1000);
     assert!(spin.self_time > 0, "the spinning loop has no time");
 }
+
+#[test]
+fn a_caught_exception_closes_the_frames_it_unwound() {
+    let _serial = serial();
+    if !ptrace_allowed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for flags in [&["-O1"][..], &["-O2"]] {
+        let Some(binary) = compile(&fixture("caught.cc"), flags, dir.path()) else {
+            return;
+        };
+        let program = analyse(&binary);
+        let main_loop = outer_loop_key(&program, "main");
+        let inner_loop = outer_loop_key(&program, "_Z5innerii");
+        for (run, backend) in [
+            (traced(&binary, &["20"]), "ptrace"),
+            (patched(&binary, &["20"]), "patch"),
+        ] {
+            let what = format!("{backend} {flags:?}");
+            assert_eq!(run.exit, TargetExit::Exited(0), "{what}");
+            let unmatched: u64 = run.threads.iter().map(|t| t.unmatched_events).sum();
+            assert_eq!(unmatched, 0, "{what}: events dropped");
+            let tree = merged(&run);
+            let l = node(&tree, main_loop);
+            assert_eq!(
+                (l.entries, l.header_executions, l.trips_min, l.trips_max),
+                (1, 50, Some(50), Some(50)),
+                "{what}: main's loop"
+            );
+            let inner = node(&tree, inner_loop);
+            assert_eq!(
+                (inner.entries, inner.exits),
+                (50, 50),
+                "{what}: inner's loop"
+            );
+        }
+    }
+}

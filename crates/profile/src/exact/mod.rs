@@ -9,10 +9,12 @@
 
 mod calibrate;
 pub(crate) mod markers;
+mod notes;
 mod sys;
 pub(crate) mod thread;
 mod tracer;
 
 pub use calibrate::{TrapCost, measure_trap_cost};
+pub(crate) use notes::exact_notes;
 pub use thread::ThreadTree;
 pub use tracer::{BlockCounts, ExactOptions, ExactRun, record_exact};

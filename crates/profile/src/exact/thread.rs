@@ -143,14 +143,7 @@ impl ThreadState {
         return_address: u64,
         stack_pointer: u64,
     ) {
-        let returned = self
-            .frames
-            .iter()
-            .rposition(|f| {
-                let slot = f.return_stack_pointer.wrapping_sub(8);
-                !(slot < stack_pointer && stack_pointer - slot < REAP_BYTES)
-            })
-            .map_or(0, |live| live + 1);
+        let returned = self.live_frames(stack_pointer);
         if returned < self.frames.len() {
             self.close_frames_from(returned);
         }
@@ -165,6 +158,32 @@ impl ThreadState {
             first_loop: self.loops.len(),
         });
         self.cur = node;
+    }
+
+    /// How many frames, from the outermost, may still be live with the stack pointer at
+    /// `stack_pointer`: those above have their return address below it, within
+    /// [`REAP_BYTES`], so the stack was popped past it.
+    fn live_frames(&self, stack_pointer: u64) -> usize {
+        self.frames
+            .iter()
+            .rposition(|f| {
+                let slot = f.return_stack_pointer.wrapping_sub(8);
+                !(slot < stack_pointer && stack_pointer - slot < REAP_BYTES)
+            })
+            .map_or(0, |live| live + 1)
+    }
+
+    /// A block of `function` runs at `stack_pointer` above the return address of the top
+    /// activations: they were left without their return being seen (a C++ exception caught in
+    /// a caller, a `longjmp` whose target is no return site). They are closed when that leaves
+    /// on top an activation of `function`, the one the block belongs to; otherwise the event
+    /// stays unexplained and nothing is closed.
+    fn close_unwound(&mut self, function: u32, stack_pointer: u64) {
+        let live = self.live_frames(stack_pointer);
+        if live < self.frames.len() && live > 0 && self.frames[live - 1].function == Some(function)
+        {
+            self.close_frames_from(live);
+        }
     }
 
     /// Closes the frames from index `depth` up, innermost first, with their loops.
@@ -196,10 +215,19 @@ impl ThreadState {
         true
     }
 
-    /// Control reached block `block` of function `function`, which lies in the loops `chain`
-    /// (static ids, outermost first); `header_of` is the loop whose header the block is.
-    /// Loops left are exited, loops entered are entered, and a header counts an iteration.
-    pub fn block(&mut self, function: u32, chain: &[u32], header_of: Option<u32>) {
+    /// Control reached block `block` of function `function` with the stack pointer at
+    /// `stack_pointer`; the block lies in the loops `chain` (static ids, outermost first) and
+    /// `header_of` is the loop whose header the block is. Activations the stack was unwound
+    /// past are closed first; then loops left are exited, loops entered are entered, and a
+    /// header counts an iteration.
+    pub fn block(
+        &mut self,
+        function: u32,
+        chain: &[u32],
+        header_of: Option<u32>,
+        stack_pointer: u64,
+    ) {
+        self.close_unwound(function, stack_pointer);
         let Some(frame) = self.frames.last() else {
             self.result.unmatched_events += 1;
             return;
@@ -316,6 +344,8 @@ mod tests {
         object: 0,
         address: 0x1000,
     };
+    /// A stack pointer below every frame: the block unwinds nothing.
+    const DEEP: u64 = 0;
     const INNER: NodeKey = NodeKey::Function {
         object: 0,
         address: 0x2000,
@@ -337,12 +367,12 @@ mod tests {
         let mut t = ThreadState::new(1, 1, 0);
         t.call(MAIN, Some(0), 0xdead, 0x7000);
         for _ in 0..10 {
-            t.block(0, &[0], Some(0));
+            t.block(0, &[0], Some(0), DEEP);
             for _ in 0..20 {
-                t.block(0, &[0, 1], Some(1));
+                t.block(0, &[0, 1], Some(1), DEEP);
             }
         }
-        t.block(0, &[], None); // the exit target
+        t.block(0, &[], None, DEEP); // the exit target
         let t = ThreadState::finish(t);
         let outer = &t.tree.nodes[2];
         let inner = &t.tree.nodes[3];
@@ -361,10 +391,10 @@ mod tests {
     fn a_return_exits_the_callees_loops_and_recursion_folds() {
         let mut t = ThreadState::new(1, 1, 0);
         t.call(MAIN, Some(0), 0xdead, 0x7000);
-        t.block(0, &[0], Some(0));
+        t.block(0, &[0], Some(0), DEEP);
         t.call(INNER, Some(1), 0x1010, 0x6000);
         t.call(INNER, Some(1), 0x2020, 0x5000);
-        t.block(1, &[5], Some(5));
+        t.block(1, &[5], Some(5), DEEP);
         assert!(t.returned_to(0x2020, 0x5008));
         assert!(
             !t.returned_to(0x1010, 0x1234),
@@ -378,7 +408,7 @@ mod tests {
             "root, main, loop 0, inner, loop 5"
         );
         // Back in main's loop: its next header is a back edge.
-        t.block(0, &[0], Some(0));
+        t.block(0, &[0], Some(0), DEEP);
         assert_eq!(loop_node(&t, 0)[0].back_edges, 1);
     }
 
@@ -413,7 +443,7 @@ mod tests {
         // The library calls back twice, the second time from higher up its stack; the first
         // return goes into the library, unseen.
         t.call(INNER, Some(1), 0x7777_0000, 0x6000);
-        t.block(1, &[5], Some(5));
+        t.block(1, &[5], Some(5), DEEP);
         t.call(INNER, Some(1), 0x7777_0000, 0x6100);
         assert_eq!(t.frames.len(), 3, "main, plt, one callback");
         assert_eq!(
@@ -433,7 +463,7 @@ mod tests {
         let mut t = ThreadState::new(1, 1, 0);
         t.call(MAIN, Some(0), 0xdead, 0x7000);
         t.call(INNER, Some(1), 0x1010, 0x6000);
-        t.block(1, &[3], Some(3));
+        t.block(1, &[3], Some(3), DEEP);
         t.call(
             NodeKey::Function {
                 object: 0,
@@ -446,6 +476,61 @@ mod tests {
         assert!(t.returned_to(0x1010, 0x6008));
         assert_eq!(t.current(), 1);
         assert_eq!(loop_node(&t, 3)[0].exits, 1);
+    }
+
+    /// main's loop calls inner, whose loop calls a throwing library function; the exception is
+    /// caught in main, whose next header runs at main's stack pointer: inner's frame, its loop
+    /// and the library call are closed, and main's loop goes on counting.
+    #[test]
+    fn a_block_above_unwound_frames_closes_them() {
+        let mut t = ThreadState::new(1, 1, 0);
+        t.call(MAIN, Some(0), 0xdead, 0x7000);
+        let main_sp = 0x6f00;
+        for round in 0..3 {
+            t.block(0, &[0], Some(0), main_sp);
+            t.call(INNER, Some(1), 0x1010, main_sp - 8);
+            t.block(1, &[5], Some(5), main_sp - 0x40);
+            if round == 1 {
+                let throw = NodeKey::Plt {
+                    object: 0,
+                    address: 0x500,
+                };
+                t.call(throw, None, 0x2020, main_sp - 0x48);
+                // The unwinder lands in main; the next event is main's header.
+                continue;
+            }
+            assert!(t.returned_to(0x1010, main_sp));
+        }
+        t.block(0, &[], None, main_sp);
+        assert_eq!(t.result.unmatched_events, 0);
+        let tree = t.finish().tree;
+        let main_loop = &tree.nodes[2];
+        assert_eq!(main_loop.key, NodeKey::Loop { object: 0, id: 0 });
+        assert_eq!(
+            (
+                main_loop.entries,
+                main_loop.header_executions,
+                main_loop.trips_max
+            ),
+            (1, 3, Some(3))
+        );
+        let inner_loop = tree
+            .nodes
+            .iter()
+            .find(|n| n.key == NodeKey::Loop { object: 0, id: 5 })
+            .unwrap();
+        assert_eq!((inner_loop.entries, inner_loop.exits), (3, 3));
+    }
+
+    #[test]
+    fn a_block_of_another_function_unwinds_nothing() {
+        let mut t = ThreadState::new(1, 1, 0);
+        t.call(MAIN, Some(0), 0xdead, 0x7000);
+        t.call(INNER, Some(1), 0x1010, 0x6000);
+        // Above inner's return address, but main's block is not what runs there.
+        t.block(4, &[9], Some(9), 0x6100);
+        assert_eq!(t.frames.len(), 2);
+        assert_eq!(t.result.unmatched_events, 1);
     }
 
     #[test]
@@ -465,7 +550,7 @@ mod tests {
         let mut t = ThreadState::new(1, 1, 0);
         t.call(MAIN, Some(0), 0xdead, 0x7000);
         t.charge(10);
-        t.block(0, &[0], Some(0));
+        t.block(0, &[0], Some(0), DEEP);
         t.last_tsc = 20;
         // Repeated headers read no clock: the loop's whole run is the section to the end.
         t.repeat_back_edges(1000);
@@ -486,9 +571,9 @@ mod tests {
     #[test]
     fn a_marker_in_another_function_changes_nothing() {
         let mut t = ThreadState::new(1, 1, 0);
-        t.block(0, &[0], Some(0));
+        t.block(0, &[0], Some(0), DEEP);
         t.call(MAIN, Some(0), 0xdead, 0x7000);
-        t.block(4, &[9], Some(9));
+        t.block(4, &[9], Some(9), DEEP);
         assert_eq!(t.result.unmatched_events, 2);
         assert_eq!(t.result.tree.nodes.len(), 2);
     }
@@ -497,8 +582,8 @@ mod tests {
     fn repeated_back_edges_equal_the_events_they_stand_for() {
         let drive = |t: &mut ThreadState| {
             t.call(MAIN, Some(0), 0xdead, 0x7000);
-            t.block(0, &[0], Some(0));
-            t.block(0, &[0, 1], Some(1));
+            t.block(0, &[0], Some(0), DEEP);
+            t.block(0, &[0, 1], Some(1), DEEP);
         };
         let mut slow = ThreadState::new(1, 1, 0);
         drive(&mut slow);
@@ -507,11 +592,11 @@ mod tests {
         assert_eq!(slow.repeating_loop(4), None, "another function's marker");
         for _ in 0..5 {
             slow.charge(0);
-            slow.block(0, &[0, 1], Some(1));
+            slow.block(0, &[0, 1], Some(1), DEEP);
         }
         fast.repeat_back_edges(5);
-        slow.block(0, &[0], Some(0));
-        fast.block(0, &[0], Some(0));
+        slow.block(0, &[0], Some(0), DEEP);
+        fast.block(0, &[0], Some(0), DEEP);
         assert_eq!(fast.repeating_loop(0), Some(0));
         let (slow, fast) = (slow.finish(), fast.finish());
         assert_eq!(slow.tree, fast.tree);
@@ -526,8 +611,8 @@ mod tests {
     fn a_fork_keeps_the_shape_and_zeroes_the_counts() {
         let mut t = ThreadState::new(1, 1, 0);
         t.call(MAIN, Some(0), 0xdead, 0x7000);
-        t.block(0, &[0], Some(0));
-        t.block(0, &[0], Some(0));
+        t.block(0, &[0], Some(0), DEEP);
+        t.block(0, &[0], Some(0), DEEP);
         let child = t.forked(2, 2, 0);
         assert_eq!(child.current(), t.current());
         assert_eq!(child.result.tree.nodes.len(), 3);

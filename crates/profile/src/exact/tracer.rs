@@ -693,7 +693,7 @@ fn events(
         );
     }
     if let Some(block) = &site.block {
-        state.block(block.function, &block.chain, block.header_of);
+        state.block(block.function, &block.chain, block.header_of, regs.rsp);
     }
     if site.plt_call
         && let Resume::Call {

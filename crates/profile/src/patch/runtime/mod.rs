@@ -262,7 +262,7 @@ fn events(rt: &Runtime, state: &mut ThreadState, site: &RuntimeSite, stack_point
         );
     }
     if let Some(block) = &s.block {
-        state.block(block.function, &block.chain, block.header_of);
+        state.block(block.function, &block.chain, block.header_of, stack_pointer);
     }
     if let Some((stub, return_address)) = site.plt {
         state.call(
