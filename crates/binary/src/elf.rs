@@ -458,8 +458,55 @@ pub fn demangle(raw: &str) -> String {
                 return text;
             }
         }
+        if let Some(name) = leading_name(raw) {
+            return name;
+        }
     }
     raw.to_owned()
+}
+
+/// The qualified name at the start of an Itanium-mangled symbol the demangler could not read
+/// whole (it refuses some template expressions, such as `sr` in `enable_if` arguments), with
+/// its template arguments and parameters elided as `short_name` shows them:
+/// `_ZSt9__fill_a1IPffE…` reads `std::__fill_a1<…>(…)`. `None` unless a name was read.
+fn leading_name(raw: &str) -> Option<String> {
+    let mut rest = raw.strip_prefix("_Z")?.as_bytes();
+    let nested = rest.first() == Some(&b'N');
+    if nested {
+        rest = &rest[1..];
+        while let Some((b'r' | b'V' | b'K' | b'R' | b'O', tail)) = rest.split_first() {
+            rest = tail;
+        }
+    }
+    let mut parts: Vec<String> = Vec::new();
+    loop {
+        if let Some(tail) = rest.strip_prefix(b"St") {
+            parts.push("std".into());
+            rest = tail;
+            continue;
+        }
+        let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+        if digits == 0 {
+            break;
+        }
+        let length: usize = std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()?;
+        let name = rest.get(digits..digits + length)?;
+        parts.push(String::from_utf8_lossy(name).into_owned());
+        rest = &rest[digits + length..];
+        if !nested {
+            break;
+        }
+    }
+    if parts.last().is_none_or(|p| p == "std") {
+        return None;
+    }
+    let mut name = parts.join("::");
+    match rest.first() {
+        Some(b'I') => name.push_str("<…>(…)"),
+        Some(b'E') | None => {}
+        Some(_) => name.push_str("(…)"),
+    }
+    Some(name)
 }
 
 #[cfg(test)]
@@ -475,6 +522,26 @@ mod tests {
         );
         assert_eq!(demangle("main"), "main");
         assert_eq!(demangle("_Zgarbage"), "_Zgarbage");
+    }
+
+    #[test]
+    fn a_name_the_demangler_refuses_keeps_its_leading_name() {
+        let raw = "_ZSt9__fill_a1IPffEN9__gnu_cxx11__enable_ifIXsrSt11__is_scalarIT0_E7__valueEvE6__typeET_S8_RKS4_";
+        assert_eq!(demangle(raw), "std::__fill_a1<…>(…)");
+        assert_eq!(
+            leading_name("_ZN2ns3fooIiEEvT_"),
+            Some("ns::foo<…>(…)".into())
+        );
+        assert_eq!(leading_name("_ZSt"), None);
+        assert_eq!(leading_name("_Z99x"), None);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn demangling_any_symbol_never_panics(tail in "[0-9A-Za-z_@.]{0,40}") {
+            let _ = demangle(&format!("_Z{tail}"));
+            let _ = leading_name(&format!("_ZN{tail}"));
+        }
     }
 
     #[test]

@@ -82,7 +82,7 @@ impl SourceLines {
             let function = frame
                 .function
                 .as_ref()
-                .and_then(|f| f.demangle().ok().map(|n| n.into_owned()));
+                .and_then(|f| f.raw_name().ok().map(|n| crate::demangle(&n)));
             let (file, line) = frame
                 .location
                 .map_or((None, None), |l| (l.file.map(str::to_owned), l.line));

@@ -555,6 +555,14 @@ fn program_of(profile: &Profile) -> Option<ObjectRef> {
     }
 }
 
+/// A symbol demangled, its version (`@GLIBCXX_3.4`) kept after it.
+fn demangle_versioned(name: &str) -> String {
+    match name.split_once('@') {
+        Some((symbol, version)) => format!("{}@{version}", loopscope_binary::demangle(symbol)),
+        None => loopscope_binary::demangle(name),
+    }
+}
+
 /// The nested tree, children by decreasing inclusive share.
 fn nest(tree: &Lcct, id: u32, build: &impl Fn(u32, Vec<TreeNode>) -> TreeNode) -> TreeNode {
     let mut children: Vec<TreeNode> = tree.nodes[id as usize]
@@ -618,7 +626,10 @@ impl Labeller<'_> {
                 let name = o
                     .and_then(|o| o.image.as_ref())
                     .and_then(|i| i.plt_name(address));
-                label.name = format!("{}@plt", name.unwrap_or("?"));
+                label.name = format!(
+                    "{}@plt",
+                    name.map_or_else(|| "?".into(), demangle_versioned)
+                );
             }
             NodeKey::Unknown { object } => {
                 label.kind = "unknown";
@@ -647,5 +658,23 @@ impl Labeller<'_> {
             }
         }
         label
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plt_names_are_demangled_with_their_version() {
+        assert_eq!(
+            demangle_versioned("_ZNSt13runtime_errorC1EPKc"),
+            "std::runtime_error::runtime_error(char const*)"
+        );
+        assert_eq!(
+            demangle_versioned("_ZNSt13runtime_errorC1EPKc@GLIBCXX_3.4"),
+            "std::runtime_error::runtime_error(char const*)@GLIBCXX_3.4"
+        );
+        assert_eq!(demangle_versioned("strtol"), "strtol");
     }
 }

@@ -121,7 +121,7 @@ fn row_name(row: &MixRow) -> String {
             )
         }
         "block" => format!("{} {}", row.name, row.function),
-        _ => row.name.clone(),
+        _ => crate::profile::with_library(&row.name, Some(&row.object)),
     }
 }
 

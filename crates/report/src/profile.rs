@@ -66,11 +66,24 @@ fn name_cell(node: &TreeNode, depth: usize) -> String {
             if node.irreducible { " irr" } else { "" }
         )
     } else {
-        node.name.clone()
+        with_library(&node.name, node.object.as_deref())
     };
     format!("{}{tag} {name}", "  ".repeat(depth))
         .trim_end()
         .to_owned()
+}
+
+/// A function named by its address (`func_0x1f780`, an object without symbols) followed by its
+/// shared library's file name, which alone tells where the code is: `func_0x1f780
+/// (libgomp.so.1)`.
+pub(crate) fn with_library(name: &str, object: Option<&str>) -> String {
+    let library = object
+        .map(|o| o.rsplit('/').next().unwrap_or(o))
+        .filter(|file| file.contains(".so"));
+    match library {
+        Some(file) if name.starts_with("func_0x") => format!("{name} ({file})"),
+        _ => name.to_owned(),
+    }
 }
 
 /// The header lines: what was run, how it was measured, the overhead.
@@ -262,7 +275,7 @@ pub fn render_profile_by_loop(report: &ProfileReport, filter: NodeFilter) -> Str
         let name = key.split('\u{0}').next().unwrap_or("").to_owned();
         let name = match &s.function {
             Some(f) if s.kind == "loop" => format!("{name} in {f}"),
-            _ => name,
+            _ => with_library(&name, key.split('\u{0}').nth(1)),
         };
         let mut row = vec![
             format!("{} {name}", if s.kind == "loop" { "[L]" } else { "[F]" }),
@@ -338,4 +351,24 @@ fn escape(text: &str) -> String {
         text.to_owned()
     };
     short.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unnamed_library_function_says_its_library() {
+        let lib = Some("/usr/lib/x86_64-linux-gnu/libgomp.so.1");
+        assert_eq!(
+            with_library("func_0x1f780", lib),
+            "func_0x1f780 (libgomp.so.1)"
+        );
+        assert_eq!(with_library("GOMP_barrier", lib), "GOMP_barrier");
+        assert_eq!(
+            with_library("func_0x1060", Some("/tmp/app")),
+            "func_0x1060",
+            "the program's own functions need no object"
+        );
+    }
 }
