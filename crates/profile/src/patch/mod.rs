@@ -49,6 +49,7 @@ mod notes;
 mod plan;
 mod record;
 pub mod runtime;
+mod target;
 mod trampoline;
 
 pub use handover::HANDOVER_VARIABLE;

@@ -103,6 +103,7 @@ pub fn record_patch(
 ) -> Result<ExactRun, ProfileError> {
     let started = Instant::now();
     let program_path = resolve_program(command, options.search_path.as_deref())?;
+    super::target::refuse_unpatchable(&program_path, &command[0].to_string_lossy())?;
     let runtime = checked_runtime(&options.runtime)?;
     let analysing = Instant::now();
     let mut planned = vec![plan_object(&program_path, options.count_blocks, true)?];
