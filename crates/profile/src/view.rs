@@ -249,7 +249,8 @@ pub fn build_report(profile: &Profile, rule: HotRule) -> Result<ProfileReport, P
                 let programs: Vec<_> = objects.iter().map(|o| o.program.as_ref()).collect();
                 notes.extend(crate::patch::patch_notes(summary, &programs));
             }
-            notes.extend(crate::exact::exact_notes(run));
+            let programs: Vec<_> = objects.iter().map(|o| o.program.as_ref()).collect();
+            notes.extend(crate::exact::exact_notes(run, &overhead, &programs));
             if run.stepped_sites > 0 {
                 notes.push(format!(
                     "{} of {} markers single-stepped in place (their instruction could not be relocated)",

@@ -1,32 +1,123 @@
 //! What `report` says about an exact recording (either back-end) beyond the patch summary:
-//! marker events that could not be placed in the tree.
+//! marker events that could not be placed in the tree, a patched run slowed too much for its
+//! times to be trusted, and OpenMP regions whose barrier time lands in their own body.
+
+use loopscope_binary::Program;
 
 use super::ExactRun;
+use crate::Overhead;
+use crate::lcct::NodeKey;
 
-/// The notes of an exact recording.
-pub fn exact_notes(run: &ExactRun) -> Vec<String> {
+/// Below this share of the profiled run being the program's own, the patch runtime's
+/// handler has slowed it enough to reshape the profile.
+const TRUSTED_APP_RATIO: f64 = 0.8;
+/// Above this ratio of profiled to native wall time, likewise (the trampolines' cost is
+/// application time, so only the native run shows it).
+const TRUSTED_TIME_RATIO: f64 = 1.5;
+
+/// The notes of an exact recording; `programs` are its objects' analyses, by object index.
+pub fn exact_notes(
+    run: &ExactRun,
+    overhead: &Overhead,
+    programs: &[Option<&Program>],
+) -> Vec<String> {
     let mut notes = Vec::new();
+    notes.extend(unmatched_note(run));
+    if run.patch.is_some() {
+        notes.extend(slowdown_note(overhead));
+        notes.extend(openmp_note(run, programs));
+    }
+    notes
+}
+
+fn unmatched_note(run: &ExactRun) -> Option<String> {
     let unmatched: u64 = run.threads.iter().map(|t| t.unmatched_events).sum();
-    if unmatched > 0 {
+    (unmatched > 0).then(|| {
         let events: u64 = run.threads.iter().map(|t| t.events).sum();
-        notes.push(format!(
+        format!(
             "{unmatched} of {} loop marker events not counted: they ran in another function \
              than the one the thread was in, as far as its calls and returns were seen (code \
              entered or left without a call or return, such as a signal handler's return or a \
              context switch); loop counts may be short by as much",
             events + unmatched
-        ));
+        )
+    })
+}
+
+fn slowdown_note(overhead: &Overhead) -> Option<String> {
+    let app = overhead.app_ratio.filter(|&a| a < TRUSTED_APP_RATIO);
+    let time = overhead.time_ratio.filter(|&t| t > TRUSTED_TIME_RATIO);
+    let figure = match (app, time) {
+        (_, Some(t)) => format!("the patched run took {t:.1}× the native one"),
+        (Some(a), None) => format!(
+            "the runtime took {:.1} % of the patched run (App. ratio {:.1} %)",
+            100.0 * (1.0 - a),
+            100.0 * a
+        ),
+        (None, None) => return None,
+    };
+    Some(format!(
+        "{figure}: times and shares are those of a slowed program, most where loops are entered \
+         or functions called millions of times a second (short inner loops, small functions); \
+         entries and trips are exact, but take times and shares from the sample back-end \
+         (loopscope record -o PROFILE -- PROGRAM ARGS)"
+    ))
+}
+
+/// Outlined OpenMP region bodies of the executable with a node in the tree, when the OpenMP
+/// runtime itself was not patched: the body is entered from the runtime, and the runtime's
+/// work and waiting between its calls is charged to the body until its next event.
+fn openmp_note(run: &ExactRun, programs: &[Option<&Program>]) -> Option<String> {
+    let runtime_patched = run.objects.iter().skip(1).any(|o| {
+        let name = o.path.rsplit('/').next().unwrap_or(&o.path);
+        ["libgomp", "libomp", "libiomp"]
+            .iter()
+            .any(|l| name.starts_with(l))
+    });
+    let program = programs.first().copied().flatten()?;
+    if runtime_patched {
+        return None;
     }
-    notes
+    let entered: std::collections::HashSet<u64> = run
+        .threads
+        .iter()
+        .flat_map(|t| &t.tree.nodes)
+        .filter_map(|n| match n.key {
+            NodeKey::Function { object: 0, address } => Some(address),
+            _ => None,
+        })
+        .collect();
+    let regions: Vec<&str> = program
+        .functions
+        .iter()
+        .filter(|f| entered.contains(&f.address) && is_openmp_region(&f.name))
+        .map(|f| f.name.as_str())
+        .collect();
+    let first = regions.first()?;
+    let more = match regions.len() {
+        1 => String::new(),
+        n => format!(" (and {} more)", n - 1),
+    };
+    Some(format!(
+        "{first}{more}: an OpenMP region body, called by the OpenMP runtime, which was not \
+         patched: the runtime's scheduling and barrier waits between the body's events are \
+         charged to the body's self time; record with --libraries to see them in the runtime's \
+         own functions"
+    ))
+}
+
+/// GCC's (`main._omp_fn.0`) and Clang's (`.omp_outlined.`) names for an outlined region.
+fn is_openmp_region(name: &str) -> bool {
+    name.contains("._omp_fn.") || name.contains(".omp_outlined.")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::exact::thread::ThreadState;
-    use crate::{ExactRun, TargetExit};
+    use crate::{ExactRun, PatchSummary, TargetExit};
 
-    fn run(threads: Vec<crate::ThreadTree>) -> ExactRun {
+    fn run(threads: Vec<crate::ThreadTree>, patch: bool) -> ExactRun {
         ExactRun {
             objects: Vec::new(),
             threads,
@@ -39,7 +130,17 @@ mod tests {
             wall_ns: 1,
             static_analysis_ns: 0,
             blocks: Vec::new(),
-            patch: None,
+            patch: patch.then(PatchSummary::default),
+        }
+    }
+
+    fn overhead(time_ratio: Option<f64>, app_ratio: f64) -> Overhead {
+        Overhead {
+            native_s: time_ratio.map(|_| 1.0),
+            profiled_s: time_ratio.unwrap_or(1.0),
+            time_ratio,
+            app_ratio: Some(app_ratio),
+            est_app_overhead: None,
         }
     }
 
@@ -48,12 +149,42 @@ mod tests {
         let mut t = ThreadState::new(1, 1, 0);
         t.block(3, &[1], Some(1), 0);
         t.block(3, &[1], Some(1), 0);
-        let notes = exact_notes(&run(vec![t.finish()]));
+        let notes = exact_notes(&run(vec![t.finish()], false), &overhead(None, 1.0), &[]);
         assert_eq!(notes.len(), 1);
         assert!(
             notes[0].starts_with("2 of 2 loop marker events not counted"),
             "{notes:?}"
         );
-        assert!(exact_notes(&run(vec![ThreadState::new(1, 1, 0).finish()])).is_empty());
+        let clean = run(vec![ThreadState::new(1, 1, 0).finish()], false);
+        assert!(exact_notes(&clean, &overhead(None, 1.0), &[]).is_empty());
+    }
+
+    #[test]
+    fn a_slow_patched_run_says_its_times_are_those_of_a_slowed_program() {
+        let patched = run(Vec::new(), true);
+        let notes = exact_notes(&patched, &overhead(None, 0.278), &[]);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].starts_with("the runtime took 72.2 % of the patched run (App. ratio 27.8 %)"),
+            "{notes:?}"
+        );
+        let notes = exact_notes(&patched, &overhead(Some(1.88), 0.99), &[]);
+        assert!(
+            notes[0].starts_with("the patched run took 1.9× the native one: times and shares"),
+            "{notes:?}"
+        );
+        assert!(exact_notes(&patched, &overhead(Some(1.2), 0.95), &[]).is_empty());
+        let traced = run(Vec::new(), false);
+        assert!(
+            exact_notes(&traced, &overhead(Some(40.0), 0.05), &[]).is_empty(),
+            "the ptrace back-end subtracts its trap cost and says so in its measure line"
+        );
+    }
+
+    #[test]
+    fn outlined_region_names_are_recognised() {
+        assert!(is_openmp_region("main._omp_fn.0"));
+        assert!(is_openmp_region(".omp_outlined._debug__.1"));
+        assert!(!is_openmp_region("omp_get_thread_num"));
     }
 }
