@@ -12,7 +12,7 @@ use crate::cmd;
     version,
     about,
     propagate_version = true,
-    after_help = "Exit codes: 0 success, 1 analysis failure, 2 usage error or bad input."
+    after_help = "Exit codes: 0 success, 1 analysis failure, 2 usage error or bad input, 130 when `misses`, `roofline` or `record` is interrupted (Ctrl-C, SIGTERM, SIGHUP)."
 )]
 pub struct Cli {
     /// Flags every subcommand accepts.
