@@ -5,7 +5,8 @@
 //! in parameters, `for` loops with affine bounds and constant steps (perfect or imperfect
 //! nests), and statements whose array references are listed in execution order (right-hand side
 //! left to right, then the left-hand side, as spec 000 assumes) with affine subscripts
-//! ([`Affine`]) and FLOPs counted per statement. [`Kernel::layout`] places arrays in memory
+//! ([`Affine`]) and FLOPs counted per statement; [`parse_kernel_with_values`] also accepts
+//! products and divisions of symbols (`a[j*N+i]`, `i < N/2`) by folding the `-D` values in. [`Kernel::layout`] places arrays in memory
 //! (row-major, declaration order, 64-byte aligned, or at addresses the user gives), and
 //! [`Program`] turns a kernel plus parameter values into a streaming [`AccessStream`], whose
 //! length [`Kernel::estimate_accesses`] tells before it starts.
@@ -56,7 +57,9 @@ pub use labels::RefLabel;
 pub use layout::{DEFAULT_ALIGN_BYTES, Layout};
 pub use lexer::Pos;
 pub use listener::{Listener, Silent};
-pub use load::{LoadedKernel, parse_bases, parse_definition, read_kernel_file};
-pub use parser::parse_kernel;
+pub use load::{
+    LoadedKernel, parse_bases, parse_definition, read_kernel_file, read_kernel_file_with_values,
+};
+pub use parser::{parse_kernel, parse_kernel_with_values};
 pub use stream::{Access, AccessStream, Program};
 pub use work::{AccessEstimate, EXPLICIT_STEPS};

@@ -8,7 +8,7 @@ use crate::bounded::read_kernel_text;
 use crate::ir::Kernel;
 use crate::layout::Layout;
 use crate::listener::Listener;
-use crate::{KernelError, parse_kernel};
+use crate::{KernelError, parse_kernel_with_values};
 
 /// A kernel file read, parsed and bound: the kernel, its parameter values (in
 /// [`Kernel::params`] order) and where its arrays are placed.
@@ -41,7 +41,7 @@ impl LoadedKernel {
                 message: format!("`{name}` is given twice ({name}={first} and {name}={second})"),
             });
         }
-        let (text, kernel) = read_kernel_file(path)?;
+        let (text, kernel) = read_kernel_file_with_values(path, define)?;
         for unused in kernel.unused_definitions(define) {
             listener.warn(&format!("-D {unused}: the kernel does not use `{unused}`"));
         }
@@ -80,14 +80,25 @@ impl LoadedKernel {
     }
 }
 
-/// The text of the kernel file at `path` and the kernel parsed from it, not yet bound.
+/// The text of the kernel file at `path` and the kernel parsed from it, not yet bound (so a
+/// product or division of parameters, `j*N`, is refused).
 pub fn read_kernel_file(path: &Path) -> Result<(String, Kernel), KernelError> {
+    read_kernel_file_with_values(path, &[])
+}
+
+/// The text of the kernel file at `path` and the kernel parsed from it with the parameter
+/// values `define` folded into products and divisions of symbols
+/// ([`parse_kernel_with_values`]); the kernel is not yet bound.
+pub fn read_kernel_file_with_values(
+    path: &Path,
+    define: &[(String, i64)],
+) -> Result<(String, Kernel), KernelError> {
     let origin = path.display().to_string();
     let text = read_kernel_text(path).map_err(|message| KernelError::Io {
         origin: origin.clone(),
         message,
     })?;
-    let kernel = parse_kernel(&text, &origin)?;
+    let kernel = parse_kernel_with_values(&text, &origin, define)?;
     Ok((text, kernel))
 }
 

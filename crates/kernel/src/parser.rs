@@ -5,6 +5,10 @@
 //! `++`, `--`, `+=`, `-=`, `v = v + c`), blocks, and assignments (`=`, `+=`, `-=`, `*=`, `/=`)
 //! whose subscripts are affine in loop variables and parameters. Everything else is refused with
 //! its position.
+//!
+//! A product of two symbols (`j*N`, `M*N`) or a division of one (`N/2`) is affine only once the
+//! parameters in it have values: [`parse_kernel_with_values`] folds the `-D` values in there, and
+//! only there, so that every other use of a parameter stays symbolic.
 
 use std::collections::HashMap;
 
@@ -22,8 +26,21 @@ const MAX_EXPR_DEPTH: usize = 200;
 /// Most binary operators accepted in one item: left-leaning chains are walked recursively.
 const MAX_OPERATORS: usize = 2000;
 
-/// Parses a kernel file's text; `origin` names it in error messages.
+/// Parses a kernel file's text; `origin` names it in error messages. Every parameter stays
+/// symbolic, so a product or division of parameters (`j*N`, `N/2`) is refused.
 pub fn parse_kernel(text: &str, origin: &str) -> Result<Kernel, KernelError> {
+    parse_kernel_with_values(text, origin, &[])
+}
+
+/// Parses a kernel file's text, folding the parameter values `values` (`-D NAME=VALUE`) into
+/// products and divisions that are affine only with them: `a[j*N+i]` with `N = 100` becomes
+/// `a[100*j+i]`, `double a[M*N]` a constant extent, `i < N/2` a constant bound (C's division,
+/// truncated toward zero). Elsewhere parameters stay symbolic.
+pub fn parse_kernel_with_values(
+    text: &str,
+    origin: &str,
+    values: &[(String, i64)],
+) -> Result<Kernel, KernelError> {
     let tokens = tokenize(text, origin)?;
     let mut p = Parser {
         tokens,
@@ -40,6 +57,7 @@ pub fn parse_kernel(text: &str, origin: &str) -> Result<Kernel, KernelError> {
         },
         arrays: HashMap::new(),
         scalars: HashMap::new(),
+        values: values.iter().cloned().collect(),
         scope: Vec::new(),
         expr_depth: 0,
         operators: 0,
@@ -79,6 +97,8 @@ struct Parser {
     kernel: Kernel,
     arrays: HashMap<String, usize>,
     scalars: HashMap<String, ElemType>,
+    /// Parameter values folded into products and divisions of symbols.
+    values: HashMap<String, i64>,
     /// Loop variables in scope, innermost last: (name, loop id).
     scope: Vec<(String, usize)>,
     expr_depth: usize,
@@ -647,24 +667,111 @@ impl Parser {
                 match op {
                     '+' => a.checked_add(&b).ok_or_else(overflow),
                     '-' => a.checked_sub(&b).ok_or_else(overflow),
-                    '*' => match (a.as_constant(), b.as_constant()) {
-                        (Some(c), _) => b.checked_scale(c).ok_or_else(overflow),
-                        (_, Some(c)) => a.checked_scale(c).ok_or_else(overflow),
-                        _ => {
-                            Err(self.error_at(*pos, "product of two symbols is not affine".into()))
-                        }
-                    },
-                    _ => match (a.as_constant(), b.as_constant()) {
-                        (Some(x), Some(y)) if y != 0 && x % y == 0 => Ok(Affine::constant(x / y)),
-                        _ => Err(self.error_at(
-                            *pos,
-                            "division is not affine (only exact division of constants is accepted)"
-                                .into(),
-                        )),
-                    },
+                    '*' => self.product(&a, &b, *pos),
+                    _ => self.quotient(&a, &b, *pos),
                 }
             }
         }
+    }
+
+    /// `a * b`: affine when one factor is constant, at once or with the parameter values folded in.
+    fn product(&self, a: &Affine, b: &Affine, pos: Pos) -> Result<Affine, KernelError> {
+        let overflow = || self.error_at(pos, "constant overflows 64 bits".into());
+        let scaled = |x: &Affine, c: i64| x.checked_scale(c).ok_or_else(overflow);
+        match (a.as_constant(), b.as_constant()) {
+            (Some(c), _) => return scaled(b, c),
+            (_, Some(c)) => return scaled(a, c),
+            _ => {}
+        }
+        let (fa, fb) = (self.fold(a, pos)?, self.fold(b, pos)?);
+        match (fa.as_constant(), fb.as_constant()) {
+            (Some(x), Some(y)) => x.checked_mul(y).map(Affine::constant).ok_or_else(overflow),
+            (Some(c), _) => scaled(b, c),
+            (_, Some(c)) => scaled(a, c),
+            _ => Err(self.not_affine(a, '*', b, pos)),
+        }
+    }
+
+    /// `a / b` as C computes it (truncated toward zero): affine when both sides are constant,
+    /// at once or with the parameter values folded in.
+    fn quotient(&self, a: &Affine, b: &Affine, pos: Pos) -> Result<Affine, KernelError> {
+        let (fa, fb) = (self.fold(a, pos)?, self.fold(b, pos)?);
+        match (fa.as_constant(), fb.as_constant()) {
+            (Some(_), Some(0)) => Err(self.error_at(
+                pos,
+                format!("`{}`: division by zero", self.render_op(a, '/', b)),
+            )),
+            (Some(x), Some(y)) => x
+                .checked_div(y)
+                .map(Affine::constant)
+                .ok_or_else(|| self.error_at(pos, "constant overflows 64 bits".into())),
+            _ => Err(self.not_affine(a, '/', b, pos)),
+        }
+    }
+
+    /// `e` with every parameter that has a value replaced by it.
+    fn fold(&self, e: &Affine, pos: Pos) -> Result<Affine, KernelError> {
+        let mut out = Affine::constant(e.constant);
+        for &(sym, c) in &e.terms {
+            let value = match sym {
+                Sym::Param(p) => self.values.get(&self.kernel.params[p]).copied(),
+                Sym::Loop(_) => None,
+            };
+            let term = match value {
+                Some(v) => c.checked_mul(v).map(Affine::constant),
+                None => Affine::symbol(sym).checked_scale(c),
+            };
+            out = term
+                .and_then(|t| out.checked_add(&t))
+                .ok_or_else(|| self.error_at(pos, "constant overflows 64 bits".into()))?;
+        }
+        Ok(out)
+    }
+
+    /// Why `a op b` is refused: loop variables on both sides of a product or in a division, or
+    /// a parameter without a value.
+    fn not_affine(&self, a: &Affine, op: char, b: &Affine, pos: Pos) -> KernelError {
+        let text = self.render_op(a, op, b);
+        let has_loop = |e: &Affine| e.terms.iter().any(|(s, _)| matches!(s, Sym::Loop(_)));
+        let unbound = |e: &Affine| {
+            e.terms.iter().find_map(|&(s, _)| match s {
+                Sym::Param(p) if !self.values.contains_key(&self.kernel.params[p]) => {
+                    Some(self.kernel.params[p].clone())
+                }
+                _ => None,
+            })
+        };
+        let (what, loops) = if op == '*' {
+            ("product", has_loop(a) && has_loop(b))
+        } else {
+            ("division", has_loop(a) || has_loop(b))
+        };
+        let name = [a, b]
+            .into_iter()
+            .filter(|e| !has_loop(e))
+            .find_map(unbound);
+        let message = match name {
+            Some(name) if !loops => format!(
+                "`{text}`: a {what} of symbols is affine only once `{name}` has a value \
+                 (give it with -D {name}=VALUE)"
+            ),
+            _ if op == '*' => format!("`{text}`: a product of two loop variables is not affine"),
+            _ => format!("`{text}`: a division of a loop variable is not affine"),
+        };
+        self.error_at(pos, message)
+    }
+
+    /// `a op b` with this kernel's names, each side parenthesised when it has several terms.
+    fn render_op(&self, a: &Affine, op: char, b: &Affine) -> String {
+        let side = |e: &Affine| {
+            let text = self.kernel.render(e);
+            if e.terms.len() + usize::from(e.constant != 0) > 1 {
+                format!("({text})")
+            } else {
+                text
+            }
+        };
+        format!("{}{op}{}", side(a), side(b))
     }
 }
 

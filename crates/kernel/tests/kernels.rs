@@ -1,7 +1,9 @@
 //! The kernel language: example kernels, execution order, FLOPs, refusals with positions, and
 //! a parser that never panics.
 
-use loopscope_kernel::{AccessKind, Kernel, KernelError, Program, Side, parse_kernel};
+use loopscope_kernel::{
+    AccessKind, Kernel, KernelError, Program, Side, parse_kernel, parse_kernel_with_values,
+};
 use proptest::prelude::*;
 
 fn example(name: &str) -> Kernel {
@@ -124,7 +126,7 @@ fn refusals_name_line_column_and_expectation() {
     let cases = [
         (
             "double a[N];\nfor (i = 0; i < N; i++)\n  a[i*i] = 1;",
-            "k.c:3:6: product of two symbols is not affine",
+            "k.c:3:6: `i*i`: a product of two loop variables is not affine",
         ),
         (
             "double a[N];\nfor (i = 0; i < N; i++) a[i] = sqrt(a[i]);",
@@ -140,7 +142,7 @@ fn refusals_name_line_column_and_expectation() {
         ),
         (
             "double a[N];\nfor (i = 0; i < N; i++) a[i/2] = 1;",
-            "k.c:2:28: division is not affine (only exact division of constants is accepted)",
+            "k.c:2:28: `i/2`: a division of a loop variable is not affine",
         ),
         (
             "double a[N];\nfor (i = 0; i < N; i++) a[i] = a[i] + p;\nwhile (1) {}",
@@ -206,6 +208,103 @@ fn unbound_symbols_and_bad_addresses_are_errors() {
     );
 }
 
+/// kerncraft's 2d-5pt-linear.c: the 2-D stencil over arrays linearised by hand.
+const LINEAR_5PT: &str = "double a[M*N];\ndouble b[M*N];\ndouble s;\n\nfor(int j=1; j<M-1; ++j)\n    for(int i=1; i<N-1; ++i)\n        b[j*N+i] = ( a[j*N+i-1] + a[j*N+i+1]\n                   + a[(j-1)*N+i] + a[(j+1)*N+i]) * s;\n";
+
+fn values(defs: &[(&str, i64)]) -> Vec<(String, i64)> {
+    defs.iter().map(|(n, v)| (n.to_string(), *v)).collect()
+}
+
+#[test]
+fn linearised_arrays_are_affine_once_sizes_have_values() {
+    let defs = [("M", 7), ("N", 9)];
+    let linear = parse_kernel_with_values(LINEAR_5PT, "lin.c", &values(&defs)).unwrap();
+    assert_eq!(linear.params, ["M", "N"]);
+    assert_eq!(linear.arrays[0].extents[0].as_constant(), Some(63));
+    assert_eq!(
+        refs(&linear),
+        [
+            "a[9*j+i-1]",
+            "a[9*j+i+1]",
+            "a[9*j+i-9]",
+            "a[9*j+i+9]",
+            "b[9*j+i]"
+        ]
+    );
+    // The same stencil on 2-D arrays makes the very same accesses.
+    assert_eq!(
+        addresses(&linear, &defs, &[]),
+        addresses(&example("2d-5pt.c"), &defs, &[])
+    );
+    assert_eq!(
+        linear.statements[0].flops,
+        example("2d-5pt.c").statements[0].flops
+    );
+}
+
+#[test]
+fn divided_bounds_use_c_division_once_sizes_have_values() {
+    let text = "double a[N];\nfor (i = N/2; i < (N+1)/2 + N/3; i++) a[i] = 1.0;";
+    let k = parse_kernel_with_values(text, "half.c", &values(&[("N", 7)])).unwrap();
+    // 7/2 = 3, 8/2 = 4 and 7/3 = 2, truncated as C does: i runs over 3..5.
+    assert_eq!(k.loops[0].start.as_constant(), Some(3));
+    assert_eq!(k.loops[0].end_inclusive.as_constant(), Some(5));
+    let k = parse_kernel_with_values(
+        "double a[N];\nfor (i = 0; i < (0-N)/2; i++) a[i] = 1.0;",
+        "neg.c",
+        &values(&[("N", 7)]),
+    )
+    .unwrap();
+    assert_eq!(k.loops[0].end_inclusive.as_constant(), Some(-4));
+}
+
+#[test]
+fn products_stay_refused_when_not_affine_or_unbound() {
+    let with = |text: &str, defs: &[(&str, i64)]| {
+        parse_kernel_with_values(text, "k.c", &values(defs))
+            .unwrap_err()
+            .to_string()
+    };
+    let nm = [("M", 4), ("N", 5)];
+    // `M*N` is affine in `N` once `M` has a value; `j*N` is not.
+    assert_eq!(
+        with(LINEAR_5PT, &[("M", 4)]),
+        "k.c:7:12: `j*N`: a product of symbols is affine only once `N` has a value (give it \
+         with -D N=VALUE)"
+    );
+    assert_eq!(
+        error(LINEAR_5PT),
+        "k.c:1:11: `M*N`: a product of symbols is affine only once `M` has a value (give it \
+         with -D M=VALUE)"
+    );
+    let ij =
+        "double a[M*N];\nfor (j = 0; j < M; j++)\n  for (i = 0; i < N; i++)\n    a[(j+1)*i] = 1.0;";
+    assert_eq!(
+        with(ij, &nm),
+        "k.c:4:12: `(j+1)*i`: a product of two loop variables is not affine"
+    );
+    let half = "double a[N];\nfor (i = 0; i < N/2; i++) a[i] = 1.0;";
+    assert_eq!(
+        with(half, &[]),
+        "k.c:2:18: `N/2`: a division of symbols is affine only once `N` has a value (give it \
+         with -D N=VALUE)"
+    );
+    assert_eq!(
+        with(
+            "double a[N];\nfor (i = 0; i < N/M; i++) a[i] = 1.0;",
+            &[("N", 4), ("M", 0)]
+        ),
+        "k.c:2:18: `N/M`: division by zero"
+    );
+    assert_eq!(
+        with(
+            "double a[N];\nfor (i = 0; i < N; i++) a[N/i] = 1.0;",
+            &[("N", 4)]
+        ),
+        "k.c:2:28: `N/i`: a division of a loop variable is not affine"
+    );
+}
+
 #[test]
 fn long_expressions_are_refused_not_overflowed() {
     let text = format!(
@@ -240,6 +339,28 @@ proptest! {
         let text = format!("{}{}{}", &base[..at], insert.repeat(repeat), &base[at..]);
         if let Ok(k) = parse_kernel(&text, "fuzz.c") {
             let defs = vec![("M".to_string(), 5), ("N".to_string(), 6)];
+            if let Ok(params) = k.param_values(&defs) {
+                if let Ok(layout) = k.layout(&params, &[]) {
+                    if let Ok(p) = Program::new(&k, &params, &layout) {
+                        let _ = p.accesses().take(10_000).count();
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn folding_values_never_panics_on_mutated_linear_kernels(
+        cut in 0usize..250,
+        insert in prop::sample::select(vec!["", "*", "/", "(", ")", "N", "M", "j", "0", "-", "9223372036854775807", "*N*N"]),
+        repeat in 1usize..20,
+        m in prop::sample::select(vec![0i64, 1, 3, -2, i64::MAX, i64::MIN]),
+        n in prop::sample::select(vec![0i64, 2, 5, -1, i64::MAX, i64::MIN]),
+    ) {
+        let at = cut.min(LINEAR_5PT.len());
+        let text = format!("{}{}{}", &LINEAR_5PT[..at], insert.repeat(repeat), &LINEAR_5PT[at..]);
+        let defs = values(&[("M", m), ("N", n)]);
+        if let Ok(k) = parse_kernel_with_values(&text, "fuzz.c", &defs) {
             if let Ok(params) = k.param_values(&defs) {
                 if let Ok(layout) = k.layout(&params, &[]) {
                     if let Ok(p) = Program::new(&k, &params, &layout) {
