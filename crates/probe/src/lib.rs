@@ -63,9 +63,10 @@ mod run;
 mod simd;
 mod threads;
 mod timer;
+mod tlb;
 
 pub use bandwidth::{BandwidthSample, Kernel, measure_bandwidth};
-pub use chase::{CHASE_STRIDE_BYTES, ChaseBuffer, point_from_samples};
+pub use chase::{CHASE_STRIDE_BYTES, ChaseBuffer, TLB_PAGE_BYTES, point_from_samples};
 pub use clock::{
     ADD_LATENCY_CYCLES, CLOCK_AGREEMENT, CLOCK_RANGE, ClockSource, CoreClock, IMUL_LATENCY_CYCLES,
     judge_clock, measure_core_clock,
@@ -83,6 +84,7 @@ pub use recompile::{
 pub use run::{Curve, ProbeOptions, ProbeReport, ProgressFn, curve_knees, run_probe};
 pub use simd::Simd;
 pub use threads::on_each_cpu;
+pub use tlb::{PAGE_WALK_CURVE, page_walk_note, page_walk_spans, tlb_knees};
 
 pub use code::{
     CodeKind, CodeRegion, EPILOGUE, Generated, LINE_BYTES, NOP4, PROLOGUE, RewriteTimes,

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::ProbeError;
 use crate::bandwidth::{Kernel, measure_bandwidth};
-use crate::chase::{ChaseBuffer, MAX_ROUNDS};
+use crate::chase::{ChaseBuffer, MAX_ROUNDS, TLB_PAGE_BYTES};
 use crate::clock::{CoreClock, measure_core_clock};
 use crate::code::CodeKind;
 use crate::flops::{FlopsSample, Precision, measure_flops};
@@ -25,6 +25,7 @@ use crate::levels::{
 use crate::plateau::memory_plateau_reached;
 use crate::simd::Simd;
 use crate::timer::{Timer, add_latency_ns, allowed_cpus, pin_current_thread};
+use crate::tlb::{PAGE_WALK_CURVE, page_walk_note, page_walk_spans, tlb_knees};
 
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;
@@ -484,6 +485,21 @@ fn serial_part(
         curve.knees = vec![l1i.knee];
     }
     let caches = level_caches(&levels.knees, core_hz);
+    if !stop.load(Ordering::Relaxed) {
+        let data_caches: Vec<u64> = caches
+            .iter()
+            .filter(|c| c.kind != CacheKind::Instruction)
+            .map(|c| c.size_bytes)
+            .collect();
+        let started = Instant::now();
+        let (curve, note) = page_walk_curve(&mut chase, &timer, budget, l2, &data_caches)?;
+        curves.push(curve);
+        notes.push(note);
+        notes.push(format!(
+            "phase times: page walk {:.1} s",
+            started.elapsed().as_secs_f64()
+        ));
+    }
     let memory_latency_ns = levels.memory_latency_ns;
     for level in &levels.knees {
         if let Some(note) = size_note(level) {
@@ -500,6 +516,34 @@ fn serial_part(
         caches,
         memory_latency_ns,
     })
+}
+
+/// The data TLB's curve over the spans of [`page_walk_spans`] and its note; knees where the
+/// lines, one a page, outgrow one of `data_caches` are not TLBs.
+fn page_walk_curve(
+    chase: &mut ChaseBuffer,
+    timer: &Timer,
+    budget: &Budget,
+    l2_bytes: u64,
+    data_caches: &[u64],
+) -> Result<(Curve, String), ProbeError> {
+    let repeats = (budget.chase_repeats / 3).max(3);
+    let spans = page_walk_spans(l2_bytes, chase.capacity() as u64, budget.coarse_per_octave);
+    let mut points = Vec::with_capacity(spans.len());
+    for span in spans {
+        let pages = (span / TLB_PAGE_BYTES as u64) as usize;
+        let loads = (4 * pages).clamp(budget.chase_min_loads / 4, budget.chase_max_loads / 4);
+        points.push(chase.measure_pages(timer, pages, (loads, repeats))?);
+    }
+    let knees = tlb_knees(&points, data_caches);
+    let note = page_walk_note(&knees);
+    let curve = Curve {
+        name: PAGE_WALK_CURVE.into(),
+        unit: "ns per load, one line in each 4 KiB page".into(),
+        points,
+        knees,
+    };
+    Ok((curve, note))
 }
 
 /// A note for a level whose effective size is more than 12.5 % from the advertised one, with
