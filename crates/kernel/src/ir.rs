@@ -135,6 +135,12 @@ pub struct Statement {
     pub refs: Vec<Reference>,
     /// FLOPs per execution.
     pub flops: Flops,
+    /// The scalar the statement assigns (`s` in `s += a[i]`), if it assigns one.
+    pub scalar_target: Option<String>,
+    /// The scalars the statement reads, each with the floating-point operations between its
+    /// value and the value stored (`s += a[i] * b[i]` reads `s` at depth 1; a compound
+    /// assignment's own target is listed last).
+    pub scalar_reads: Vec<(String, u32)>,
     /// Where the statement starts.
     pub pos: Pos,
 }

@@ -78,13 +78,21 @@ pub fn parse_kernel_with_values(
     Ok(p.kernel)
 }
 
+/// What an assignment stores to.
+enum Target {
+    /// An array element: the array, its subscripts and where the target is written.
+    Array(usize, Vec<Affine>, Pos),
+    /// A scalar, by name.
+    Scalar(String),
+}
+
 /// An expression as parsed, with names already resolved.
 #[derive(Debug, Clone)]
 enum Expr {
     Int(i64),
     Float,
     Sym(Sym),
-    Scalar(ElemType),
+    Scalar(ElemType, String),
     Index(usize, Vec<Affine>, Pos),
     Bin(char, Box<Expr>, Box<Expr>, Pos),
     Neg(Box<Expr>),
@@ -241,7 +249,12 @@ impl Parser {
                     self.next();
                     let rhs = self.expr()?;
                     if !self.scope.is_empty() {
-                        node = Some(self.finish_statement(None, '=', rhs, pos));
+                        node = Some(self.finish_statement(
+                            Target::Scalar(name.clone()),
+                            '=',
+                            rhs,
+                            pos,
+                        ));
                     }
                 }
             }
@@ -409,16 +422,16 @@ impl Parser {
         let (name, name_pos) = self.ident("an assignment target")?;
         let target = if let Some(&array) = self.arrays.get(&name) {
             let subs = self.subscripts(array, &name, name_pos)?;
-            Some((array, subs, name_pos))
+            Target::Array(array, subs, name_pos)
         } else if self.scalars.contains_key(&name) {
-            None
+            Target::Scalar(name.clone())
         } else {
             return Err(self.error_at(
                 name_pos,
                 format!("cannot assign to `{name}`: expected a declared array or scalar"),
             ));
         };
-        if self.scope.is_empty() && target.is_some() {
+        if self.scope.is_empty() && matches!(target, Target::Array(..)) {
             return Err(self.error_at(pos, "array assignments must be inside a loop".into()));
         }
         let op = match self.next().tok {
@@ -442,14 +455,9 @@ impl Parser {
         Ok(self.finish_statement(target, op, rhs, pos))
     }
 
-    /// Records a statement: its references in execution order and its FLOPs.
-    fn finish_statement(
-        &mut self,
-        target: Option<(usize, Vec<Affine>, Pos)>,
-        op: char,
-        rhs: Expr,
-        pos: Pos,
-    ) -> Node {
+    /// Records a statement: its references in execution order, its FLOPs and the scalars it
+    /// reads and assigns.
+    fn finish_statement(&mut self, target: Target, op: char, rhs: Expr, pos: Pos) -> Node {
         let mut refs = Vec::new();
         collect_reads(&rhs, &mut refs);
         for (i, r) in refs.iter_mut().enumerate() {
@@ -457,9 +465,22 @@ impl Parser {
         }
         let mut flops = Flops::default();
         let rhs_float = count_flops(&rhs, &self.kernel.arrays, &mut flops);
-        let mut target_float = rhs_float;
-        if let Some((array, subscripts, at)) = target {
-            target_float = self.kernel.arrays[array].elem.is_float();
+        let target_float = match &target {
+            Target::Array(array, ..) => self.kernel.arrays[*array].elem.is_float(),
+            Target::Scalar(name) => self.scalars.get(name).is_some_and(|t| t.is_float()),
+        };
+        let compound_float = op != '=' && (target_float || rhs_float);
+        let mut scalar_reads = Vec::new();
+        let rhs_depth = u32::from(compound_float);
+        scalar_depths(&rhs, rhs_depth, &self.kernel.arrays, &mut scalar_reads);
+        let mut scalar_target = None;
+        if let Target::Scalar(name) = &target {
+            if op != '=' {
+                scalar_reads.push((name.clone(), rhs_depth));
+            }
+            scalar_target = Some(name.clone());
+        }
+        if let Target::Array(array, subscripts, at) = target {
             if op != '=' {
                 refs.push(Reference {
                     array,
@@ -479,7 +500,7 @@ impl Parser {
                 pos: at,
             });
         }
-        if op != '=' && (target_float || rhs_float) {
+        if compound_float {
             add_flop(&mut flops, op);
         }
         let id = self.kernel.statements.len();
@@ -487,6 +508,8 @@ impl Parser {
             loops: self.scope.iter().map(|(_, l)| *l).collect(),
             refs,
             flops,
+            scalar_target,
+            scalar_reads,
             pos,
         });
         Node::Statement(id)
@@ -621,7 +644,7 @@ impl Parser {
             return Ok(Expr::Sym(Sym::Loop(*id)));
         }
         if let Some(&t) = self.scalars.get(&name) {
-            return Ok(Expr::Scalar(t));
+            return Ok(Expr::Scalar(t, name));
         }
         let index = match self.kernel.params.iter().position(|p| *p == name) {
             Some(i) => i,
@@ -651,7 +674,7 @@ impl Parser {
                 ),
             )),
             Expr::Sym(s) => Ok(Affine::symbol(*s)),
-            Expr::Scalar(_) => Err(fail(
+            Expr::Scalar(..) => Err(fail(
                 "expected an affine expression of loop variables and parameters, found a scalar variable",
             )),
             Expr::Index(..) => Err(fail(
@@ -824,12 +847,27 @@ fn collect_reads(e: &Expr, out: &mut Vec<Reference>) {
     }
 }
 
+/// The scalars `e` reads, each with the floating-point operations between it and the value
+/// `e` leaves (`depth` of them above `e` already).
+fn scalar_depths(e: &Expr, depth: u32, arrays: &[Array], out: &mut Vec<(String, u32)>) {
+    match e {
+        Expr::Scalar(_, name) => out.push((name.clone(), depth)),
+        Expr::Bin(_, l, r, _) => {
+            let inner = depth + u32::from(count_flops(e, arrays, &mut Flops::default()));
+            scalar_depths(l, inner, arrays, out);
+            scalar_depths(r, inner, arrays, out);
+        }
+        Expr::Neg(inner) => scalar_depths(inner, depth, arrays, out),
+        _ => {}
+    }
+}
+
 /// Counts the FLOPs of `e` into `flops`; returns whether `e` has a floating-point type.
 fn count_flops(e: &Expr, arrays: &[Array], flops: &mut Flops) -> bool {
     match e {
         Expr::Int(_) | Expr::Sym(_) => false,
         Expr::Float => true,
-        Expr::Scalar(t) => t.is_float(),
+        Expr::Scalar(t, _) => t.is_float(),
         Expr::Index(a, ..) => arrays[*a].elem.is_float(),
         Expr::Neg(inner) => count_flops(inner, arrays, flops),
         Expr::Bin(op, l, r, _) => {

@@ -305,6 +305,47 @@ fn products_stay_refused_when_not_affine_or_unbound() {
     );
 }
 
+/// A statement's scalar target and the scalars it reads, with their depths.
+type ScalarUse<'a> = (Option<&'a str>, Vec<(&'a str, u32)>);
+
+#[test]
+fn statements_list_the_scalars_they_read_and_assign_with_depths() {
+    let k = parse_kernel(
+        "double a[N], b[N];\ndouble c, sum, t, y;\nlong k;\nfor (i = 0; i < N; i++) {\n  \
+         double prod = a[i]*b[i];\n  y = prod - c;\n  t = sum + y;\n  c = (t - sum) - y;\n  \
+         sum = t;\n  sum += a[i] * -y;\n  k += 1;\n}",
+        "kahan.c",
+    )
+    .unwrap();
+    let got: Vec<ScalarUse> = k
+        .statements
+        .iter()
+        .map(|s| {
+            let reads = s
+                .scalar_reads
+                .iter()
+                .map(|(n, d)| (n.as_str(), *d))
+                .collect();
+            (s.scalar_target.as_deref(), reads)
+        })
+        .collect();
+    let want: Vec<ScalarUse> = vec![
+        (Some("prod"), vec![]),
+        (Some("y"), vec![("prod", 1), ("c", 1)]),
+        (Some("t"), vec![("sum", 1), ("y", 1)]),
+        (Some("c"), vec![("t", 2), ("sum", 2), ("y", 1)]),
+        (Some("sum"), vec![("t", 0)]),
+        // `sum += a[i] * -y` is `sum + (a[i] * -y)`: y is two operations from the result.
+        (Some("sum"), vec![("y", 2), ("sum", 1)]),
+        // Integer arithmetic is no floating-point operation.
+        (Some("k"), vec![("k", 0)]),
+    ];
+    assert_eq!(got, want);
+    // A compound assignment to a floating-point scalar counts its operation.
+    let k = parse_kernel("double s;\nfor (i = 0; i < 4; i++) s += 1;", "s.c").unwrap();
+    assert_eq!(k.statements[0].flops.add, 1);
+}
+
 #[test]
 fn long_expressions_are_refused_not_overflowed() {
     let text = format!(

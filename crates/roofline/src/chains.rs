@@ -14,14 +14,30 @@
 //! of chains advances per latency. The vector width is the x86-64 baseline's 16 bytes, what the
 //! harness's `cc -O2` (no `-march`) compiles for.
 //!
+//! Scalars carry chains too: `s += a[i] * b[i]` (a dot product) adds into `s` on every
+//! iteration, and Kahan's compensated sum carries `sum` and `c` through several statements. For
+//! each loop the scalars its body assigns form a graph (an edge from `u` to `v` weighted by the
+//! floating-point operations between `u`'s value at the start of an iteration and `v`'s at its
+//! end); the loop cannot run faster than the heaviest cycle's operations per iteration (its
+//! mean weight), one add latency each. No vector runs scalar chains side by side: the next
+//! loop out feeds the same scalar, and only a compiler allowed to reassociate (`-ffast-math`)
+//! splits a scalar sum into partial sums. A loop body assigning more than
+//! [`MAX_CHAIN_SCALARS`] scalars is not searched for them.
+//!
 //! Not modelled: the overlap of short chains in the out-of-order window (a 32-iteration chain
 //! overlaps the next one almost entirely, so the bound is pessimistic for short inner loops),
 //! and recurrences through memory (`a[i] = a[i-1] + ...`).
+
+use std::collections::HashMap;
 
 use loopscope_kernel::{AccessKind, Affine, Kernel, Layout, Program, Reference, Statement, Sym};
 
 use crate::RooflineError;
 use crate::kernel_file::kernel_error;
+
+/// Most scalars a loop body may assign for its scalar chains to be searched (the search takes
+/// time cubic in their number).
+pub const MAX_CHAIN_SCALARS: usize = 256;
 
 /// Bytes of the vector registers the harness's build uses (SSE2, the x86-64 baseline).
 pub const BASELINE_VECTOR_BYTES: u64 = 16;
@@ -48,6 +64,108 @@ pub(crate) fn chained_adds(kernel: &Kernel, executions: &[u64], vector_bytes: u6
         .filter(|(s, _)| is_in_order_sum(s))
         .map(|(s, &n)| n.div_ceil(side_by_side(kernel, s, vector_bytes)))
         .fold(0u64, u64::saturating_add)
+        .saturating_add(scalar_chained_adds(kernel, executions))
+}
+
+/// Additions on chains carried by scalars over one run: for each loop, its heaviest scalar
+/// cycle's operations per iteration times its iterations (rounded up).
+fn scalar_chained_adds(kernel: &Kernel, executions: &[u64]) -> u64 {
+    // Each loop's own statements in textual order, with how often the first one runs.
+    let mut bodies: HashMap<usize, (u64, Vec<&Statement>)> = HashMap::new();
+    for (statement, &runs) in kernel.statements.iter().zip(executions) {
+        if let Some(&inner) = statement.loops.last() {
+            bodies
+                .entry(inner)
+                .or_insert_with(|| (runs, Vec::new()))
+                .1
+                .push(statement);
+        }
+    }
+    bodies
+        .values()
+        .filter_map(|(runs, body)| {
+            let (operations, iterations) = heaviest_cycle(&carried_graph(body)?)?;
+            let adds = u128::from(operations) * u128::from(*runs);
+            let per_run = adds.div_ceil(u128::from(iterations));
+            Some(u64::try_from(per_run).unwrap_or(u64::MAX))
+        })
+        .fold(0u64, u64::saturating_add)
+}
+
+/// The loop-carried graph of a loop body's scalars: `weights[u][v]` is the most floating-point
+/// operations between scalar `u` at the start of an iteration and scalar `v` at its end (`None`
+/// when `v` does not depend on `u`). `None` when the body assigns more than
+/// [`MAX_CHAIN_SCALARS`] scalars.
+fn carried_graph(body: &[&Statement]) -> Option<Vec<Vec<Option<u64>>>> {
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    for name in body.iter().filter_map(|s| s.scalar_target.as_deref()) {
+        let next = index.len();
+        index.entry(name).or_insert(next);
+    }
+    let n = index.len();
+    if n == 0 || n > MAX_CHAIN_SCALARS {
+        return None;
+    }
+    // depth[v][u]: operations from u's start value to v's current value.
+    let mut depth: Vec<Vec<Option<u64>>> = (0..n)
+        .map(|v| (0..n).map(|u| (u == v).then_some(0)).collect())
+        .collect();
+    for statement in body {
+        let Some(target) = statement.scalar_target.as_deref() else {
+            continue;
+        };
+        let mut current = vec![None; n];
+        for (name, operations) in &statement.scalar_reads {
+            let Some(&read) = index.get(name.as_str()) else {
+                continue;
+            };
+            for (u, d) in depth[read].iter().enumerate() {
+                if let Some(d) = d {
+                    let through = d.saturating_add(u64::from(*operations));
+                    current[u] = current[u].max(Some(through));
+                }
+            }
+        }
+        depth[index[target]] = current;
+    }
+    Some(
+        (0..n)
+            .map(|u| (0..n).map(|v| depth[v][u]).collect())
+            .collect(),
+    )
+}
+
+/// The cycle of `weights` with the most operations per iteration, as (operations, iterations)
+/// of one such cycle; `None` when no cycle has an operation. Karp's maximum mean cycle.
+fn heaviest_cycle(weights: &[Vec<Option<u64>>]) -> Option<(u64, u64)> {
+    let n = weights.len();
+    // walks[k][v]: the heaviest walk of k edges ending at v (from anywhere).
+    let mut walks: Vec<Vec<Option<u64>>> = vec![vec![Some(0); n]];
+    for k in 1..=n {
+        let next = (0..n)
+            .map(|v| {
+                (0..n)
+                    .filter_map(|u| Some(walks[k - 1][u]?.saturating_add(weights[u][v]?)))
+                    .max()
+            })
+            .collect();
+        walks.push(next);
+    }
+    let mean_at = |v: usize| -> Option<(i128, i128)> {
+        let full = i128::from(walks[n][v]?);
+        // Karp: the heaviest cycle mean through walks ending at v is the least of these.
+        (0..n)
+            .filter_map(|k| Some((full - i128::from(walks[k][v]?), (n - k) as i128)))
+            .min_by(|a, b| (a.0 * b.1).cmp(&(b.0 * a.1)))
+    };
+    let mut best: Option<(i128, i128)> = None;
+    for mean in (0..n).filter_map(mean_at) {
+        if best.is_none_or(|b| mean.0 * b.1 > b.0 * mean.1) {
+            best = Some(mean);
+        }
+    }
+    let (operations, iterations) = best.filter(|&(operations, _)| operations > 0)?;
+    Some((u64::try_from(operations).ok()?, iterations as u64))
 }
 
 /// True when the statement adds (or multiplies) into an element its innermost loop does not
@@ -171,6 +289,47 @@ mod tests {
     fn a_copy_into_an_invariant_element_is_not_a_sum() {
         let text = "double a[N], y[N];\nfor(int i=0; i<N; ++i)\n y[0] = a[i];";
         assert_eq!(chains(text, 16).0, 0);
+    }
+
+    #[test]
+    fn a_scalar_dot_product_is_one_addition_per_iteration() {
+        let text = "double a[N], b[N];\ndouble s;\nfor(int i=0; i<N; ++i)\n  s += a[i] * b[i];";
+        assert_eq!(chains(text, 100), (100, 100));
+        let spelled =
+            "double a[N], b[N];\ndouble s;\nfor(int i=0; i<N; ++i)\n  s = s + a[i] * b[i];";
+        assert_eq!(chains(spelled, 100), (100, 100));
+    }
+
+    #[test]
+    fn kahans_sum_carries_four_operations_per_iteration() {
+        // kerncraft's kahan-dot.c: c goes through y = prod - c, t = sum + y, c = (t - sum) - y.
+        let text = "double a[N], b[N];\ndouble c, sum, prod, t, y;\nfor(int i=0; i<N; ++i) {\n\
+                    prod = a[i]*b[i];\n y = prod-c;\n t = sum+y;\n c = (t-sum)-y;\n sum = t;\n}";
+        assert_eq!(chains(text, 50), (200, 250));
+    }
+
+    #[test]
+    fn a_scalar_reset_for_each_row_chains_only_the_inner_loop() {
+        let text = "double a[N][N], y[N];\ndouble s;\nfor(int i=0; i<N; ++i) {\n s = 0;\n\
+                    for(int j=0; j<N; ++j)\n  s += a[i][j];\n y[i] = s;\n}";
+        // No vector of rows runs side by side: every row's additions are on the chain.
+        assert_eq!(chains(text, 8).0, 64);
+    }
+
+    #[test]
+    fn a_cycle_through_two_iterations_counts_its_mean() {
+        // s feeds p a round later, p feeds s: one addition every two iterations.
+        let text = "double a[N];\ndouble s, p, t;\nfor(int i=0; i<N; ++i) {\n\
+                    t = s;\n s = p + a[i];\n p = t;\n}";
+        assert_eq!(chains(text, 9).0, 5);
+    }
+
+    #[test]
+    fn copies_and_integer_counters_are_no_chain() {
+        let copy = "double a[N];\ndouble s;\nfor(int i=0; i<N; ++i)\n s = a[i] * 2.0;";
+        assert_eq!(chains(copy, 16).0, 0);
+        let count = "double a[N];\nlong k;\nfor(int i=0; i<N; ++i) {\n k += 1;\n a[i] = 1.0;\n}";
+        assert_eq!(chains(count, 16).0, 0);
     }
 
     fn matvec_analysis(latency_ns: Option<f64>) -> crate::Analysis {
