@@ -179,13 +179,13 @@ pub fn probe_plots(
                 )
             })
             .collect();
+        let data_curve = curve.name.starts_with("pointer_chase");
+        // The page walk's sizes are spans of pages, not footprints: no cache size marks it.
         let advertised: Vec<(f64, String)> = machine
             .caches
             .iter()
-            .filter(|c| {
-                (curve.name == "pointer_chase")
-                    != (c.kind == loopscope_machine::CacheKind::Instruction)
-            })
+            .filter(|_| curve.name != "page_walk")
+            .filter(|c| data_curve != (c.kind == loopscope_machine::CacheKind::Instruction))
             .map(|c| {
                 (
                     c.size_bytes as f64,
@@ -195,8 +195,24 @@ pub fn probe_plots(
             .collect();
         let (title, x) = match curve.name.as_str() {
             "pointer_chase" => ("Load latency vs footprint (pointer chase)", "footprint"),
+            "pointer_chase_rounds" => (
+                "Load latency vs footprint (walks of 8 rounds in new orders)",
+                "footprint",
+            ),
+            "page_walk" => (
+                "Load latency vs pages touched (one line in each 4 KiB page)",
+                "pages x 4 KiB",
+            ),
             "jump_chain" => (
                 "Code time vs code size (jump chain, one line per jump)",
+                "code size",
+            ),
+            "random_jump_chain" => (
+                "Code time vs code size (jump chain in random order)",
+                "code size",
+            ),
+            "indirect_jump_chain" => (
+                "Code time vs code size (indirect jumps, a new order every call)",
                 "code size",
             ),
             _ => (
