@@ -730,3 +730,40 @@ fn a_machine_files_add_latency_survives_explicit_peaks() {
     assert_eq!(v["ceilings"]["add_latency"]["ns"], 0.5);
     assert_eq!(v["prediction"]["limit"], "chain");
 }
+
+#[test]
+fn a_float_kernel_is_held_to_the_single_precision_peak() {
+    let file = machine_file(MACHINE);
+    let machine = file.path().to_str().unwrap();
+    let peak = |declarations: &str| {
+        let text = format!("{declarations}\nfor(int i=0; i<N; ++i)\n  a[i] = b[i] + s * c[i];\n");
+        let kernel = kernel_file(&text);
+        let doc = json(&[
+            kernel.path().to_str().unwrap(),
+            "-D",
+            "N=1000",
+            "-m",
+            machine,
+            "--cache",
+            "L1=32K:8:64",
+            "--bandwidth",
+            "L2=100,MEM=20",
+            "--threads",
+            "1",
+        ]);
+        let ceilings = &doc["ceilings"];
+        (
+            ceilings["peak_gflops"].as_f64().unwrap(),
+            ceilings["effective_gflops"].as_f64().unwrap(),
+            ceilings["peak_source"].as_str().unwrap().to_owned(),
+        )
+    };
+    // 32 single-precision FLOP/cycle at 2 GHz on one core; the measured SP peak, per thread.
+    let (sp, sp_eff, sp_source) = peak("float a[N], b[N], c[N];\nfloat s;");
+    assert_eq!((sp, sp_eff), (64.0, 48.0));
+    assert!(sp_source.contains("single precision"), "{sp_source}");
+    // One double anywhere makes the arithmetic double: 16 FLOP/cycle, 48 / 2 measured.
+    let (dp, dp_eff, dp_source) = peak("float a[N], b[N], c[N];\ndouble s;");
+    assert_eq!((dp, dp_eff), (32.0, 24.0));
+    assert!(dp_source.contains("double precision"), "{dp_source}");
+}

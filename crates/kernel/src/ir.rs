@@ -171,6 +171,8 @@ pub struct Kernel {
     pub param_pos: Vec<Pos>,
     /// Declared arrays, in declaration order.
     pub arrays: Vec<Array>,
+    /// Declared scalars and their types, in declaration order.
+    pub scalars: Vec<(String, ElemType)>,
     /// Every loop, in textual order.
     pub loops: Vec<Loop>,
     /// Every statement, in textual order.
@@ -180,6 +182,20 @@ pub struct Kernel {
 }
 
 impl Kernel {
+    /// True when the kernel's floating-point data is all `float`: its declared floating-point
+    /// arrays and scalars are `float` (constants such as `2.0` do not count) and there is at
+    /// least one. A `double` anywhere makes its arithmetic double precision.
+    pub fn single_precision(&self) -> bool {
+        let floating: Vec<ElemType> = self
+            .arrays
+            .iter()
+            .map(|a| a.elem)
+            .chain(self.scalars.iter().map(|(_, t)| *t))
+            .filter(|t| t.is_float())
+            .collect();
+        !floating.is_empty() && floating.iter().all(|t| *t == ElemType::Float)
+    }
+
     /// The name of a symbol.
     pub fn sym_name(&self, sym: Sym) -> &str {
         match sym {

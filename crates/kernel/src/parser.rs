@@ -51,6 +51,7 @@ pub fn parse_kernel_with_values(
             params: Vec::new(),
             param_pos: Vec::new(),
             arrays: Vec::new(),
+            scalars: Vec::new(),
             loops: Vec::new(),
             statements: Vec::new(),
             body: Vec::new(),
@@ -244,6 +245,7 @@ impl Parser {
                 });
             } else {
                 self.scalars.insert(name.clone(), elem);
+                self.kernel.scalars.push((name.clone(), elem));
                 if self.peek() == &Tok::Punct("=") {
                     // `double t = expr;` inside a loop is a statement on a register value.
                     self.next();

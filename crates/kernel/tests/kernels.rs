@@ -347,6 +347,26 @@ fn statements_list_the_scalars_they_read_and_assign_with_depths() {
 }
 
 #[test]
+fn precision_is_single_only_when_all_floating_data_is_float() {
+    let single = |text: &str| parse_kernel(text, "p.c").unwrap().single_precision();
+    let body = "for (i = 0; i < N; i++) a[i] = b[i] * 2.0;";
+    assert!(single(&format!("float a[N], b[N];\nfloat s;\n{body}")));
+    assert!(single(&format!("float a[N], b[N];\nint k;\n{body}")));
+    assert!(!single(&format!("float a[N], b[N];\ndouble s;\n{body}")));
+    assert!(!single(&format!("float a[N];\ndouble b[N];\n{body}")));
+    assert!(!single(&format!("int a[N], b[N];\n{body}")));
+    let k = parse_kernel(
+        "const float w = 0.5;\nfloat a[N];\nfor (i = 0; i < N; i++) a[i] = w;",
+        "w.c",
+    )
+    .unwrap();
+    assert_eq!(
+        k.scalars,
+        [("w".to_string(), loopscope_kernel::ElemType::Float)]
+    );
+}
+
+#[test]
 fn long_expressions_are_refused_not_overflowed() {
     let text = format!(
         "double a[N];\nfor (i = 0; i < N; i++) a[i{}] = 1.0;",

@@ -331,13 +331,43 @@ pub fn best_bandwidths(measured: &Measured, threads: Option<u32>) -> Vec<(Level,
     best.into_iter().map(|(l, b, h, _)| (l, b, h)).collect()
 }
 
-/// The theoretical double-precision peak in GFLOP/s of `cores` cores (the whole machine when
-/// `None`): FLOPs per cycle and core × cores × clock, the clock being the probe's core clock
-/// when the machine file has one (the clock its latencies in cycles use, after its checks),
-/// else the nominal one ([`peak_clock`]).
-pub fn theoretical_peak_gflops(machine: &Machine, cores: Option<u32>) -> Option<f64> {
+/// The floating-point precision a kernel computes in, which picks its compute peak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Precision {
+    /// `double` arithmetic (also the paper's counts and profiles).
+    #[default]
+    Double,
+    /// `float` arithmetic: twice the operations per vector.
+    Single,
+}
+
+impl Precision {
+    /// `double precision` or `single precision`, as the peak's source names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::Double => "double precision",
+            Precision::Single => "single precision",
+        }
+    }
+}
+
+/// The theoretical peak in GFLOP/s of `cores` cores (the whole machine when `None`) at
+/// `precision`: FLOPs per cycle and core × cores × clock, the clock being the probe's core
+/// clock when the machine file has one (the clock its latencies in cycles use, after its
+/// checks), else the nominal one ([`peak_clock`]). Single precision takes the file's `sp`
+/// FLOPs per cycle, or twice `dp` when it has none.
+pub fn theoretical_peak_gflops(
+    machine: &Machine,
+    cores: Option<u32>,
+    precision: Precision,
+) -> Option<f64> {
     let (hz, _) = peak_clock(machine)?;
-    let per_cycle = machine.peak_flops_per_cycle.dp;
+    let flops = machine.peak_flops_per_cycle;
+    let per_cycle = match precision {
+        Precision::Double => flops.dp,
+        Precision::Single if flops.sp > 0 => flops.sp,
+        Precision::Single => flops.dp.saturating_mul(2),
+    };
     let cores = cores.unwrap_or(machine.cores).min(machine.cores);
     (per_cycle > 0 && cores > 0).then(|| f64::from(per_cycle) * f64::from(cores) * hz / 1e9)
 }
@@ -420,17 +450,33 @@ mod tests {
         machine.cores = 4;
         machine.peak_flops_per_cycle.dp = 16;
         machine.nominal_hz = Some(0);
-        assert_eq!(theoretical_peak_gflops(&machine, None), None);
+        let dp = Precision::Double;
+        assert_eq!(theoretical_peak_gflops(&machine, None, dp), None);
         machine.nominal_hz = Some(2_000_000_000);
-        assert_eq!(theoretical_peak_gflops(&machine, None), Some(128.0));
-        assert_eq!(theoretical_peak_gflops(&machine, Some(1)), Some(32.0));
+        assert_eq!(theoretical_peak_gflops(&machine, None, dp), Some(128.0));
+        assert_eq!(theoretical_peak_gflops(&machine, Some(1), dp), Some(32.0));
         // The probe's core clock, when the file has one, is the one latencies in cycles use.
         machine.measured = Some(loopscope_machine::Measured {
             core_hz: Some(3.0e9),
             ..Default::default()
         });
-        assert_eq!(theoretical_peak_gflops(&machine, None), Some(192.0));
+        assert_eq!(theoretical_peak_gflops(&machine, None, dp), Some(192.0));
         assert_eq!(peak_clock(&machine).unwrap().1, "the probe's core clock");
+    }
+
+    #[test]
+    fn single_precision_takes_the_sp_rate_or_twice_dp() {
+        let mut machine = Machine::unknown();
+        machine.cores = 2;
+        machine.nominal_hz = Some(1_000_000_000);
+        machine.peak_flops_per_cycle.dp = 16;
+        machine.peak_flops_per_cycle.sp = 0;
+        let sp = Precision::Single;
+        assert_eq!(theoretical_peak_gflops(&machine, None, sp), Some(64.0));
+        machine.peak_flops_per_cycle.sp = 24;
+        assert_eq!(theoretical_peak_gflops(&machine, Some(1), sp), Some(24.0));
+        let dp = Precision::Double;
+        assert_eq!(theoretical_peak_gflops(&machine, Some(1), dp), Some(16.0));
     }
 
     fn run(level: &str, kernel: &str, threads: u32, gb: f64, wa: Option<f64>) -> Bandwidth {

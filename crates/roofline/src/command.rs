@@ -8,7 +8,7 @@ use std::path::Path;
 
 use loopscope_analytic::{LevelCommand, LevelsRequest, model_levels};
 use loopscope_cache::{LevelConfig, check_simulation_work};
-use loopscope_kernel::{Layout, Listener, LoadedKernel};
+use loopscope_kernel::{Layout, Listener, LoadedKernel, read_kernel_file_with_values};
 use loopscope_machine::Machine;
 use serde::Serialize;
 
@@ -16,9 +16,10 @@ use crate::kernel_file::kernel_error;
 use crate::sizes::{CacheSizes, SizedLevel, describe_sizes, sized_levels};
 use crate::{
     Analysis, BASELINE_VECTOR_BYTES, Ceilings, Counts, HarnessKernel, KernelHarness, ModelledLevel,
-    Options, PAPER_PROFILES, RooflineError, Traffic, analyse, check_model_caches, harness_source,
-    in_order_sums, modelled_traffic, paper_profile, parse_bandwidths, parse_counts, parse_volumes,
-    peak_clock, run_harness, simulated_accesses, simulated_traffic, theoretical_peak_gflops,
+    Options, PAPER_PROFILES, Precision, RooflineError, Traffic, analyse, check_model_caches,
+    harness_source, in_order_sums, modelled_traffic, paper_profile, parse_bandwidths, parse_counts,
+    parse_volumes, peak_clock, run_harness, simulated_accesses, simulated_traffic,
+    theoretical_peak_gflops,
 };
 
 /// What `loopscope roofline` was asked, with what the caller found out about this machine.
@@ -176,7 +177,11 @@ pub fn run_roofline(
         RooflineInput::Kernel(k) => Build::from_flags(k.cflags, k.native_vector_bytes),
         RooflineInput::Counts { .. } => Build::from_flags(None, 16),
     };
-    let mut ceilings = ceilings(request, &build, listener)?;
+    let precision = match &request.input {
+        RooflineInput::Kernel(k) => kernel_precision(k),
+        RooflineInput::Counts { .. } => Precision::Double,
+    };
+    let mut ceilings = ceilings(request, &build, precision, listener)?;
     let options = Options {
         paper_rounding: request.paper_rounding,
         ..Options::default()
@@ -232,6 +237,15 @@ pub fn run_roofline(
         counts,
         kernel: kernel.map(|(input, _, _)| input),
     })
+}
+
+/// The precision the kernel file computes in: single when all its floating-point data is
+/// `float`. A file that does not parse counts as double; reading its traffic reports why.
+fn kernel_precision(k: &KernelInputRequest<'_>) -> Precision {
+    match read_kernel_file_with_values(k.path, k.define) {
+        Ok((_, kernel)) if kernel.single_precision() => Precision::Single,
+        _ => Precision::Double,
+    }
 }
 
 /// Sets the access volumes of `--volume` on the levels the kernel moves data through.
@@ -489,6 +503,7 @@ fn within(context: impl Into<String>, error: RooflineError) -> RooflineError {
 fn ceilings(
     request: &RooflineRequest<'_>,
     build: &Build,
+    precision: Precision,
     listener: &dyn Listener,
 ) -> Result<Ceilings, RooflineError> {
     let mut ceilings = match request.machine {
@@ -499,7 +514,7 @@ fn ceilings(
             ))
         })?,
         MachineInput::Machine { machine, name, .. } => {
-            machine_ceilings(request, machine, name, build, listener)?
+            machine_ceilings(request, machine, name, build, precision, listener)?
         }
     };
     if request.peak_gflops.is_some() || request.effective_gflops.is_some() {
@@ -540,6 +555,7 @@ fn machine_ceilings(
     machine: &Machine,
     name: &str,
     build: &Build,
+    precision: Precision,
     listener: &dyn Listener,
 ) -> Result<Ceilings, RooflineError> {
     let measuring = matches!(&request.input, RooflineInput::Kernel(k) if k.measure.is_some());
@@ -548,15 +564,25 @@ fn machine_ceilings(
         .measured
         .as_ref()
         .and_then(|m| m.peak_gflops.as_ref())
-        .map(|p| match threads {
-            // The FMA kernel scales with the cores it runs on.
-            Some(t) if p.threads > 0 => p.dp / f64::from(p.threads) * f64::from(t),
-            _ => p.dp,
+        .map(|p| {
+            let rate = match precision {
+                Precision::Double => p.dp,
+                Precision::Single => p.sp,
+            };
+            match threads {
+                // The FMA kernel scales with the cores it runs on.
+                Some(t) if p.threads > 0 => rate / f64::from(p.threads) * f64::from(t),
+                _ => rate,
+            }
         })
         .filter(|p| p.is_finite() && *p > 0.0);
-    let theoretical = theoretical_peak_gflops(machine, threads);
+    let theoretical = theoretical_peak_gflops(machine, threads, precision);
     let clock = peak_clock(machine).map_or(String::new(), |(hz, name)| {
-        format!("theoretical at {name} ({:.3} GHz)", hz / 1e9)
+        format!(
+            "{} theoretical at {name} ({:.3} GHz)",
+            precision.name(),
+            hz / 1e9
+        )
     });
     let (peak, effective, source) = match (request.peak_gflops, theoretical, measured_peak) {
         (Some(peak), _, measured) => (
@@ -567,7 +593,7 @@ fn machine_ceilings(
         // A turbo clock can beat the nominal one: the measured rate is then the better peak.
         (None, Some(t), Some(m)) => (t.max(m), m, format!("{clock}; Peff measured")),
         (None, Some(t), None) => (t, t, clock),
-        (None, None, Some(m)) => (m, m, "measured peak".to_owned()),
+        (None, None, Some(m)) => (m, m, format!("measured {} peak", precision.name())),
         (None, None, None) => {
             return Err(RooflineError::Invalid(format!(
                 "{}: no peak FLOP rate (no nominal clock, no measured peak): run `loopscope \

@@ -63,7 +63,7 @@ mod sizes;
 mod traffic;
 
 pub use ceilings::{
-    AddLatency, BandwidthFn, Ceilings, LevelCeiling, StoreBandwidth, best_bandwidths,
+    AddLatency, BandwidthFn, Ceilings, LevelCeiling, Precision, StoreBandwidth, best_bandwidths,
     effective_bandwidth_gb_per_s, parse_bandwidths, parse_volumes, peak_clock, round2,
     theoretical_peak_gflops,
 };
