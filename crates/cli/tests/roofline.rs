@@ -767,3 +767,22 @@ fn a_float_kernel_is_held_to_the_single_precision_peak() {
     assert_eq!((dp, dp_eff), (32.0, 24.0));
     assert!(dp_source.contains("double precision"), "{dp_source}");
 }
+
+#[test]
+fn measure_declares_const_and_static_scalars() {
+    if !have_cc() {
+        return;
+    }
+    let kernel = kernel_file(
+        "static double a[N];\nconst double w = 0.5;\nstatic double s;\n\
+         for(int i=0; i<N; ++i)\n  a[i] = w * s * a[i];\n",
+    );
+    let args = kernel_run(
+        kernel.path().to_str().unwrap(),
+        "N=1000",
+        "L1=100,MEM=20",
+        &["--measure"],
+    );
+    let v = json(&args);
+    assert!(v["measured"]["gflops"].as_f64().unwrap() > 0.0, "{v}");
+}

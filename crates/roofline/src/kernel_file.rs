@@ -324,13 +324,22 @@ fn byte_offset(text: &str, line: u32, column: u32) -> usize {
     text.len()
 }
 
-/// Scalars declared before the loops (`double s;`, `float x = 2, y;`), as
-/// `(type, name, initial value)`: the declared value, else a harmless non-zero one.
+/// Scalars declared before the loops (`double s;`, `float x = 2, y;`, `const double w = 0.5;`,
+/// `static double s;`), as `(type, name, initial value)`: the declared value, else a harmless
+/// non-zero one. `const` and `static` are dropped: the harness makes every scalar a global the
+/// compiler cannot fold.
 fn scalar_declarations(prefix: &str) -> Vec<(String, String, f64)> {
     let code = strip_comments(prefix);
     let mut scalars = Vec::new();
     for declaration in code.split(';') {
-        let mut words = declaration.trim().splitn(2, char::is_whitespace);
+        let mut rest = declaration.trim();
+        while let Some(after) = ["const", "static"].iter().find_map(|q| {
+            rest.strip_prefix(q)
+                .filter(|a| a.starts_with(char::is_whitespace))
+        }) {
+            rest = after.trim_start();
+        }
+        let mut words = rest.splitn(2, char::is_whitespace);
         let (Some(ty), Some(rest)) = (words.next(), words.next()) else {
             continue;
         };
@@ -511,6 +520,20 @@ mod tests {
         assert_eq!(h.flops(), 8 * 18);
         let source = harness_source(&h);
         assert!(source.contains("double (*restrict b)[20]"), "{source}");
+    }
+
+    #[test]
+    fn const_and_static_scalars_are_declared_for_the_harness() {
+        let text = "static double a[N];\nconst double w = 0.5;\nstatic const float s, t = 2;\n\
+                    constant_name;\nfor(int i=0; i<N; ++i)\n  a[i] = w * s * a[i];\n";
+        assert_eq!(
+            scalar_declarations(text),
+            [
+                ("double".to_owned(), "w".to_owned(), 0.5),
+                ("float".to_owned(), "s".to_owned(), 0.5),
+                ("float".to_owned(), "t".to_owned(), 2.0)
+            ]
+        );
     }
 
     proptest::proptest! {
