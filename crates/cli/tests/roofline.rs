@@ -786,3 +786,15 @@ fn measure_declares_const_and_static_scalars() {
     let v = json(&args);
     assert!(v["measured"]["gflops"].as_f64().unwrap() > 0.0, "{v}");
 }
+
+#[test]
+fn a_yaml_machine_file_says_how_to_convert_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = dir.path().join("haswell.yml");
+    std::fs::write(&yaml, "model name: Intel Xeon\nclock: 2.3 GHz\n").unwrap();
+    let output = loopscope(&["--counts", "mem=3,flops=2", "-m", yaml.to_str().unwrap()]);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("loopscope machine --import"), "{err}");
+}

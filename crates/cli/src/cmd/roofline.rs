@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use loopscope_machine::{Machine, read_machine_file, write_atomically};
+use loopscope_machine::{Machine, write_atomically};
 use loopscope_report::{RooflineAxis, render_roofline_report, render_roofline_svg};
 use loopscope_roofline::{
     CacheSizes, KernelInputRequest, MachineInput, ModelBudget, RooflineInput, RooflineRequest,
@@ -183,7 +183,7 @@ pub enum Axis {
 pub fn run(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<()> {
     let described = match (&args.profile, &args.machine) {
         (Some(_), _) => None,
-        (None, Some(path)) => Some((read_machine_file(path)?, path.display().to_string())),
+        (None, Some(path)) => Some((load_machine(Some(path), ui)?, path.display().to_string())),
         (None, None) if args.peak_gflops.is_some() => Some((Machine::unknown(), String::new())),
         (None, None) => Some((load_machine(None, ui)?, "this machine".to_owned())),
     };
