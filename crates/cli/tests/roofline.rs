@@ -214,9 +214,68 @@ fn missing_bandwidth_names_the_level_and_probe() {
     let err = stderr(&output);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
-        err.contains("no bandwidth for L2") && err.contains("loopscope probe"),
+        err.contains("has no L2 bandwidth") && err.contains("loopscope probe"),
         "{err}"
     );
+}
+
+#[test]
+fn missing_bandwidths_say_what_is_really_missing() {
+    let file = machine_file(MACHINE);
+    let path = file.path().to_str().unwrap();
+    let runs = MACHINE.find("[[measured.bandwidth]]").unwrap();
+    let unmeasured = machine_file(&MACHINE[..runs]);
+    let kernel = kernel_file("double a[N];\nfor(int i=0; i<N; ++i)\n  a[i] = 2.0 * a[i];\n");
+    let resident = kernel.path().to_str().unwrap();
+    let cases: [(&[&str], &str); 4] = [
+        // No run with 3 threads on a 2-core machine: not a missing -m.
+        (
+            &["--counts", "mem=3,flops=12", "-m", path, "--threads", "3"],
+            "has no bandwidth measured with 3 threads (its runs use 1 or 2 threads; the \
+             machine has 2 cores): give `--threads 1` or `--threads 2`, or `--bandwidth \
+             MEM=GB/s`",
+        ),
+        (
+            &[
+                "--counts",
+                "mem=3,l2=6,flops=12",
+                "-m",
+                path,
+                "--threads",
+                "1",
+            ],
+            "has no L2 bandwidth measured with 1 thread, and the kernel uses L2",
+        ),
+        // A kernel that stays in L1, with only a peak: L1 is what needs a bandwidth.
+        (
+            &[
+                resident,
+                "-D",
+                "N=100",
+                "--cache",
+                "L1=32K:8:64",
+                "--peak-gflops",
+                "10",
+            ],
+            "no bandwidth for L1, which the kernel uses: give `--bandwidth L1=GB/s`",
+        ),
+        (
+            &[
+                "--counts",
+                "mem=3,flops=12",
+                "-m",
+                unmeasured.path().to_str().unwrap(),
+            ],
+            "has no measured bandwidths: rerun `loopscope probe --out",
+        ),
+    ];
+    for (args, expected) in cases {
+        let output = loopscope(args);
+        let err = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(expected), "{args:?}: {err}");
+    }
 }
 
 #[test]
@@ -591,7 +650,8 @@ fn measure_shows_the_compiler_message() {
     assert_eq!(output.status.code(), Some(2), "{err}");
     assert!(err.contains("error: unknown type name"), "{err}");
     let missing = loopscope(&[TRIAD_ARGS, &["--measure", "--cc", "/nonexistent/cc"]].concat());
-    assert_eq!(missing.status.code(), Some(1), "{}", stderr(&missing));
+    // A compiler that cannot be started is a bad --cc: exit 2, as for one that fails.
+    assert_eq!(missing.status.code(), Some(2), "{}", stderr(&missing));
 }
 
 fn kernel_file(text: &str) -> tempfile::NamedTempFile {

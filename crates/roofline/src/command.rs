@@ -15,11 +15,11 @@ use serde::Serialize;
 use crate::kernel_file::kernel_error;
 use crate::sizes::{CacheSizes, SizedLevel, describe_sizes, sized_levels};
 use crate::{
-    Analysis, BASELINE_VECTOR_BYTES, Ceilings, Counts, HarnessKernel, KernelHarness, ModelledLevel,
-    Options, PAPER_PROFILES, Precision, RooflineError, Traffic, analyse, check_model_caches,
-    harness_source, in_order_sums, modelled_traffic, paper_profile, parse_bandwidths, parse_counts,
-    parse_volumes, peak_clock, run_harness, simulated_accesses, simulated_traffic,
-    theoretical_peak_gflops,
+    Analysis, BASELINE_VECTOR_BYTES, Ceilings, Counts, HarnessKernel, KernelHarness, Level,
+    ModelledLevel, Options, PAPER_PROFILES, Precision, RooflineError, Traffic, analyse,
+    check_model_caches, harness_source, in_order_sums, modelled_traffic, paper_profile,
+    parse_bandwidths, parse_counts, parse_volumes, peak_clock, run_harness, simulated_accesses,
+    simulated_traffic, theoretical_peak_gflops,
 };
 
 /// What `loopscope roofline` was asked, with what the caller found out about this machine.
@@ -214,7 +214,8 @@ pub fn run_roofline(
             ceilings.set_add_latency(time(), "timed on this machine, dependent-add chain")?;
         }
     }
-    let mut analysis = analyse(&traffic, &ceilings, options)?;
+    let mut analysis =
+        analyse(&traffic, &ceilings, options).map_err(|e| explain_missing_bandwidth(e, request))?;
     if let Some(gflops) = request.measured_gflops {
         analysis = analysis.with_measured(gflops)?;
     }
@@ -237,6 +238,74 @@ pub fn run_roofline(
         counts,
         kernel: kernel.map(|(input, _, _)| input),
     })
+}
+
+/// A missing bandwidth said in terms of where the bandwidths were to come from: a machine file
+/// without runs at the asked thread count, one without that level, one without measurements,
+/// or no machine file at all (the error's own advice).
+fn explain_missing_bandwidth(e: RooflineError, request: &RooflineRequest<'_>) -> RooflineError {
+    let level = match &e {
+        RooflineError::MissingBandwidth { level, .. } => *level,
+        RooflineError::NoTimedLevel => Level::Cache(1),
+        _ => return e,
+    };
+    let MachineInput::Machine {
+        machine,
+        name,
+        time_add_latency,
+    } = request.machine
+    else {
+        return e;
+    };
+    if name.is_empty() {
+        return RooflineError::Invalid(format!(
+            "no bandwidth for {level}, which the kernel uses: give `--bandwidth {level}=GB/s`, \
+             or `-m machine.toml` from `loopscope probe --out machine.toml`"
+        ));
+    }
+    if time_add_latency.is_some() {
+        // This machine, detected: no bandwidths until a probe measures them.
+        return e;
+    }
+    let flag = format!("`--bandwidth {level}=GB/s`");
+    let Some(measured) = machine
+        .measured
+        .as_ref()
+        .filter(|m| !m.bandwidth.is_empty())
+    else {
+        return RooflineError::Invalid(format!(
+            "{name} has no measured bandwidths: rerun `loopscope probe --out {name}` (without \
+             --quick if it was quick), or give {flag}"
+        ));
+    };
+    let measuring = matches!(&request.input, RooflineInput::Kernel(k) if k.measure.is_some());
+    let threads = request.threads.or(measuring.then_some(1));
+    let mut counts: Vec<u32> = measured.bandwidth.iter().map(|b| b.threads).collect();
+    counts.sort_unstable();
+    counts.dedup();
+    match threads {
+        Some(t) if !counts.contains(&t) => {
+            let listed: Vec<String> = counts.iter().map(u32::to_string).collect();
+            let options: Vec<String> = counts.iter().map(|c| format!("`--threads {c}`")).collect();
+            let plural = if t == 1 { "" } else { "s" };
+            RooflineError::Invalid(format!(
+                "{name} has no bandwidth measured with {t} thread{plural} (its runs use {} \
+                 threads; the machine has {} cores): give {}, or {flag}",
+                listed.join(" or "),
+                machine.cores,
+                options.join(" or "),
+            ))
+        }
+        Some(t) => RooflineError::Invalid(format!(
+            "{name} has no {level} bandwidth measured with {t} thread{}, and the kernel uses \
+             {level}: rerun `loopscope probe --out {name}`, or give {flag}",
+            if t == 1 { "" } else { "s" }
+        )),
+        None => RooflineError::Invalid(format!(
+            "{name} has no {level} bandwidth, and the kernel uses {level}: rerun `loopscope \
+             probe --out {name}`, or give {flag}"
+        )),
+    }
 }
 
 /// The precision the kernel file computes in: single when all its floating-point data is

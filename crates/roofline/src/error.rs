@@ -36,6 +36,14 @@ pub enum RooflineError {
         /// Bytes the kernel moves through it.
         bytes: u64,
     },
+    /// No level the kernel uses has a bandwidth: its data stays in L1 (or `--counts` names no
+    /// level), and L1 is timed only with a bandwidth of its own.
+    #[error(
+        "no bandwidth to time the kernel by: its data stays in L1, which is timed only with an \
+         L1 bandwidth: run `loopscope probe --out machine.toml` and pass `-m machine.toml`, or \
+         give `--bandwidth L1=GB/s`"
+    )]
+    NoTimedLevel,
     /// The inputs are well-formed but do not describe a kernel the model can evaluate.
     #[error("{0}")]
     Invalid(String),

@@ -191,7 +191,8 @@ pub fn run_harness(
         .arg(&binary)
         .arg(&c_file)
         .output()
-        .map_err(|e| RooflineError::Harness(format!("cannot run {}: {e}", cc.display())))?;
+        // A compiler that cannot be started is the user's choice (`--cc`), like one that fails.
+        .map_err(|e| RooflineError::Compile(format!("cannot run {}: {e}", cc.display())))?;
     if !compiled.status.success() {
         let message = String::from_utf8_lossy(&compiled.stderr);
         let first = message.lines().find(|l| l.contains("error")).unwrap_or("");

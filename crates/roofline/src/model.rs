@@ -111,7 +111,7 @@ pub fn predict(traffic: &Traffic, ceilings: &Ceilings) -> Result<Prediction, Roo
             Some(b) if b.time_s >= l.time_s => Some(b),
             _ => Some(l),
         })
-        .ok_or_else(|| RooflineError::Invalid("the kernel names no level".into()))?;
+        .ok_or(RooflineError::NoTimedLevel)?;
     let (mut limit, mut time_s) = if compute_time_s > bound.time_s {
         (Limit::Compute, compute_time_s)
     } else {
@@ -144,10 +144,7 @@ pub fn predict(traffic: &Traffic, ceilings: &Ceilings) -> Result<Prediction, Roo
 /// The classic roofline on the outermost timed level: P = min(F, B·X), eq. (2).
 pub fn classic(traffic: &Traffic, ceilings: &Ceilings) -> Result<Classic, RooflineError> {
     traffic.validate()?;
-    let outer = traffic
-        .levels
-        .last()
-        .ok_or_else(|| RooflineError::Invalid("the kernel names no level".into()))?;
+    let outer = traffic.levels.last().ok_or(RooflineError::NoTimedLevel)?;
     let bandwidth = bandwidth_at(ceilings, outer.level, outer.bytes, outer.volume_bytes)?;
     let peak = ceilings.peak_gflops;
     let flops = traffic.flops as f64;
