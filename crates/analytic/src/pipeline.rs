@@ -160,7 +160,10 @@ pub(crate) fn build_lines<'c>(
             in_line(pos, &program.arrays[pos.array], "u", line_bytes, L),
             before((pos, "u"), (t, "t"), Program::depth(positions))
         ))?;
-        for (r, map) in hit_condition.lexmax_pieces()?.into_iter().enumerate() {
+        for (r, map) in latest_pieces(ctx, program, pos, &hit_condition)?
+            .into_iter()
+            .enumerate()
+        {
             let domain = map.domain()?;
             if !domain.is_empty()? {
                 candidates.push(Candidate {
@@ -179,6 +182,47 @@ pub(crate) fn build_lines<'c>(
         candidates,
         regions,
     })
+}
+
+/// S5: the hit condition's latest instance per target instance, in pieces. The latest is the
+/// lexicographic maximum in execution order, not in the loop variables' values: a loop counting
+/// down runs its largest value first. Its dimensions are negated for the maximum and back after
+/// (a bijection, so each piece stays a function), which makes "latest" hold for any sign of
+/// step at any depth.
+fn latest_pieces<'c>(
+    ctx: &'c Ctx,
+    program: &Program,
+    pos: &Position,
+    hit_condition: &Map<'c>,
+) -> Result<Vec<Map<'c>>, AnalyticError> {
+    if pos.loops.iter().all(|l| l.step > 0) {
+        return Ok(hit_condition.lexmax_pieces()?);
+    }
+    let u = tuple("u", pos);
+    let ordered: Vec<String> = pos
+        .loops
+        .iter()
+        .zip(&u)
+        .map(|(l, x)| {
+            if l.step < 0 {
+                format!("-{x}")
+            } else {
+                x.clone()
+            }
+        })
+        .collect();
+    // Negation is its own inverse: the same map takes execution order back to the values.
+    let flip = ctx.map(&format!(
+        "{} -> {{ [{}] -> [{}] }}",
+        params(program),
+        u.join(", "),
+        ordered.join(", ")
+    ))?;
+    let mut pieces = Vec::new();
+    for piece in hit_condition.apply_range(&flip)?.lexmax_pieces()? {
+        pieces.push(piece.apply_range(&flip)?);
+    }
+    Ok(pieces)
 }
 
 /// S11: the disjoint pieces (Venn regions) of the candidates' domains, each with the

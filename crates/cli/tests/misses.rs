@@ -92,6 +92,52 @@ fn check_equal(kernel: &str, defines: &[&str], cache: &str) -> serde_json::Value
     v
 }
 
+/// `--check` on a kernel written to a temporary file: the model equals the simulator.
+fn check_equal_source(source: &str, defines: &[&str], extra: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kernel.c");
+    std::fs::write(&path, source).unwrap();
+    let k = path.display().to_string();
+    let mut args = vec!["misses", &k, "--check", "--json"];
+    for d in defines {
+        args.extend_from_slice(&["-D", d]);
+    }
+    args.extend_from_slice(extra);
+    let v = json(&loopscope(&args));
+    assert_eq!(
+        v["check"]["equal"], true,
+        "{source} {defines:?} {extra:?}: {v}"
+    );
+}
+
+#[test]
+fn loops_counting_down_equal_the_simulator() {
+    let transpose = |outer: &str, inner: &str| {
+        format!(
+            "double a[N][N];\ndouble b[N][N];\n\nfor(int j={outer})\n    for(int i={inner})\n        \
+             b[i][j] = a[j][i];\n"
+        )
+    };
+    let (up, down) = ("0; j<N; j++", "N-1; j>=0; j--");
+    let (i_up, i_down) = ("0; i<N; i++", "N-1; i>=0; i--");
+    for (outer, inner) in [(down, i_down), (down, i_up), (up, i_down)] {
+        let source = transpose(outer, inner);
+        for cache in ["L1=32K:8:64", "L1=1K:1:64"] {
+            check_equal_source(&source, &["N=64"], &["--cache", cache]);
+        }
+    }
+    let recurrence =
+        "double a[N];\ndouble b[N];\n\nfor(int i=N-1; i>0; i--)\n    a[i] = a[i-1] + b[i];\n";
+    check_equal_source(recurrence, &["N=512"], &["--cache", "L1=1K:1:64"]);
+    let mirrored =
+        "double a[N];\ndouble b[N];\n\nfor(int i=N-1; i>=0; --i)\n    b[i] = a[N-1-i] * 2.0;\n";
+    check_equal_source(
+        mirrored,
+        &["N=200"],
+        &["--cache", "L1=1K:1:64", "--base", "a=0,b=1608"],
+    );
+}
+
 #[test]
 fn equals_the_simulator_with_conflicts() {
     // A power-of-two row length in a 2-way cache: most accesses conflict.

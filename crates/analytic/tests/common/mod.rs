@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
-use loopscope_analytic::{Affine, Cache, Node, Program};
+use loopscope_analytic::{Affine, Cache, Loop, Node, Program};
 
 /// Evaluates an affine expression, the innermost binding of a name first.
 pub fn eval(e: &Affine, env: &[(String, i64)]) -> i64 {
@@ -77,7 +77,7 @@ pub fn brute_force(p: &Program, cache: Cache, params: &[(&str, i64)]) -> Truth {
                     Node::Loop(l) => {
                         let start = *pos;
                         let mut end = start + count_refs(&l.body);
-                        for v in eval(&l.lower, env)..=eval(&l.upper_inclusive, env) {
+                        for v in values(l, env) {
                             *pos = start;
                             env.push((l.var.clone(), v));
                             self.walk(&l.body, env, pos);
@@ -107,6 +107,17 @@ pub fn brute_force(p: &Program, cache: Cache, params: &[(&str, i64)]) -> Truth {
                     }
                 }
             }
+        }
+    }
+    /// The loop's values in execution order: up from the lower bound for a positive step,
+    /// down from the upper bound for a negative one.
+    fn values(l: &Loop, env: &[(String, i64)]) -> Vec<i64> {
+        let (lo, hi) = (eval(&l.lower, env), eval(&l.upper_inclusive, env));
+        let step = l.step.unsigned_abs() as usize;
+        if l.step > 0 {
+            (lo..=hi).step_by(step).collect()
+        } else {
+            (lo..=hi).rev().step_by(step).collect()
         }
     }
     fn count_refs(nodes: &[Node]) -> usize {
