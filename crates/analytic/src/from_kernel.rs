@@ -104,10 +104,21 @@ impl Adapter<'_> {
                     .ok_or_else(|| overflow("an array extent"))
                 })
                 .collect::<Result<_, _>>()?;
+            let element_bytes = a.elem.bytes() as i64;
+            if base_bytes % element_bytes != 0 {
+                // The model places an access by its first byte; one that spans two lines
+                // touches both, which the simulator counts and the model would not.
+                return Err(AnalyticError::Program(format!(
+                    "array `{}` at byte {base_bytes} is not aligned to its {element_bytes}-byte \
+                     elements: its accesses would span two cache lines, which the model does not \
+                     count (give --base a multiple of {element_bytes}, or use `loopscope simulate`)",
+                    a.name
+                )));
+            }
             out.push(Array {
                 name: a.name.clone(),
                 base_bytes,
-                element_bytes: a.elem.bytes() as i64,
+                element_bytes,
                 extents,
             });
         }
@@ -244,6 +255,31 @@ mod tests {
         };
         assert_eq!(s.refs[0].subscripts[1], Affine::var("i").plus(-1));
         assert!(s.refs[1].is_write);
+    }
+
+    #[test]
+    fn a_base_not_aligned_to_the_elements_is_refused() {
+        let kernel = parse_kernel(
+            "double a[N], b[N];\nfor (int i = 0; i < N; ++i)\n  b[i] = a[i];\n",
+            "k.c",
+        )
+        .unwrap();
+        let params = kernel.param_values(&[("N".to_string(), 100)]).unwrap();
+        for (base, refused) in [(1604, true), (1601, true), (1608, false), (1640, false)] {
+            let layout = kernel.layout(&params, &[("b".to_string(), base)]).unwrap();
+            match program_from_kernel(&kernel, &params, &layout) {
+                Err(e) => {
+                    assert!(refused, "{base}: {e}");
+                    let text = e.to_string();
+                    assert!(
+                        text.contains("`b` at byte") && text.contains("multiple of 8"),
+                        "{text}"
+                    );
+                    assert!(e.is_bad_input());
+                }
+                Ok(_) => assert!(!refused, "{base} accepted"),
+            }
+        }
     }
 
     #[test]

@@ -139,6 +139,50 @@ fn loops_counting_down_equal_the_simulator() {
 }
 
 #[test]
+fn a_base_that_makes_accesses_span_two_lines_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mixed.c");
+    std::fs::write(
+        &path,
+        "float x[S];\ndouble y[S];\nlong z[S];\n\nfor(int i=0; i<N; ++i)\n    y[i] = y[i] + x[i] * 2.0 + z[i];\n",
+    )
+    .unwrap();
+    let k = path.display().to_string();
+    let misses = |base: &str, extra: &[&str]| {
+        let mut args = vec![
+            "misses",
+            &k,
+            "-D",
+            "S=100",
+            "--cache",
+            "L1=2K:2:32",
+            "--base",
+            base,
+        ];
+        args.extend_from_slice(extra);
+        loopscope(&args)
+    };
+    // `z` (8-byte longs) at 1604: every fourth element spans two 32-byte lines.
+    for extra in [
+        &["-D", "N=100", "--check"][..],
+        &["-D", "N=100", "--model-only"],
+        &["--symbolic", "N=1..64"],
+        &["--scan", "N=1..20"],
+    ] {
+        assert_bad_input(
+            &misses("x=0,y=408,z=1604", extra),
+            "array `z` at byte 1604 is not aligned to its 8-byte elements",
+        );
+    }
+    // Unaligned to the line but aligned to the elements: modelled, and exact.
+    let v = json(&misses(
+        "x=4,y=408,z=1608",
+        &["-D", "N=100", "--check", "--json"],
+    ));
+    assert_eq!(v["check"]["equal"], true, "{v}");
+}
+
+#[test]
 fn equals_the_simulator_with_conflicts() {
     // A power-of-two row length in a 2-way cache: most accesses conflict.
     let v = check_equal("2d-5pt.c", &["M=12", "N=1024"], "L1=8K:2:64");

@@ -8,9 +8,10 @@
 use loopscope_cache::LevelConfig;
 use loopscope_kernel::{Kernel, LoadedKernel, Program as Stream, Silent, Sym};
 
+use super::counts::kernel_request_error;
 use super::process::{GRACE_S, cores};
 use super::{MissesRequest, checked_request};
-use crate::AnalyticError;
+use crate::{AnalyticError, program_from_kernel};
 
 /// Accesses per second the simulator is assumed to count through one level alone with the 3C
 /// split, on one core. Measured at 7–10 million per second on an AMD EPYC KVM guest (2 cores)
@@ -179,10 +180,13 @@ pub fn misses_wait(
     if request.scan.is_some() || request.symbolic.is_some() {
         return Ok(None);
     }
+    let loaded = LoadedKernel::load(request.kernel, request.define, request.base, &Silent)?;
+    // A kernel the model refuses is bad input, said alone: not after a wait announced for it.
+    program_from_kernel(&loaded.kernel, &loaded.params, &loaded.layout)
+        .map_err(|e| kernel_request_error(&loaded.origin, e, &Silent))?;
     let simulation = if request.model_only {
         None
     } else {
-        let loaded = LoadedKernel::load(request.kernel, request.define, request.base, &Silent)?;
         Some(estimate(&loaded, levels.len(), cores(), request.time_limit_s)?.0)
     };
     Ok(Some(MissesWait {
