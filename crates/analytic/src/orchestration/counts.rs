@@ -172,6 +172,53 @@ pub struct Check {
     pub references: Vec<CheckReference>,
 }
 
+impl MissesReport {
+    /// With `--check`, one line per modelled level and reference whose compulsory or conflict
+    /// misses differ from the simulator's, e.g. `L1 b[i][j] (6:9): model 2360 misses (512
+    /// compulsory, 1848 conflict), simulator 1016 (512, 504)`; empty when they all agree or
+    /// nothing was checked.
+    pub fn check_differences(&self) -> Vec<String> {
+        let Some(check) = &self.check else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for s in &check.references {
+            let modelled = self
+                .levels
+                .iter()
+                .any(|l| l.name == s.level && l.error.is_none());
+            let Some(m) = self
+                .references
+                .iter()
+                .find(|m| m.id == s.id && m.level == s.level)
+            else {
+                continue;
+            };
+            if !modelled
+                || (m.compulsory, m.conflict) == (s.simulated_compulsory, s.simulated_conflict)
+            {
+                continue;
+            }
+            let place = match m.label.place() {
+                p if p.is_empty() => p,
+                p => format!(" ({p})"),
+            };
+            out.push(format!(
+                "{} {}{place}: model {} misses ({} compulsory, {} conflict), simulator {} ({}, {})",
+                s.level,
+                m.label.text,
+                m.misses,
+                m.compulsory,
+                m.conflict,
+                s.simulated_misses,
+                s.simulated_compulsory,
+                s.simulated_conflict
+            ));
+        }
+        out
+    }
+}
+
 /// One level simulated alone.
 #[derive(Debug, Serialize)]
 pub struct CheckLevel {
@@ -682,4 +729,114 @@ fn check(
         each.push(alone);
     }
     Ok((out, each))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn level(name: &str, error: Option<&str>) -> MissesLevel {
+        MissesLevel {
+            name: name.into(),
+            size_bytes: 1024,
+            line_bytes: 64,
+            ways: 1,
+            sets: 16,
+            accesses: Some(511),
+            hits: None,
+            misses: None,
+            compulsory: None,
+            capacity: None,
+            conflict: None,
+            fill_bytes: None,
+            method: Some("model"),
+            duration_s: 0.0,
+            error: error.map(str::to_owned),
+            model_error: None,
+            explain: None,
+        }
+    }
+
+    fn reference(level: &str, compulsory: u64, conflict: u64) -> MissesReference {
+        MissesReference {
+            id: 0,
+            label: RefLabel {
+                array: Some("a".into()),
+                subscripts: vec!["i-1".into()],
+                text: "a[i-1]".into(),
+                kind: "read",
+                statement: Some(0),
+                line: Some(5),
+                column: Some(12),
+            },
+            level: level.into(),
+            accesses: 511,
+            hits: 511 - compulsory - conflict,
+            misses: compulsory + conflict,
+            compulsory,
+            capacity: None,
+            conflict,
+            pieces: Vec::new(),
+        }
+    }
+
+    fn checked(level: &str, compulsory: u64, conflict: u64) -> CheckReference {
+        CheckReference {
+            id: 0,
+            level: level.into(),
+            model_misses: Some(384),
+            simulated_misses: compulsory + conflict,
+            simulated_compulsory: compulsory,
+            simulated_conflict: conflict,
+            difference: Some(384 - (compulsory + conflict) as i64),
+        }
+    }
+
+    fn report(levels: Vec<MissesLevel>, simulated: (u64, u64)) -> MissesReport {
+        MissesReport {
+            kernel: "k.c".into(),
+            params: BTreeMap::new(),
+            model: "spec 000",
+            references: levels.iter().map(|l| reference(&l.name, 64, 320)).collect(),
+            check: Some(Check {
+                equal: false,
+                levels: Vec::new(),
+                references: levels
+                    .iter()
+                    .map(|l| checked(&l.name, simulated.0, simulated.1))
+                    .collect(),
+            }),
+            levels,
+            arrays: Vec::new(),
+            sources: None,
+            duration_s: 0.0,
+        }
+    }
+
+    #[test]
+    fn check_differences_name_the_level_and_the_reference() {
+        let differs = report(vec![level("L1", None)], (64, 0));
+        assert_eq!(
+            differs.check_differences(),
+            [
+                "L1 a[i-1] (5:12): model 384 misses (64 compulsory, 320 conflict), simulator 64 \
+              (64, 0)"
+            ]
+        );
+        // The same totals split otherwise is a difference too.
+        assert_eq!(
+            report(vec![level("L1", None)], (0, 384))
+                .check_differences()
+                .len(),
+            1
+        );
+        assert!(
+            report(vec![level("L1", None)], (64, 320))
+                .check_differences()
+                .is_empty()
+        );
+        // A level the model did not finish (simulated instead) is not the model's to differ.
+        let fallback = report(vec![level("L1", Some("over the time limit"))], (64, 0));
+        assert!(fallback.check_differences().is_empty());
+    }
 }

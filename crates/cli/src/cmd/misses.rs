@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use loopscope_analytic::{MissesRequest, MissesWait, misses, misses_wait};
+use loopscope_analytic::{Misses, MissesRequest, MissesWait, misses, misses_wait};
 
 use crate::inputs::{CachesArg, cache_levels, level_command, stop_level_processes_on_signal};
 use crate::ui::Ui;
@@ -127,9 +127,26 @@ pub fn run(args: &MissesArgs, ui: &Ui) -> anyhow::Result<()> {
         for warning in result.unlisted_warnings() {
             ui.warn(warning);
         }
-        crate::cmd::print_json(&result)
+        crate::cmd::print_json(&result)?;
     } else {
-        crate::cmd::print_text(&loopscope_report::render_misses(&result))
+        crate::cmd::print_text(&loopscope_report::render_misses(&result))?;
+    }
+    check_outcome(&result)
+}
+
+/// `--check` fails (exit 1) when the model and the simulator differ, after printing both, so
+/// that a script sees it: the first difference named, and how many more there are.
+fn check_outcome(result: &Misses) -> anyhow::Result<()> {
+    let Misses::Counts(report) = result else {
+        return Ok(());
+    };
+    match report.check_differences().as_slice() {
+        [] => Ok(()),
+        [one] => anyhow::bail!("--check: the model differs from the simulator at {one}"),
+        [first, rest @ ..] => anyhow::bail!(
+            "--check: the model differs from the simulator at {first}, and at {} more (see the table)",
+            rest.len()
+        ),
     }
 }
 
