@@ -1,21 +1,13 @@
 //! The patch back-end against the ptrace back-end on the loop-profiling fixtures: the same
 //! trees, entries and trips (times differ), the same block counts.
 
+mod support;
+
 use std::collections::BTreeMap;
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::atomic::AtomicBool;
 
-use loopscope_profile::{
-    ExactOptions, ExactRun, Lcct, NodeKey, PatchOptions, TargetExit, record_exact, record_patch,
-};
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-}
+use loopscope_profile::{ExactRun, NodeKey, TargetExit};
+use support::*;
 
 fn profile_fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -23,93 +15,9 @@ fn profile_fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn compile(source: &Path, flags: &[&str], dir: &Path) -> Option<PathBuf> {
-    let stem = source.file_stem().unwrap().to_str().unwrap().to_owned();
-    let out = dir.join(format!("{stem}{}", flags.join("").replace(['-', '='], "")));
-    let compiler = if source.extension().is_some_and(|e| e == "cc") {
-        "c++"
-    } else {
-        "cc"
-    };
-    let status = Command::new(compiler)
-        .args(flags)
-        .arg("-g")
-        .arg(source)
-        .arg("-o")
-        .arg(&out)
-        .arg("-lpthread")
-        .status();
-    match status {
-        Ok(s) if s.success() => Some(out),
-        _ => {
-            eprintln!("skipped: cc could not build {}", source.display());
-            None
-        }
-    }
-}
-
-/// The runtime library cargo built beside this test (in `deps/`) or one level up.
-fn runtime() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let deps = exe.parent().unwrap();
-    for dir in [deps, deps.parent().unwrap()] {
-        let candidate = dir.join("libloopscope_patch_runtime.so");
-        if candidate.is_file() {
-            return candidate;
-        }
-    }
-    panic!(
-        "libloopscope_patch_runtime.so not built next to {}",
-        exe.display()
-    );
-}
-
-/// One test at a time: the ptrace back-end waits for any child of the process, so two runs in
-/// parallel test threads would take each other's events.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn ptrace_allowed() -> bool {
-    let scope = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope").unwrap_or_default();
-    if scope.trim() == "3" {
-        eprintln!("skipped: ptrace disabled (kernel.yama.ptrace_scope = 3)");
-        return false;
-    }
-    true
-}
-
-fn command(binary: &Path, args: &[&str]) -> Vec<OsString> {
-    let mut command = vec![OsString::from(binary)];
-    command.extend(args.iter().map(OsString::from));
-    command
-}
-
-fn patched(binary: &Path, args: &[&str], count_blocks: bool) -> ExactRun {
-    let options = PatchOptions {
-        runtime: runtime(),
-        count_blocks,
-        scratch: std::env::var_os("PATCH_SCRATCH").map(PathBuf::from),
-        ..PatchOptions::default()
-    };
-    record_patch(&command(binary, args), &options, &AtomicBool::new(false)).unwrap()
-}
-
-fn traced(binary: &Path, args: &[&str], count_blocks: bool) -> ExactRun {
-    let options = ExactOptions {
-        count_blocks,
-        ..ExactOptions::default()
-    };
-    record_exact(&command(binary, args), &options, &AtomicBool::new(false)).unwrap()
-}
-
 /// Every node of the merged tree by its key path, with its counts (no times).
 fn counts(run: &ExactRun) -> BTreeMap<String, [u64; 6]> {
-    let mut tree = Lcct::new();
-    for t in &run.threads {
-        tree.merge(&t.tree);
-    }
+    let tree = merged(run);
     let mut out = BTreeMap::new();
     for (i, n) in tree.nodes.iter().enumerate() {
         let mut path = Vec::new();
@@ -142,8 +50,8 @@ fn counts(run: &ExactRun) -> BTreeMap<String, [u64; 6]> {
 }
 
 fn assert_same_trees(binary: &Path, args: &[&str]) -> ExactRun {
-    let reference = traced(binary, args, false);
-    let run = patched(binary, args, false);
+    let reference = traced(binary, args);
+    let run = patched(binary, args);
     assert_eq!(run.exit, reference.exit);
     assert_eq!(
         counts(&run),
@@ -262,8 +170,8 @@ fn block_counts_equal_the_ptrace_ones() {
         let Some(binary) = compile(&source, &["-O1", "-pthread"], dir.path()) else {
             return;
         };
-        let reference = traced(&binary, args, true);
-        let run = patched(&binary, args, true);
+        let reference = traced_counting_blocks(&binary, args);
+        let run = patched_counting_blocks(&binary, args);
         assert_eq!(run.blocks.len(), 1);
         assert_eq!(run.blocks[0].starts, reference.blocks[0].starts);
         assert_eq!(
@@ -296,14 +204,6 @@ fn a_process_ending_in_exit_or_a_signal_keeps_its_tree() {
 
 fn libc_sigint() -> i32 {
     2
-}
-
-fn merged(run: &ExactRun) -> Lcct {
-    let mut tree = Lcct::new();
-    for t in &run.threads {
-        tree.merge(&t.tree);
-    }
-    tree
 }
 
 #[test]

@@ -62,7 +62,8 @@ pub fn runtime() -> PathBuf {
     );
 }
 
-/// One test at a time: the ptrace back-end waits for any child of the process.
+/// One test at a time: the ptrace back-end waits for any child of the process, so two runs in
+/// parallel test threads would take each other's events.
 pub fn serial() -> std::sync::MutexGuard<'static, ()> {
     static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
@@ -84,8 +85,18 @@ fn command(binary: &Path, args: &[&str]) -> Vec<OsString> {
 }
 
 pub fn patched(binary: &Path, args: &[&str]) -> ExactRun {
+    record_patched(binary, args, false)
+}
+
+/// [`patched`], also counting every basic block's executions.
+pub fn patched_counting_blocks(binary: &Path, args: &[&str]) -> ExactRun {
+    record_patched(binary, args, true)
+}
+
+fn record_patched(binary: &Path, args: &[&str], count_blocks: bool) -> ExactRun {
     let options = PatchOptions {
         runtime: runtime(),
+        count_blocks,
         scratch: std::env::var_os("PATCH_SCRATCH").map(PathBuf::from),
         ..PatchOptions::default()
     };
@@ -93,12 +104,20 @@ pub fn patched(binary: &Path, args: &[&str]) -> ExactRun {
 }
 
 pub fn traced(binary: &Path, args: &[&str]) -> ExactRun {
-    record_exact(
-        &command(binary, args),
-        &ExactOptions::default(),
-        &AtomicBool::new(false),
-    )
-    .unwrap()
+    record_traced(binary, args, false)
+}
+
+/// [`traced`], also counting every basic block's executions.
+pub fn traced_counting_blocks(binary: &Path, args: &[&str]) -> ExactRun {
+    record_traced(binary, args, true)
+}
+
+fn record_traced(binary: &Path, args: &[&str], count_blocks: bool) -> ExactRun {
+    let options = ExactOptions {
+        count_blocks,
+        ..ExactOptions::default()
+    };
+    record_exact(&command(binary, args), &options, &AtomicBool::new(false)).unwrap()
 }
 
 /// Every thread's tree merged into one.
