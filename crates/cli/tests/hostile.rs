@@ -10,7 +10,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use common::{assert_bad_input, loopscope, stderr, stdout};
+use common::{assert_bad_input, build_c, loopscope, stderr, stdout};
 
 /// Runs `loopscope` with its analysis cache in `cache`.
 fn loopscope_cached(cache: &Path, args: &[&str]) -> Output {
@@ -335,18 +335,8 @@ fn tiny_program(dir: &Path, extra: &[&str]) -> Option<PathBuf> {
     } else {
         "tiny"
     });
-    let ok = Command::new("cc")
-        .args(["-O1", "-g", "-nostdlib", "-static"])
-        .args(extra)
-        .arg(&source)
-        .arg("-o")
-        .arg(&out)
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        eprintln!("skipped: cc could not build the tiny program");
-    }
-    ok.then_some(out)
+    let flags = [&["-O1", "-g", "-nostdlib", "-static"][..], extra].concat();
+    build_c(&source, &flags, out)
 }
 
 #[test]

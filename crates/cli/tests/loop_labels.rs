@@ -3,37 +3,14 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{loopscope, stderr, stdout};
-
-/// `crates/cli/tests/fixtures/NAME` compiled with `cc -O1 -g` (and `extra`) into `dir`, or
-/// `None` having said it skipped.
-fn compile(name: &str, dir: &Path, extra: &[&str]) -> Option<PathBuf> {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name);
-    let out = dir.join(name.trim_end_matches(".c"));
-    let ok = Command::new("cc")
-        .args(["-O1", "-g"])
-        .args(extra)
-        .arg(&source)
-        .arg("-o")
-        .arg(&out)
-        .status();
-    if ok.is_ok_and(|s| s.success()) {
-        Some(out)
-    } else {
-        eprintln!("skipped: no working `cc` to build {name}");
-        None
-    }
-}
+use common::{compile_fixture, loopscope, stderr, stdout};
 
 #[test]
 fn loops_are_listed_parent_first_with_the_json_kind_spelling() {
     let dir = tempfile::tempdir().unwrap();
-    let Some(bin) = compile("quicksort.c", dir.path(), &[]) else {
+    let Some(bin) = compile_fixture("quicksort.c", dir.path()) else {
         return;
     };
     let json = loopscope(["loops", bin.to_str().unwrap(), "-f", "qs", "--json"]);
@@ -83,7 +60,7 @@ const READ_LOOP_LINE: u64 = 6;
 #[test]
 fn an_inlined_header_is_labelled_with_the_users_line() {
     let dir = tempfile::tempdir().unwrap();
-    let Some(bin) = compile("stdin_hist.c", dir.path(), &[]) else {
+    let Some(bin) = compile_fixture("stdin_hist.c", dir.path()) else {
         return;
     };
     let b = bin.to_str().unwrap();

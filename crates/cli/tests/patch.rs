@@ -7,7 +7,7 @@ use std::io::BufRead;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::{assert_bad_input, compile_profile_fixture, loopscope, repo_root, stdout};
+use common::{assert_bad_input, build_c, compile_profile_fixture, loopscope, repo_root, stdout};
 use serde_json::Value;
 
 fn record(args: &[&str], binary: &Path, target_args: &[&str], profile: &Path) {
@@ -123,18 +123,9 @@ fn mix_on_patched_block_counts_is_exact_and_equals_ptraces() {
 fn an_interrupted_patch_recording_keeps_what_the_target_measured() {
     let dir = tempfile::tempdir().unwrap();
     let source = repo_root().join("crates/patch-runtime/tests/fixtures/ending.c");
-    let binary = dir.path().join("ending");
-    let built = Command::new("cc")
-        .args(["-O1", "-g"])
-        .arg(&source)
-        .arg("-o")
-        .arg(&binary)
-        .status()
-        .is_ok_and(|s| s.success());
-    if !built {
-        eprintln!("skipped: cc could not build ending.c");
+    let Some(binary) = build_c(&source, &["-O1", "-g"], dir.path().join("ending")) else {
         return;
-    }
+    };
     let profile = dir.path().join("ending.profile");
     let mut child = Command::new(env!("CARGO_BIN_EXE_loopscope"))
         .args(["record", "--backend", "patch", "-o"])
@@ -194,19 +185,9 @@ fn flatten(node: &Value, out: &mut Vec<(String, String, String, u64, Vec<String>
 fn with_libraries_a_library_call_has_the_librarys_functions_below_it() {
     let dir = tempfile::tempdir().unwrap();
     let source = repo_root().join("crates/patch-runtime/tests/fixtures/libraries.c");
-    let binary = dir.path().join("libraries");
-    let built = Command::new("cc")
-        .args(["-O1", "-g"])
-        .arg(&source)
-        .arg("-o")
-        .arg(&binary)
-        .arg("-lm")
-        .status()
-        .is_ok_and(|s| s.success());
-    if !built {
-        eprintln!("skipped: cc could not build libraries.c");
+    let Some(binary) = build_c(&source, &["-O1", "-g", "-lm"], dir.path().join("libraries")) else {
         return;
-    }
+    };
     let profile = dir.path().join("libraries.profile");
     record(
         &["--backend", "patch", "--libraries"],

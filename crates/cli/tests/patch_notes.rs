@@ -5,7 +5,7 @@ mod common;
 
 use std::process::Command;
 
-use common::{loopscope, stderr, stdout};
+use common::{compile_fixture_with, loopscope, stderr, stdout};
 
 fn notes_of(profile: &std::path::Path) -> Vec<String> {
     let out = loopscope(["report", "--json", &profile.display().to_string()]);
@@ -22,19 +22,9 @@ fn notes_of(profile: &std::path::Path) -> Vec<String> {
 #[test]
 fn an_openmp_region_without_its_runtime_patched_suggests_libraries() {
     let dir = tempfile::tempdir().unwrap();
-    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/omp_axpy.c");
-    let binary = dir.path().join("omp_axpy");
-    let built = Command::new("cc")
-        .args(["-O1", "-g", "-fopenmp"])
-        .arg(&source)
-        .arg("-o")
-        .arg(&binary)
-        .status()
-        .is_ok_and(|s| s.success());
-    if !built {
-        eprintln!("skipped: cc -fopenmp could not build omp_axpy.c (no libgomp?)");
+    let Some(binary) = compile_fixture_with("omp_axpy.c", dir.path(), &["-fopenmp"]) else {
         return;
-    }
+    };
     let record = |profile: &std::path::Path, extra: &[&str]| {
         let out = Command::new(env!("CARGO_BIN_EXE_loopscope"))
             .args(["record", "-q", "--backend", "patch", "-o"])

@@ -78,6 +78,17 @@ fn machine_file(text: &str) -> tempfile::NamedTempFile {
     file
 }
 
+/// Each run of `args` exits 2 with one line on stderr containing its expected text.
+fn assert_each_exits_2_with_one_line(cases: &[(&[&str], &str)]) {
+    for (args, expected) in cases {
+        let output = loopscope(args);
+        let err = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(expected), "{args:?}: {err}");
+    }
+}
+
 #[test]
 fn paper_profile_prints_inputs_terms_and_both_models() {
     let output = loopscope(&["--counts", "mem=3,l2=8,flops=8", "--profile", "k-computer"]);
@@ -269,13 +280,7 @@ fn missing_bandwidths_say_what_is_really_missing() {
             "has no measured bandwidths: rerun `loopscope probe --out",
         ),
     ];
-    for (args, expected) in cases {
-        let output = loopscope(args);
-        let err = stderr(&output);
-        assert_eq!(output.status.code(), Some(2), "{args:?}: {err}");
-        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
-        assert!(err.contains(expected), "{args:?}: {err}");
-    }
+    assert_each_exits_2_with_one_line(&cases);
 }
 
 #[test]
@@ -598,13 +603,7 @@ fn kernel_file_bad_input_exits_2_with_one_line() {
             "level L1: --traffic model",
         ),
     ];
-    for (args, expected) in cases {
-        let output = loopscope(args);
-        let err = stderr(&output);
-        assert_eq!(output.status.code(), Some(2), "{args:?}: {err}");
-        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
-        assert!(err.contains(expected), "{args:?}: {err}");
-    }
+    assert_each_exits_2_with_one_line(&cases);
 }
 
 fn have_cc() -> bool {

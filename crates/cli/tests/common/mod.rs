@@ -48,23 +48,37 @@ pub fn example(relative: &str) -> PathBuf {
     repo_root().join("examples").join(relative)
 }
 
+/// `source` compiled with `cc` and `flags` into `out`, or `None` (having said it skipped) when
+/// there is no compiler or it fails. The flags follow the source so that libraries (`-lm`) link.
+pub fn build_c(source: &Path, flags: &[&str], out: PathBuf) -> Option<PathBuf> {
+    let ok = Command::new("cc")
+        .arg(source)
+        .arg("-o")
+        .arg(&out)
+        .args(flags)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        let name = source.file_name().unwrap_or_default().to_string_lossy();
+        eprintln!("skipped: cc {} could not build {name}", flags.join(" "));
+    }
+    ok.then_some(out)
+}
+
 /// A C fixture of the profile crate compiled with `cc -O1 -g` and `extra` flags into `dir`, or
 /// `None` (having said it skipped) when there is no compiler.
 pub fn compile_profile_fixture(name: &str, dir: &Path, extra: &[&str]) -> Option<PathBuf> {
     let source = repo_root().join("crates/profile/tests/fixtures").join(name);
-    let out = dir.join(name.trim_end_matches(".c"));
-    let ok = Command::new("cc")
-        .args(["-O1", "-g"])
-        .args(extra)
-        .arg(&source)
-        .arg("-o")
-        .arg(&out)
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        eprintln!("skipped: cc could not build {name}");
-    }
-    ok.then_some(out)
+    build_c(
+        &source,
+        &optimised(extra),
+        dir.join(name.trim_end_matches(".c")),
+    )
+}
+
+/// `-O1 -g` then `extra`.
+fn optimised<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    [&["-O1", "-g"][..], extra].concat()
 }
 
 /// Whether perf events can be opened here (`perf_event_paranoid` 2 or less); says it skipped
@@ -84,19 +98,17 @@ pub fn perf_events_allowed() -> bool {
 /// A C fixture of the CLI tests (`crates/cli/tests/fixtures/NAME`) compiled with `cc -O1 -g`
 /// into `dir`, or `None` (having said it skipped) when there is no compiler.
 pub fn compile_fixture(name: &str, dir: &Path) -> Option<PathBuf> {
+    compile_fixture_with(name, dir, &[])
+}
+
+/// [`compile_fixture`] with `extra` flags after `-O1 -g`.
+pub fn compile_fixture_with(name: &str, dir: &Path, extra: &[&str]) -> Option<PathBuf> {
     let source = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
         .join(name);
-    let out = dir.join(name.trim_end_matches(".c"));
-    let ok = Command::new("cc")
-        .args(["-O1", "-g"])
-        .arg(&source)
-        .arg("-o")
-        .arg(&out)
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        eprintln!("skipped: cc could not build {name}");
-    }
-    ok.then_some(out)
+    build_c(
+        &source,
+        &optimised(extra),
+        dir.join(name.trim_end_matches(".c")),
+    )
 }
