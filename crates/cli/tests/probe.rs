@@ -146,8 +146,17 @@ fn a_quick_run_writes_the_measured_section_plots_and_json() {
         .map(|c| c["name"].as_str().unwrap())
         .collect();
     assert!(
-        curves.contains(&"pointer_chase") && curves.contains(&"nop_body"),
+        ["pointer_chase", "nop_body", "page_walk"]
+            .iter()
+            .all(|name| curves.contains(name)),
         "{curves:?}"
+    );
+    let notes = json["notes"].as_array().unwrap();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.as_str().unwrap().starts_with("data TLB: ")),
+        "{notes:?}"
     );
     // The machine file now holds the measured section and reads back.
     let machine = std::fs::read_to_string(&out).unwrap();
@@ -162,10 +171,20 @@ fn a_quick_run_writes_the_measured_section_plots_and_json() {
         .unwrap();
     assert!(shown.status.success());
     assert!(String::from_utf8_lossy(&shown.stdout).contains("measured ("));
-    for name in ["pointer_chase.svg", "nop_body.svg", "bandwidth.svg"] {
+    for name in [
+        "pointer_chase.svg",
+        "nop_body.svg",
+        "bandwidth.svg",
+        "page_walk.svg",
+    ] {
         let svg = std::fs::read_to_string(plots.join(name)).unwrap();
         assert!(svg.starts_with("<svg"), "{name}");
     }
+    let page_walk = std::fs::read_to_string(plots.join("page_walk.svg")).unwrap();
+    assert!(
+        page_walk.contains("pages touched"),
+        "the page walk's own title"
+    );
 }
 
 #[test]
