@@ -4,7 +4,7 @@
 //! `chase::page_grouped_order`) and tells users how far random access reaches before page
 //! walks.
 
-use crate::chase::TLB_PAGE_BYTES;
+use crate::chase::{LINES_PER_VISIT, PAGES_PER_GROUP, TLB_PAGE_BYTES};
 use crate::knee::{Knee, Point, Segment, geometric_sizes, log_noise, segment};
 
 /// Name of the curve.
@@ -129,8 +129,8 @@ pub fn page_walk_note(knees: &[Knee]) -> String {
         .collect();
     format!(
         "data TLB: loads to random 4 KiB pages step from {}; the pointer chase enters a page \
-         once every 8 loads with at most 32 pages live, so these steps are not taken for \
-         caches",
+         once every {LINES_PER_VISIT} loads with at most {PAGES_PER_GROUP} pages live, so \
+         these steps are not taken for caches",
         steps.join(", and from ")
     )
 }
