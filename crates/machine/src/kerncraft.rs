@@ -16,6 +16,7 @@ use crate::file::read_text;
 use crate::units::{parse_frequency_hz, parse_size_bytes};
 use crate::validate::validate;
 use crate::yaml_budget::check_expansion;
+use crate::yaml_positions::Positions;
 use crate::{Bandwidth, Cache, CacheKind, Machine, MachineError, Measured, PeakFlops};
 
 /// The result of importing a kerncraft machine file.
@@ -55,6 +56,7 @@ pub fn import_kerncraft_str(text: &str, path: &Path) -> Result<KerncraftImport, 
     Importer {
         path,
         unmapped: Vec::new(),
+        positions: Positions::of(text, root),
     }
     .import(root)
 }
@@ -74,6 +76,7 @@ fn invalid(path: &Path, key: &str, message: &str) -> MachineError {
 struct Importer<'a> {
     path: &'a Path,
     unmapped: Vec<String>,
+    positions: Positions,
 }
 
 impl Importer<'_> {
@@ -84,6 +87,8 @@ impl Importer<'_> {
         let mut line_bytes = None;
         for (key, value) in self.entries(root, "")? {
             match key.as_str() {
+                // ARM files leave the name empty (`model name: null`).
+                "model name" if value.is_null() => {}
                 "model name" => machine.model = self.text(value, &key)?,
                 "model type" => machine.microarchitecture = Some(self.text(value, &key)?),
                 "clock" => machine.nominal_hz = Some(self.frequency(value, &key)?),
@@ -355,7 +360,7 @@ impl Importer<'_> {
         path: &str,
     ) -> Result<Vec<(String, &'y Yaml)>, MachineError> {
         let Yaml::Hash(hash) = value else {
-            return Err(invalid(self.path, path, "expected a mapping"));
+            return Err(self.bad_value(value, path, "expected a mapping"));
         };
         hash.iter()
             .map(|(k, v)| match k {
@@ -374,30 +379,62 @@ impl Importer<'_> {
         item: fn(&mut Self, &Yaml, &str) -> Result<T, MachineError>,
     ) -> Result<Vec<T>, MachineError> {
         let Yaml::Array(items) = value else {
-            return Err(invalid(self.path, path, "expected a list"));
+            return Err(self.bad_value(value, path, "expected a list"));
         };
         items.iter().map(|v| item(self, v, path)).collect()
+    }
+
+    /// A bad value, named by its line and column when the document has them.
+    fn bad_value(&self, value: &Yaml, path: &str, message: &str) -> MachineError {
+        match self.positions.get(value) {
+            Some((line, column)) => MachineError::Syntax {
+                path: self.path.to_owned(),
+                line,
+                column,
+                message: format!("key `{path}`: {message}"),
+            },
+            None => invalid(self.path, path, message),
+        }
     }
 
     fn text(&mut self, value: &Yaml, path: &str) -> Result<String, MachineError> {
         match value {
             Yaml::String(s) | Yaml::Real(s) => Ok(s.clone()),
             Yaml::Integer(i) => Ok(i.to_string()),
-            _ => Err(invalid(self.path, path, "expected text")),
+            _ => Err(self.bad_value(value, path, "expected text")),
         }
     }
 
+    /// A count: a whole number, also written as an integral float (kerncraft's own files have
+    /// `cores per group: 1.0`).
     fn count(&mut self, value: &Yaml, path: &str) -> Result<u32, MachineError> {
-        value
-            .as_i64()
-            .and_then(|v| u32::try_from(v).ok())
-            .ok_or_else(|| invalid(self.path, path, "expected a whole number"))
+        let whole = match value {
+            Yaml::Integer(i) => u32::try_from(*i).ok(),
+            Yaml::Real(r) => r
+                .parse::<f64>()
+                .ok()
+                .filter(|v| v.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(v))
+                .map(|v| v as u32),
+            _ => None,
+        };
+        whole.ok_or_else(|| {
+            let message = match value {
+                Yaml::Real(r) | Yaml::String(r) => {
+                    format!("expected a whole number, found `{r}`")
+                }
+                Yaml::Integer(i) => {
+                    format!("expected a whole number from 0 to 2^32 - 1, found {i}")
+                }
+                _ => "expected a whole number".to_owned(),
+            };
+            self.bad_value(value, path, &message)
+        })
     }
 
     fn boolean(&mut self, value: &Yaml, path: &str) -> Result<bool, MachineError> {
         value
             .as_bool()
-            .ok_or_else(|| invalid(self.path, path, "expected true or false"))
+            .ok_or_else(|| self.bad_value(value, path, "expected true or false"))
     }
 
     fn size(&mut self, value: &Yaml, path: &str) -> Result<u64, MachineError> {
@@ -406,7 +443,7 @@ impl Importer<'_> {
             Yaml::String(s) => parse_size_bytes(s),
             _ => None,
         };
-        parsed.ok_or_else(|| invalid(self.path, path, "expected a size such as `32.00 kB`"))
+        parsed.ok_or_else(|| self.bad_value(value, path, "expected a size such as `32.00 kB`"))
     }
 
     fn frequency(&mut self, value: &Yaml, path: &str) -> Result<u64, MachineError> {
@@ -415,7 +452,7 @@ impl Importer<'_> {
             Yaml::Real(r) => r.parse::<f64>().ok().map(|ghz| (ghz * 1e9) as u64),
             _ => None,
         };
-        parsed.ok_or_else(|| invalid(self.path, path, "expected a frequency such as `2.4 GHz`"))
+        parsed.ok_or_else(|| self.bad_value(value, path, "expected a frequency such as `2.4 GHz`"))
     }
 
     fn rate(&mut self, value: &Yaml, path: &str) -> Result<f64, MachineError> {
@@ -430,11 +467,7 @@ impl Importer<'_> {
         parsed
             .filter(|r| r.is_finite() && *r >= 0.0)
             .ok_or_else(|| {
-                invalid(
-                    self.path,
-                    path,
-                    "expected a bandwidth such as `270.23 GB/s`",
-                )
+                self.bad_value(value, path, "expected a bandwidth such as `270.23 GB/s`")
             })
     }
 }
@@ -551,7 +584,7 @@ mod tests {
         let err = import("clock: fast\n").unwrap_err().to_string();
         assert_eq!(
             err,
-            "m.yml: key `clock`: expected a frequency such as `2.4 GHz`"
+            "m.yml:1:8: key `clock`: expected a frequency such as `2.4 GHz`"
         );
         let err = import("- a list\n").unwrap_err().to_string();
         assert!(
@@ -599,6 +632,32 @@ mod tests {
         assert!(err.contains("`memory hierarchy`: no cache level"), "{err}");
         let text = format!("memory hierarchy:\n{}", level("L1", good));
         assert_eq!(import(&text).unwrap().machine.caches[0].size_bytes, 32768);
+    }
+
+    #[test]
+    fn integral_float_counts_are_whole_numbers_and_others_are_refused_by_position() {
+        let file = |cores: &str| {
+            format!(
+                "model name: null\nthreads per core: 2\nmemory hierarchy:\n  - level: L1\n    \
+                 cache per group: {{sets: 64, ways: 8, cl_size: 64}}\n    cores per group: {cores}\n"
+            )
+        };
+        let machine = import(&file("1.0")).unwrap().machine;
+        assert_eq!(machine.caches[0].shared_by, 2);
+        assert_eq!(machine.model, "unknown");
+        for (cores, found) in [("1.5", "`1.5`"), ("-1.0", "`-1.0`"), ("-3", "-3")] {
+            let err = import(&file(cores)).unwrap_err().to_string();
+            assert!(
+                err.starts_with("m.yml:6:22: key `memory hierarchy[L1].cores per group`: expected a whole number")
+                    && err.ends_with(found),
+                "{cores}: {err}"
+            );
+        }
+        let err = import("sockets: 2.5\n").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "m.yml:1:10: key `sockets`: expected a whole number, found `2.5`"
+        );
     }
 
     proptest::proptest! {

@@ -43,6 +43,7 @@ mod units;
 mod validate;
 mod writing;
 mod yaml_budget;
+mod yaml_positions;
 
 pub use bounded::{MACHINE_FILE_CAP_BYTES, read_bounded, read_bounded_from, refuse_pipe};
 pub use detect::{CPUINFO_CAP_BYTES, CpuInfo, SysRoot, detect, detect_from, parse_cpuinfo};
