@@ -131,6 +131,25 @@ fn bad_machine_files_exit_2_with_one_line() {
         &loopscope(["machine".as_ref(), "-m".as_ref(), garbled.as_os_str()]),
         "garbled.toml:2:",
     );
+    // kerncraft writes counts as floats (`cores per group: 1.0`): whole ones import, others
+    // are refused at their line and column.
+    let level = |cores: &str| {
+        format!(
+            "clock: 2 GHz\nmemory hierarchy:\n  - level: L1\n    cache per group: {{sets: 64, \
+             ways: 8, cl_size: 64}}\n    cores per group: {cores}\n"
+        )
+    };
+    let whole = dir.path().join("whole.yml");
+    std::fs::write(&whole, level("1.0")).unwrap();
+    let output = loopscope(["machine".as_ref(), "--import".as_ref(), whole.as_os_str()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let half = dir.path().join("half.yml");
+    std::fs::write(&half, level("1.5")).unwrap();
+    assert_bad_input(
+        &loopscope(["machine".as_ref(), "--import".as_ref(), half.as_os_str()]),
+        "half.yml:5:22: key `memory hierarchy[L1].cores per group`: expected a whole number, \
+         found `1.5`",
+    );
     let broken = example("machines/broken.yml");
     assert_bad_input(
         &loopscope(["machine".as_ref(), "--import".as_ref(), broken.as_os_str()]),
