@@ -629,6 +629,10 @@ fn machine_ceilings(
 ) -> Result<Ceilings, RooflineError> {
     let measuring = matches!(&request.input, RooflineInput::Kernel(k) if k.measure.is_some());
     let threads = request.threads.or(measuring.then_some(1));
+    // The peak covers the cores the bandwidths were measured on, so that compute and memory
+    // ceilings describe one set of cores: the asked-for threads, else the runs' thread count.
+    let peak_threads = threads.or_else(|| bandwidth_threads(machine));
+    let peak_cores = peak_threads.map(|t| cores_of(machine, t));
     let measured_peak = machine
         .measured
         .as_ref()
@@ -638,14 +642,16 @@ fn machine_ceilings(
                 Precision::Double => p.dp,
                 Precision::Single => p.sp,
             };
-            match threads {
+            match peak_cores {
                 // The FMA kernel scales with the cores it runs on.
-                Some(t) if p.threads > 0 => rate / f64::from(p.threads) * f64::from(t),
+                Some(c) if p.threads > 0 => {
+                    rate / f64::from(cores_of(machine, p.threads)) * f64::from(c)
+                }
                 _ => rate,
             }
         })
         .filter(|p| p.is_finite() && *p > 0.0);
-    let theoretical = theoretical_peak_gflops(machine, threads, precision);
+    let theoretical = theoretical_peak_gflops(machine, peak_cores, precision);
     let clock = peak_clock(machine).map_or(String::new(), |(hz, name)| {
         format!(
             "{} theoretical at {name} ({:.3} GHz)",
@@ -672,12 +678,13 @@ fn machine_ceilings(
         }
     };
     let name = if name.is_empty() { "machine" } else { name };
-    let source = match threads {
-        Some(t) => format!(
-            "{name}: {source}, for {t} thread{}",
-            if t == 1 { "" } else { "s" }
+    let source = match (threads, peak_threads) {
+        (Some(t), _) => format!("{name}: {source}, for {}", threads_on_cores(machine, t)),
+        (None, Some(t)) => format!(
+            "{name}: {source}, peak of {}, as the bandwidths",
+            cores_of_threads(machine, t)
         ),
-        None => format!("{name}: {source}"),
+        (None, None) => format!("{name}: {source}"),
     };
     // Only a peak the user gave is the flag's fault; otherwise the machine's figures are.
     let blamed = if request.peak_gflops.is_some() {
@@ -700,4 +707,129 @@ fn machine_ceilings(
         listener.note(&format!("{name}: no measured bandwidths"));
     }
     Ok(ceilings)
+}
+
+/// The thread count of the machine file's bandwidth runs the ceilings take when no
+/// `--threads` is given: the most threads of any run (each level takes its all-thread run).
+fn bandwidth_threads(machine: &Machine) -> Option<u32> {
+    let measured = machine.measured.as_ref()?;
+    measured.bandwidth.iter().map(|b| b.threads).max()
+}
+
+/// The cores `threads` threads occupy: `threads per core` threads share one core, as probe and
+/// kerncraft's benchmarks fill a core's hardware threads; at least 1, at most the machine's.
+fn cores_of(machine: &Machine, threads: u32) -> u32 {
+    threads
+        .div_ceil(machine.threads_per_core.max(1))
+        .clamp(1, machine.cores.max(1))
+}
+
+fn plural(count: u32, noun: &str) -> String {
+    format!("{count} {noun}{}", if count == 1 { "" } else { "s" })
+}
+
+/// `1 thread`, or `40 threads on 20 cores (2 threads per core)` when threads share cores.
+fn threads_on_cores(machine: &Machine, threads: u32) -> String {
+    let cores = cores_of(machine, threads);
+    if cores == threads {
+        return plural(threads, "thread");
+    }
+    format!(
+        "{} on {} ({} per core)",
+        plural(threads, "thread"),
+        plural(cores, "core"),
+        plural(machine.threads_per_core, "thread")
+    )
+}
+
+/// `20 cores (40 threads, one socket)`: the cores the bandwidth runs' threads occupy, and
+/// which share of a multi-socket machine that is.
+fn cores_of_threads(machine: &Machine, threads: u32) -> String {
+    let cores = cores_of(machine, threads);
+    let sockets = machine.sockets.max(1);
+    let mut scope = vec![plural(threads, "thread")];
+    if sockets > 1 && cores == machine.cores {
+        scope.push(format!("all {sockets} sockets"));
+    } else if sockets > 1 && cores.saturating_mul(sockets) == machine.cores {
+        scope.push("one socket".to_owned());
+    }
+    format!("{} ({})", plural(cores, "core"), scope.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loopscope_kernel::Silent;
+
+    const SKYLAKE_SP: &str = include_str!("../../../examples/machines/skylake-sp.yml");
+
+    /// The peak and its source for Gold 6148 (2 sockets × 20 cores × 2 threads, 32 DP FLOPs
+    /// per cycle at 2.4 GHz) at `threads`, its bandwidths run as kerncraft's full file runs
+    /// them: up to one socket's 20 cores × 2 threads.
+    fn skylake_peak(threads: Option<u32>) -> (f64, String) {
+        let mut machine = loopscope_machine::import_kerncraft_str(SKYLAKE_SP, "skx.yml".as_ref())
+            .unwrap()
+            .machine;
+        let bandwidth = &mut machine.measured.as_mut().unwrap().bandwidth;
+        let one_socket: Vec<_> = bandwidth
+            .iter()
+            .map(|b| loopscope_machine::Bandwidth {
+                threads: 40,
+                ..b.clone()
+            })
+            .collect();
+        bandwidth.extend(one_socket);
+        let request = RooflineRequest {
+            input: RooflineInput::Counts {
+                text: "mem=3,flops=2",
+                simd_loads: true,
+            },
+            machine: MachineInput::Machine {
+                machine: &machine,
+                name: "skx.toml",
+                time_add_latency: None,
+            },
+            bandwidth: None,
+            store_bandwidth: None,
+            volume: None,
+            threads,
+            peak_gflops: None,
+            effective_gflops: None,
+            add_latency_ns: None,
+            measured_gflops: None,
+            paper_rounding: false,
+        };
+        let ceilings = ceilings(
+            &request,
+            &Build::from_flags(None, 16),
+            Precision::Double,
+            &Silent,
+        )
+        .unwrap();
+        (ceilings.peak_gflops, ceilings.peak_source)
+    }
+
+    #[test]
+    fn the_default_peak_covers_the_cores_of_the_bandwidth_runs() {
+        let (peak, source) = skylake_peak(None);
+        // 20 cores × 32 × 2.4 GHz, not the two sockets' 3072.
+        assert!((peak - 1536.0).abs() < 1e-9, "{peak}");
+        assert!(
+            source.ends_with("peak of 20 cores (40 threads, one socket), as the bandwidths"),
+            "{source}"
+        );
+    }
+
+    #[test]
+    fn threads_sharing_a_core_count_once_in_the_peak() {
+        let (peak, source) = skylake_peak(Some(40));
+        assert!((peak - 1536.0).abs() < 1e-9, "{peak}");
+        assert!(
+            source.ends_with("for 40 threads on 20 cores (2 threads per core)"),
+            "{source}"
+        );
+        let (peak, source) = skylake_peak(Some(1));
+        assert!((peak - 76.8).abs() < 1e-9, "{peak}");
+        assert!(source.ends_with("for 1 thread"), "{source}");
+    }
 }
