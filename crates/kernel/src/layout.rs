@@ -143,3 +143,26 @@ impl Kernel {
         })
     }
 }
+
+impl Layout {
+    /// Pairs of arrays (by index, the earlier first) whose byte ranges share at least one byte:
+    /// only `--base` can place them so, and aliasing may be what the user means.
+    pub fn overlaps(&self) -> Vec<(usize, usize)> {
+        let range = |i: usize| {
+            (
+                self.base[i],
+                self.base[i].saturating_add(self.size_bytes[i]),
+            )
+        };
+        let mut pairs = Vec::new();
+        for i in 0..self.base.len() {
+            for j in i + 1..self.base.len() {
+                let ((a_start, a_end), (b_start, b_end)) = (range(i), range(j));
+                if a_start < b_end && b_start < a_end {
+                    pairs.push((i, j));
+                }
+            }
+        }
+        pairs
+    }
+}

@@ -48,6 +48,9 @@ impl LoadedKernel {
         let params = kernel.param_values(define)?;
         let bases = base.map(parse_bases).transpose()?.unwrap_or_default();
         let layout = kernel.layout(&params, &bases)?;
+        for (i, j) in layout.overlaps() {
+            listener.warn(&overlap_warning(&kernel, &layout, i, j));
+        }
         kernel.check_addresses(&params, &layout)?;
         let estimate = kernel.estimate_accesses(&params)?;
         if estimate.exact && estimate.accesses > u128::from(u64::MAX) {
@@ -132,6 +135,23 @@ fn is_identifier(text: &str) -> bool {
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// `--base: arrays `a` (bytes 0..1600) and `b` (bytes 800..2400) overlap; ...`.
+fn overlap_warning(kernel: &Kernel, layout: &Layout, i: usize, j: usize) -> String {
+    let range = |k: usize| {
+        format!(
+            "`{}` (bytes {}..{})",
+            kernel.arrays[k].name,
+            layout.base[k],
+            layout.base[k].saturating_add(layout.size_bytes[k])
+        )
+    };
+    format!(
+        "--base: arrays {} and {} overlap; their accesses alias (counted as the same lines)",
+        range(i),
+        range(j)
+    )
 }
 
 /// The first name given twice in `-D` values, with its two values.
@@ -251,6 +271,18 @@ mod tests {
             *heard.0.lock().unwrap(),
             ["-D M: the kernel does not use `M`"]
         );
+        let heard = Heard(Default::default());
+        LoadedKernel::load(&path, &define[..1], Some("a=0,b=8"), &heard).unwrap();
+        assert_eq!(
+            *heard.0.lock().unwrap(),
+            [
+                "--base: arrays `a` (bytes 0..80) and `b` (bytes 8..88) overlap; their accesses \
+                 alias (counted as the same lines)"
+            ]
+        );
+        let heard = Heard(Default::default());
+        LoadedKernel::load(&path, &define[..1], Some("a=0,b=80"), &heard).unwrap();
+        assert!(heard.0.lock().unwrap().is_empty());
         let missing = dir.path().join("missing.c");
         let e = LoadedKernel::load(&missing, &[], None, &Silent).unwrap_err();
         assert!(
