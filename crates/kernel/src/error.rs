@@ -15,10 +15,9 @@ pub enum KernelError {
         /// What was found and what was expected.
         message: String,
     },
-    /// A symbol (loop bound, extent or subscript constant) has no value: it needs `-D NAME=VALUE`.
-    #[error(
-        "{origin}:{line}:{column}: symbol `{name}` has no value (give it with -D {name}=VALUE)"
-    )]
+    /// A symbol (loop bound, extent or subscript constant) has no value: it needs `-D NAME=VALUE`,
+    /// or, when only arithmetic reads it, a scalar declaration.
+    #[error("{origin}:{line}:{column}: symbol `{name}` has no value ({fix})")]
     UnboundSymbol {
         /// The kernel file.
         origin: String,
@@ -28,6 +27,9 @@ pub enum KernelError {
         column: u32,
         /// The symbol.
         name: String,
+        /// How to give it a value: `give it with -D N=VALUE`, or for a symbol only arithmetic
+        /// reads, `declare it in the kernel file (double s;) or give it with -D s=VALUE`.
+        fix: String,
     },
     /// The kernel file could not be read.
     #[error("{origin}: cannot read: {message}")]

@@ -38,9 +38,47 @@ impl Kernel {
                         line: pos.line,
                         column: pos.column,
                         name: name.clone(),
+                        fix: self.unbound_fix(name),
                     })
             })
             .collect()
+    }
+
+    /// How to give parameter `name` a value. One that no bound, extent or subscript uses is
+    /// read only by arithmetic: most likely a coefficient the kernel forgot to declare, as
+    /// kerncraft's kernels declare theirs (`double s;`).
+    fn unbound_fix(&self, name: &str) -> String {
+        let Some(p) = self.params.iter().position(|n| n == name) else {
+            return format!("give it with -D {name}=VALUE");
+        };
+        let sym = Sym::Param(p);
+        let shapes_the_nest = self
+            .arrays
+            .iter()
+            .flat_map(|a| &a.extents)
+            .any(|e| e.mentions(sym))
+            || self
+                .loops
+                .iter()
+                .any(|l| l.start.mentions(sym) || l.end_inclusive.mentions(sym))
+            || self
+                .statements
+                .iter()
+                .flat_map(|s| &s.refs)
+                .flat_map(|r| &r.subscripts)
+                .any(|e| e.mentions(sym));
+        if shapes_the_nest {
+            format!("give it with -D {name}=VALUE")
+        } else {
+            let elem = if self.single_precision() {
+                "float"
+            } else {
+                "double"
+            };
+            format!(
+                "declare it in the kernel file ({elem} {name};) or give it with -D {name}=VALUE"
+            )
+        }
     }
 
     /// The names in `values` that are not parameters of this kernel.

@@ -208,6 +208,36 @@ fn unbound_symbols_and_bad_addresses_are_errors() {
     );
 }
 
+#[test]
+fn an_undeclared_coefficient_is_told_to_be_declared_or_given() {
+    let text = "double a[N];\nfor(int i=0; i<N; ++i)\n    a[i] = a[i] * s;\n";
+    let k = parse_kernel(text, "k.c").unwrap();
+    let e = k.param_values(&[("N".into(), 8)]).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "k.c:3:19: symbol `s` has no value (declare it in the kernel file (double s;) or give \
+         it with -D s=VALUE)"
+    );
+    let e = k.param_values(&[("s".into(), 2)]).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "k.c:1:10: symbol `N` has no value (give it with -D N=VALUE)"
+    );
+    let single = parse_kernel(
+        "float a[N];\nfor(int i=0; i<N; ++i)\n    a[i] = s;\n",
+        "f.c",
+    )
+    .unwrap();
+    let e = single
+        .param_values(&[("N".into(), 8)])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.ends_with("(declare it in the kernel file (float s;) or give it with -D s=VALUE)"),
+        "{e}"
+    );
+}
+
 /// kerncraft's 2d-5pt-linear.c: the 2-D stencil over arrays linearised by hand.
 const LINEAR_5PT: &str = "double a[M*N];\ndouble b[M*N];\ndouble s;\n\nfor(int j=1; j<M-1; ++j)\n    for(int i=1; i<N-1; ++i)\n        b[j*N+i] = ( a[j*N+i-1] + a[j*N+i+1]\n                   + a[(j-1)*N+i] + a[(j+1)*N+i]) * s;\n";
 
