@@ -1,9 +1,27 @@
 //! The cache hierarchy: levels wired together with their write and inclusion policies, and the
 //! counters per level, per reference and for memory.
 
+use std::ops::Range;
+
 use crate::config::{Inclusion, LevelConfig, Replacement};
 use crate::level::{Level, Stop};
+use crate::seen::SeenLines;
 use crate::stack::StackDistance;
+
+/// How a [`Hierarchy`] classifies misses.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum MissSplit {
+    /// Misses only.
+    #[default]
+    None,
+    /// Compulsory misses (first touch of a line at a level) counted apart, capacity and
+    /// conflict left at 0: one bit per line, looked at on misses only, so hits run as fast as
+    /// without a split.
+    Compulsory,
+    /// Compulsory, capacity and conflict: one stack-distance tracker per level, O(log n) on
+    /// every access, hits included.
+    ThreeC,
+}
 
 /// Counters of one level. `accesses`, `hits` and `misses` count demand requests (loads and
 /// stores from the level above); write-backs arriving from above are counted separately.
@@ -15,7 +33,8 @@ pub struct LevelStats {
     pub hits: u64,
     /// Requests that did not.
     pub misses: u64,
-    /// Misses on the first touch of a line at this level (with the 3C split).
+    /// Misses on the first touch of a line at this level (with [`MissSplit::Compulsory`] or
+    /// [`MissSplit::ThreeC`]).
     pub compulsory: u64,
     /// Misses a fully associative LRU cache of the same size would also have (3C split).
     pub capacity: u64,
@@ -44,7 +63,7 @@ pub struct RefStats {
     pub hits: u64,
     /// Of those, misses.
     pub misses: u64,
-    /// Compulsory misses (3C split).
+    /// Compulsory misses ([`MissSplit::Compulsory`] or [`MissSplit::ThreeC`]).
     pub compulsory: u64,
     /// Capacity misses (3C split).
     pub capacity: u64,
@@ -69,6 +88,8 @@ pub struct Hierarchy {
     stats: Vec<LevelStats>,
     refs: Vec<RefStats>,
     trackers: Vec<StackDistance>,
+    /// With [`MissSplit::Compulsory`], the lines each level has seen.
+    seen: Vec<SeenLines>,
     memory: MemoryStats,
     /// The first level is write-back and not exclusive, so a hit there needs nothing else.
     fast_first_level: bool,
@@ -89,6 +110,23 @@ impl Hierarchy {
     ///
     /// The configs must have passed [`crate::check_hierarchy`].
     pub fn new(configs: &[LevelConfig], references: usize, three_c: bool, seed: u64) -> Hierarchy {
+        let split = if three_c {
+            MissSplit::ThreeC
+        } else {
+            MissSplit::None
+        };
+        Hierarchy::with_split(configs, references, split, seed)
+    }
+
+    /// A cold hierarchy that classifies misses as `split` says; otherwise as
+    /// [`Hierarchy::new`]. Every count but capacity and conflict is the same under every split.
+    pub fn with_split(
+        configs: &[LevelConfig],
+        references: usize,
+        split: MissSplit,
+        seed: u64,
+    ) -> Hierarchy {
+        let three_c = split == MissSplit::ThreeC;
         Hierarchy {
             configs: configs.to_vec(),
             levels: configs
@@ -109,6 +147,11 @@ impl Hierarchy {
             } else {
                 Vec::new()
             },
+            seen: if split == MissSplit::Compulsory {
+                configs.iter().map(|_| SeenLines::default()).collect()
+            } else {
+                Vec::new()
+            },
             memory: MemoryStats::default(),
             last_reference: references.max(1) - 1,
             fast_hits: vec![0; references.max(1)],
@@ -122,6 +165,16 @@ impl Hierarchy {
             fast_first_level: configs
                 .first()
                 .is_some_and(|c| c.write_back && c.inclusion != Inclusion::Exclusive),
+        }
+    }
+
+    /// Sizes the compulsory split's sets of seen lines for accesses within `arrays` (address
+    /// ranges), so that counting them does not allocate: a bitmap over the lines they span
+    /// when that is at most 16 MiB of bits. Accesses elsewhere are still counted right. Call it
+    /// on a cold hierarchy; without [`MissSplit::Compulsory`] it does nothing.
+    pub fn expect_addresses(&mut self, arrays: &[Range<u64>]) {
+        for (seen, level) in self.seen.iter_mut().zip(&self.levels) {
+            *seen = SeenLines::for_arrays(arrays, level.shift);
         }
     }
 
@@ -282,6 +335,14 @@ impl Hierarchy {
         };
         stats.misses += 1;
         rs.misses += 1;
+        if self
+            .seen
+            .get_mut(k)
+            .is_some_and(|s| s.first_touch(addr >> level.shift))
+        {
+            stats.compulsory += 1;
+            rs.compulsory += 1;
+        }
         self.plain_fill(k, addr, write, r, victim);
     }
 
@@ -317,6 +378,11 @@ impl Hierarchy {
         let rs = &mut self.refs[r * n];
         rs.accesses += 1;
         rs.misses += 1;
+        let line = addr >> self.levels[0].shift;
+        if self.seen.first_mut().is_some_and(|s| s.first_touch(line)) {
+            self.stats[0].compulsory += 1;
+            rs.compulsory += 1;
+        }
         self.plain_fill(0, addr, write, r, victim);
     }
 
@@ -341,6 +407,9 @@ impl Hierarchy {
         }
         self.stats[k].writebacks_received += 1;
         let line = addr >> self.levels[k].shift;
+        if let Some(seen) = self.seen.get_mut(k) {
+            seen.first_touch(line);
+        }
         if let Some(victim) = self.levels[k].lru_lookup_or_make_room(line, true) {
             // A whole line arrives, so it is allocated without fetching it from below.
             self.levels[k].lru_fill_front(line, true);
@@ -414,6 +483,9 @@ impl Hierarchy {
                     rs.conflict += 1;
                 }
             }
+        } else if self.seen.get_mut(k).is_some_and(|s| s.first_touch(line)) {
+            stats.compulsory += 1;
+            rs.compulsory += 1;
         }
         if write && !write_allocate {
             self.write_through(k, addr, r);
@@ -490,6 +562,9 @@ impl Hierarchy {
         let line = addr >> self.levels[k].shift;
         if let Some(t) = self.trackers.get_mut(k) {
             t.access(line);
+        }
+        if let Some(seen) = self.seen.get_mut(k) {
+            seen.first_touch(line);
         }
         if dirty {
             self.stats[k].writebacks_received += 1;

@@ -5,16 +5,18 @@
 //! tree-PLRU or seeded random replacement; write-back with write-allocate by default, or
 //! write-through and no-write-allocate; non-inclusive, inclusive (with back-invalidation) or
 //! exclusive (victim) levels. [`Hierarchy`] counts per level and per reference: accesses, hits,
-//! misses, evictions, write-backs and bytes moved, and optionally the 3C split (compulsory: first
-//! touch of the line at that level; capacity: a fully associative LRU cache of the same size
-//! would miss too; conflict: the rest). [`Hierarchy::access_many`] takes a stream in batches
+//! misses, evictions, write-backs and bytes moved, and optionally ([`MissSplit`]) the compulsory
+//! misses alone (first touch of the line at that level: cheap, looked up on misses only) or the
+//! whole 3C split (compulsory; capacity: a fully associative LRU cache of the same size would
+//! miss too; conflict: the rest; a stack-distance tracker on every access). [`Hierarchy::access_many`] takes a stream in batches
 //! and is several times faster than [`Hierarchy::access`] per access when the first level is
 //! LRU and write-back, with the same counts. [`StackDistance`] and [`MissCurve`] give LRU stack
 //! distances in O(log n) per access, hence the misses of a fully associative LRU cache of every
 //! size in one pass. Addresses come from anywhere: a kernel's access stream or a trace
 //! ([`parse_trace_line`]). [`simulate`] runs a kernel file or a trace through a hierarchy as
 //! `loopscope simulate` does; [`simulate_each_level_alone`] runs a kernel through each level on
-//! its own, the analytic model's assumption, to check that model against.
+//! its own, the analytic model's assumption, counting compulsory misses, to check that model
+//! against.
 //!
 //! It must not parse kernels (it loads them through `loopscope-kernel`) or model misses
 //! analytically, print, or exit: bad geometry or trace input is a [`CacheError`].
@@ -39,6 +41,7 @@ mod config;
 mod error;
 mod hierarchy;
 mod level;
+mod seen;
 mod simulation;
 mod stack;
 mod trace;
@@ -47,7 +50,7 @@ pub use config::{
     Inclusion, LevelConfig, Replacement, check_hierarchy, levels_from_machine, parse_cache_spec,
 };
 pub use error::CacheError;
-pub use hierarchy::{Hierarchy, LevelStats, MemoryStats, RefStats};
+pub use hierarchy::{Hierarchy, LevelStats, MemoryStats, MissSplit, RefStats};
 pub use level::{DENSE_LEVEL_CAP_BYTES, SPARSE_MEMORY_CAP_BYTES};
 pub use simulation::{
     AloneLevel, CurvePoint, MAX_SIMULATED_ACCESSES, MemoryTraffic, SimulatedLevel,

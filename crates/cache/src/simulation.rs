@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, Read};
+use std::ops::Range;
 use std::path::Path;
 use std::time::Instant;
 
@@ -11,7 +12,9 @@ use loopscope_kernel::{Listener, LoadedKernel, Program, RefLabel};
 use serde::Serialize;
 
 use crate::level::SPARSE_MEMORY_CAP_BYTES;
-use crate::{CacheError, Hierarchy, Inclusion, LevelConfig, MissCurve, parse_trace_line};
+use crate::{
+    CacheError, Hierarchy, Inclusion, LevelConfig, MissCurve, MissSplit, parse_trace_line,
+};
 
 /// The longest line an address trace may have. A trace is streamed, so its length is not
 /// capped; a line is, so that a file without line ends (`/dev/zero`) is refused at once.
@@ -499,7 +502,9 @@ fn curve_points(curve: &MissCurve, line_bytes: u64) -> Vec<CurvePoint> {
     points
 }
 
-/// A level simulated alone, with the 3C split, and the seconds it took.
+/// A level simulated alone, with its compulsory misses counted ([`MissSplit::Compulsory`]:
+/// capacity and conflict are not split, the misses that are not compulsory are the rest), and
+/// the seconds it took.
 #[derive(Debug, Clone)]
 pub struct AloneLevel {
     /// The one-level hierarchy after the kernel's accesses.
@@ -509,16 +514,18 @@ pub struct AloneLevel {
 }
 
 /// The kernel's whole stream through each of `levels` alone (each non-inclusive, seeing every
-/// access: the analytic model's assumption), one thread per level, with the 3C split.
+/// access: the analytic model's assumption), one thread per level, counting compulsory misses.
+/// `arrays` are the address ranges of the kernel's arrays, to size the sets of lines seen.
 pub fn simulate_each_level_alone(
     program: &Program,
     references: usize,
     levels: &[LevelConfig],
+    arrays: &[Range<u64>],
 ) -> Vec<Result<AloneLevel, CacheError>> {
     std::thread::scope(|scope| {
         let handles: Vec<_> = levels
             .iter()
-            .map(|l| scope.spawn(move || simulate_alone(program, l, references)))
+            .map(|l| scope.spawn(move || simulate_alone(program, l, references, arrays)))
             .collect();
         handles
             .into_iter()
@@ -534,11 +541,13 @@ fn simulate_alone(
     program: &Program,
     level: &LevelConfig,
     references: usize,
+    arrays: &[Range<u64>],
 ) -> Result<AloneLevel, CacheError> {
     let start = Instant::now();
     let mut alone = level.clone();
     alone.inclusion = Inclusion::NonInclusive;
-    let mut sim = Hierarchy::new(&[alone], references, true, 0);
+    let mut sim = Hierarchy::with_split(&[alone], references, MissSplit::Compulsory, 0);
+    sim.expect_addresses(arrays);
     let mut accesses = program.accesses();
     loop {
         let batch = accesses.next_batch();
@@ -662,13 +671,21 @@ mod tests {
         let loaded = LoadedKernel::load(&path, &[("N".into(), 100)], None, &Silent).unwrap();
         let program = Program::new(&loaded.kernel, &loaded.params, &loaded.layout).unwrap();
         let levels = parse_cache_spec("L1=256:2:32,L2=1K:4:64").unwrap();
-        let alone = simulate_each_level_alone(&program, 2, &levels);
-        let stats: Vec<_> = alone
-            .iter()
-            .map(|r| r.as_ref().unwrap().hierarchy.stats()[0])
+        let layout = &loaded.layout;
+        let arrays: Vec<_> = (layout.base.iter().zip(&layout.size_bytes))
+            .map(|(&b, &s)| b..b + s)
             .collect();
-        assert_eq!((stats[0].accesses, stats[1].accesses), (200, 200));
-        assert_eq!((stats[0].misses, stats[1].misses), (25, 13));
+        // With the arrays' extent known (a bitmap of lines) and without (a map).
+        for arrays in [&arrays[..], &[]] {
+            let alone = simulate_each_level_alone(&program, 2, &levels, arrays);
+            let stats: Vec<_> = alone
+                .iter()
+                .map(|r| r.as_ref().unwrap().hierarchy.stats()[0])
+                .collect();
+            assert_eq!((stats[0].accesses, stats[1].accesses), (200, 200));
+            assert_eq!((stats[0].misses, stats[1].misses), (25, 13));
+            assert_eq!((stats[0].compulsory, stats[1].compulsory), (25, 13));
+        }
     }
 
     #[test]

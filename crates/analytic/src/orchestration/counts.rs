@@ -349,7 +349,7 @@ fn simulate_within_limit(
     };
     let picked: Vec<LevelConfig> = missing.iter().map(|&l| levels[l].clone()).collect();
     let refs = loaded.kernel.references().count();
-    let simulated = simulate_each_level_alone(&stream, refs, &picked);
+    let simulated = simulate_each_level_alone(&stream, refs, &picked, &array_ranges(loaded));
     missing
         .iter()
         .zip(simulated)
@@ -391,7 +391,7 @@ fn fill_simulated(
     let (mut acc, mut comp, mut conf) = (0u64, 0u64, 0u64);
     for (id, label) in labels.iter().enumerate() {
         let r = alone.hierarchy.ref_stats(id, 0);
-        let (a, c, k) = (r.accesses, r.compulsory, r.capacity + r.conflict);
+        let (a, c, k) = (r.accesses, r.compulsory, r.misses - r.compulsory);
         acc += a;
         comp += c;
         conf += k;
@@ -677,7 +677,16 @@ fn add_to_array(
     a.misses += compulsory + conflict;
 }
 
-/// Simulates each level alone (the model's assumption), with the 3C split, and compares.
+/// Where the kernel's arrays lie, for sizing the simulator's sets of lines seen.
+fn array_ranges(loaded: &LoadedKernel) -> Vec<std::ops::Range<u64>> {
+    let layout = &loaded.layout;
+    (layout.base.iter().zip(&layout.size_bytes))
+        .map(|(&base, &bytes)| base..base.saturating_add(bytes))
+        .collect()
+}
+
+/// Simulates each level alone (the model's assumption), counting compulsory misses (the
+/// model's conflict misses are the rest), and compares.
 /// Returns the simulated levels too, in order.
 fn check(
     loaded: &LoadedKernel,
@@ -687,7 +696,7 @@ fn check(
     let stream = Stream::new(&loaded.kernel, &loaded.params, &loaded.layout)?;
     let refs = loaded.kernel.references().count();
     // One thread per level, as the model runs: the levels are independent simulations.
-    let simulated = simulate_each_level_alone(&stream, refs, levels);
+    let simulated = simulate_each_level_alone(&stream, refs, levels, &array_ranges(loaded));
     let mut out = Check {
         equal: true,
         levels: Vec::new(),
@@ -702,7 +711,7 @@ fn check(
             name: l.name.clone(),
             misses: s.misses,
             compulsory: s.compulsory,
-            conflict: s.capacity + s.conflict,
+            conflict: s.misses - s.compulsory,
             duration_s,
         });
         for id in 0..refs {
@@ -713,7 +722,7 @@ fn check(
                 .find(|m| m.id == id && m.level == l.name);
             if modelled.error.is_none() {
                 out.equal &= model.is_some_and(|m| {
-                    m.compulsory == r.compulsory && m.conflict == r.capacity + r.conflict
+                    m.compulsory == r.compulsory && m.conflict == r.misses - r.compulsory
                 });
             }
             out.references.push(CheckReference {
@@ -722,7 +731,7 @@ fn check(
                 model_misses: model.map(|m| m.misses),
                 simulated_misses: r.misses,
                 simulated_compulsory: r.compulsory,
-                simulated_conflict: r.capacity + r.conflict,
+                simulated_conflict: r.misses - r.compulsory,
                 difference: model.map(|m| m.misses as i64 - r.misses as i64),
             });
         }
