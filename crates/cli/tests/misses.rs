@@ -788,3 +788,49 @@ fn symbolic_refuses_what_it_cannot_do() {
         assert_bad_input(&loopscope(&all), expected);
     }
 }
+
+#[test]
+fn symbolic_refuses_a_product_of_its_parameter_without_asking_for_a_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    // N multiplies the loop variable j; M bounds the loops only.
+    let loops = "for (int j = 1; j < M-1; ++j)\n  for (int i = 1; i < N-1; ++i)\n    \
+                 b[j*N+i] = a[j*N+i-1] + a[(j+1)*N+i];\n";
+    let fixed_size = write("fixed.c", &format!("double a[4096], b[4096];\n\n{loops}"));
+    let sized = write("sized.c", &format!("double a[M*N], b[M*N];\n\n{loops}"));
+    let run = |kernel: &str, define: &str, symbolic: &str| {
+        loopscope([
+            "misses",
+            kernel,
+            "-D",
+            define,
+            "--symbolic",
+            symbolic,
+            "--cache",
+            "L1=1K:2:64",
+        ])
+    };
+    for (out, needle) in [
+        (
+            run(&fixed_size, "M=20", "N"),
+            "`j*N` is affine only once N has a value",
+        ),
+        (
+            run(&sized, "N=32", "M"),
+            "--symbolic M: `M` is multiplied or divided",
+        ),
+    ] {
+        assert_bad_input(&out, needle);
+        let err = stderr(&out);
+        assert!(err.contains("--symbolic leaves it free"), "{err}");
+        assert!(!err.contains("-D"), "{err}");
+    }
+    // With N given, the products are constants times j: M can stay symbolic.
+    let out = run(&fixed_size, "N=32", "M");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("misses"), "{}", stdout(&out));
+}

@@ -175,3 +175,46 @@ fn bad_input_exits_2_with_one_line() {
         "M",
     );
 }
+
+/// The stencil with its arrays linearised (`a[j*N+i]`): the same addresses as `a[j][i]`.
+const LINEAR_STENCIL: &str = "double a[M*N];\ndouble b[M*N];\ndouble s;\n\n\
+    for(int j=1; j<M-1; ++j)\n    for(int i=1; i<N-1; ++i)\n        \
+    b[j*N+i] = ( a[j*N+i-1] + a[j*N+i+1]\n                  \
+    + a[(j-1)*N+i] + a[(j+1)*N+i]) * s;\n";
+
+#[test]
+fn a_linearised_array_is_scanned_in_either_parameter_as_its_rows_form() {
+    let dir = tempfile::tempdir().unwrap();
+    let linear = dir.path().join("2d-5pt-linear.c");
+    std::fs::write(&linear, LINEAR_STENCIL).unwrap();
+    let linear = linear.display().to_string();
+    let rows = stencil();
+    // Scanning the parameter inside the products, then the other one (N fixed).
+    for (fixed, range) in [("M=4", "N=56..72:8"), ("N=64", "M=3..6")] {
+        let counts = |kernel: &str| {
+            let v = json(&loopscope([
+                "misses",
+                kernel,
+                "-D",
+                fixed,
+                "--scan",
+                range,
+                "--cache",
+                SMALL_2_WAY,
+                "--json",
+            ]));
+            let values = v["values"].as_array().unwrap().clone();
+            values
+                .iter()
+                .map(|x| {
+                    let l1 = &x["levels"][0];
+                    assert!(l1["error"].is_null(), "{x}");
+                    (x["value"].as_i64().unwrap(), l1["misses"].as_u64().unwrap())
+                })
+                .collect::<Vec<_>>()
+        };
+        let (got, want) = (counts(&linear), counts(&rows));
+        assert!(got.len() >= 3, "{got:?}");
+        assert_eq!(got, want, "-D {fixed} --scan {range}");
+    }
+}

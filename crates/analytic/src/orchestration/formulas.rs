@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use loopscope_cache::LevelConfig;
-use loopscope_kernel::{Listener, LoadedKernel, RefLabel, read_kernel_file};
+use loopscope_kernel::{
+    Kernel, KernelError, Listener, LoadedKernel, RefLabel, read_kernel_file_with_values,
+};
 use serde::Serialize;
 
 use super::MissesRequest;
@@ -211,7 +213,7 @@ pub(super) fn load(
     names: &[&str],
     listener: &dyn Listener,
 ) -> Result<(LoadedKernel, Vec<(String, i64)>), AnalyticError> {
-    let (_, kernel) = read_kernel_file(request.kernel)?;
+    let kernel = read_keeping_symbolic(request, names)?;
     let mut define = request.define.to_vec();
     for (i, name) in names.iter().enumerate() {
         if names[..i].contains(name) {
@@ -250,6 +252,89 @@ pub(super) fn load(
         ))
     })?;
     Ok((loaded, define))
+}
+
+/// The kernel read with the `-D` values folded into products and divisions (`a[j*N+i]` with
+/// `-D N`), `names` left free. A product or division that needs a value for one of `names` is
+/// refused saying so: the `-D` the reader suggests would take the name out of `--symbolic`.
+fn read_keeping_symbolic(
+    request: &MissesRequest<'_>,
+    names: &[&str],
+) -> Result<Kernel, AnalyticError> {
+    let error = match read_kernel_file_with_values(request.kernel, request.define) {
+        Ok((_, kernel)) => return refuse_folded(request, names).map(|()| kernel),
+        Err(e) => e,
+    };
+    // With placeholder values for `names`, an error that goes away or moves was about them.
+    let mut placeholders = request.define.to_vec();
+    placeholders.extend(names.iter().map(|n| ((*n).to_owned(), 1)));
+    let about_names = match read_kernel_file_with_values(request.kernel, &placeholders) {
+        Ok(_) => true,
+        Err(other) => other != error,
+    };
+    match error {
+        KernelError::Syntax {
+            origin,
+            line,
+            column,
+            message,
+        } if about_names => {
+            let expression = message
+                .strip_prefix('`')
+                .and_then(|m| m.split_once('`'))
+                .map(|(text, _)| text.to_owned());
+            let text = expression.as_deref().unwrap_or_default();
+            let words: Vec<&str> = text
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .collect();
+            let mut free: Vec<&str> = names
+                .iter()
+                .copied()
+                .filter(|n| words.contains(n))
+                .collect();
+            if free.is_empty() {
+                free = names.to_vec();
+            }
+            let free = free.join(", ");
+            let what = expression.map_or_else(
+                || "a product or division here".to_owned(),
+                |text| format!("`{text}`"),
+            );
+            Err(AnalyticError::Request(format!(
+                "{origin}:{line}:{column}: {what} is affine only once {free} has a value, and \
+                 --symbolic leaves it free, so the kernel cannot be counted as a formula in it \
+                 (`--scan {}=LO..HI` counts each value exactly)",
+                free.split(", ").next().unwrap_or_default()
+            )))
+        }
+        e => Err(e.into()),
+    }
+}
+
+/// Refuses a name of `names` multiplied or divided by a parameter with a value (`M*N` with
+/// `-D N`): the level processes read the kernel with a placeholder value for it, which such a
+/// product would fold into a constant. Found as a kernel that reads differently at two
+/// placeholder values.
+fn refuse_folded(request: &MissesRequest<'_>, names: &[&str]) -> Result<(), AnalyticError> {
+    let read_at = |name: &str, value: i64| {
+        let mut define = request.define.to_vec();
+        define.extend(names.iter().map(|n| ((*n).to_owned(), 1)));
+        define.push((name.to_owned(), value));
+        define.retain(|(n, v)| n != name || *v == value);
+        read_kernel_file_with_values(request.kernel, &define).map(|(_, kernel)| kernel)
+    };
+    for name in names {
+        let (one, two) = (read_at(name, 1)?, read_at(name, 2)?);
+        if one != two {
+            return Err(AnalyticError::Request(format!(
+                "{}: --symbolic {name}: `{name}` is multiplied or divided by a parameter with a \
+                 value, which is affine only once `{name}` has one too, and --symbolic leaves it \
+                 free (`--scan {name}=LO..HI` counts each value exactly)",
+                one.origin
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The points of `--at NAME=VALUE[,NAME=VALUE...]`, each giving every parameter once, in the

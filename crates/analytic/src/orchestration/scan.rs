@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use loopscope_cache::LevelConfig;
-use loopscope_kernel::{Listener, LoadedKernel, Silent, read_kernel_file};
+use loopscope_kernel::{Listener, LoadedKernel, Silent, read_kernel_file_with_values};
 use serde::Serialize;
 
 use super::MissesRequest;
@@ -337,8 +337,11 @@ fn load_first(
     range: &ScanRange,
     listener: &dyn Listener,
 ) -> Result<LoadedKernel, AnalyticError> {
-    let (_, kernel) = read_kernel_file(request.kernel)?;
     let name = &range.name;
+    // Read with the values the first run binds, so that products with parameters (a[j*N+i])
+    // are folded, the scanned one's included.
+    let define = defines_at(request.define, name, range.lo);
+    let (_, kernel) = read_kernel_file_with_values(request.kernel, &define)?;
     if !kernel.params.iter().any(|p| p == name) {
         return Err(AnalyticError::Request(format!(
             "--scan {name}: {} has no parameter `{name}` (it has: {})",
@@ -346,7 +349,6 @@ fn load_first(
             kernel.params.join(", ")
         )));
     }
-    let define = defines_at(request.define, name, range.lo);
     let loaded = LoadedKernel::load(request.kernel, &define, request.base, listener)?;
     program_from_kernel(&loaded.kernel, &loaded.params, &loaded.layout).map_err(|e| {
         let at = format!("at {name} = {}: {e}", range.lo);
