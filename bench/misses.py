@@ -7,7 +7,10 @@ For each kernel and three sizes (working set in L1, in L2, beyond L3 of this mac
 line size in one process, so its wall time is that of the level done last) and the simulator (each level alone, the model's
 assumption) count every reference's misses; prints the model's time, the simulator's time, their
 ratio and whether every count is equal. A level the model cannot do within its limits is shown
-as `-` (see the README's limits).
+as `-` (see the README's limits). Beside them, `simulate s`: `loopscope simulate` on the same
+kernel and caches (the hierarchy in one pass, no miss split). `sim s` sums the check's levels,
+each simulated alone counting compulsory misses by first touch, so it should stay near the
+number of levels times `simulate s`.
 
 Then kerncraft's layer-condition predictor (`kerncraft -p LC`, 0.8.18 from PyPI in bench/.venv,
 made on first run) on the same kernel files, sizes and caches (a kerncraft machine file written
@@ -96,6 +99,17 @@ def run_loopscope(loopscope, kernel, defines, cache=None):
     if out.returncode not in (0, 1) or not out.stdout:
         return None, out.stderr.strip().splitlines()[-1:] or ["?"]
     return json.loads(out.stdout), []
+
+
+def simulate_seconds(loopscope, kernel, defines):
+    """`loopscope simulate`'s own time (duration_s) on the same kernel and caches, or None."""
+    args = [loopscope, "simulate", os.path.join(KERNELS, kernel), "--json", "-q"]
+    for d in defines:
+        args += ["-D", d]
+    out = subprocess.run(args, capture_output=True, text=True)
+    if out.returncode != 0 or not out.stdout:
+        return None
+    return json.loads(out.stdout)["duration_s"]
 
 
 def element_bytes(kernel):
@@ -227,7 +241,7 @@ def main():
 
     # Part 1: the model against the simulator.
     print(f"{'kernel':<18}{'size':<20}{'model s':>9}{'sim s':>9}{'sim/model':>10}"
-          f"  {'levels modelled':<16}{'equal':<6}")
+          f"{'simulate s':>11}  {'levels modelled':<16}{'equal':<6}")
     equal_all, modelled, total = True, 0, 0
     model_times = []
     reports = []
@@ -255,8 +269,10 @@ def main():
         modelled += len(ok)
         equal_all &= report["check"]["equal"]
         model_times.append(model_s)
+        whole_s = simulate_seconds(loopscope, kernel, defines)
+        whole = "-" if whole_s is None else f"{whole_s:.3f}"
         print(f"{kernel:<18}{label:<20}{model_s:>9.3f}{sim_s:>9.3f}{sim_s / model_s:>10.2f}"
-              f"  {names:<16}{str(report['check']['equal']).lower():<6}")
+              f"{whole:>11}  {names:<16}{str(report['check']['equal']).lower():<6}")
     model_times.sort()
     print(f"\nlevels modelled {modelled}/{total}; every modelled count equal to the simulator: "
           f"{str(equal_all).lower()}; model time median {model_times[len(model_times) // 2]:.2f} s,"
