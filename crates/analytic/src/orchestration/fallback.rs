@@ -13,13 +13,16 @@ use super::process::{GRACE_S, cores};
 use super::{MissesRequest, checked_request};
 use crate::{AnalyticError, program_from_kernel};
 
-/// Accesses per second the simulator is assumed to count through one level alone with the 3C
-/// split, on one core. Measured at 7–10 million per second on an AMD EPYC KVM guest (2 cores)
-/// with `misses examples/kernels/triad.c -D N=4000000 --cache L1=32K:8:64 --check --json`
-/// (`check.levels[].duration_s`; L3=32M:16:64 was the slowest at 7.1 million); three levels at
-/// once on its two cores ran at 5.5 million each. A third of the slowest, so that a slower
+/// Accesses per second the simulator is assumed to count through one level alone, counting
+/// compulsory misses by first touch, on one core. Measured on an AMD EPYC KVM guest (family
+/// 0x19 model 0x1, 2 cores) with `misses KERNEL --cache LEVEL --check --json`
+/// (`check.levels[].duration_s`): 150 million per second for `examples/kernels/triad.c -D
+/// N=4000000` in `L1=32K:8:64` or `L3=32M:16:64`, 58 million for the miss-heavy
+/// `transpose.c -D N=3000` in `L1=32K:8:64`; with its three levels (the last a 256 MiB one,
+/// stored sparsely) at once on the two cores, 14.5 million each, which the estimate (two
+/// rounds of levels) reads as 29 million. About a third of that slowest, so that a slower
 /// machine or a busy one still finishes within the estimate.
-pub const SIMULATED_ACCESSES_PER_S: u64 = 2_500_000;
+pub const SIMULATED_ACCESSES_PER_S: u64 = 10_000_000;
 
 /// Beyond this many times the accesses a simulation may take, the accesses are not counted
 /// exactly (counting walks the loops whose inner bounds depend on them): a loop-range bound that
