@@ -111,8 +111,8 @@ fn step_knee(points: &[Point], before: f64, high: usize, noise: f64) -> Knee {
 /// pays past it, and why the cache sizes do not see them.
 pub fn page_walk_note(knees: &[Knee]) -> String {
     if knees.is_empty() {
-        return "data TLB: loads to up to the curve's last page in random order show no step \
-                (the TLBs reach further, or their misses cost too little to see)"
+        return "data TLB: loads to random 4 KiB pages show no step up to the curve's last \
+                page count (the TLBs reach further, or their misses cost too little to see)"
             .into();
     }
     let steps: Vec<String> = knees
