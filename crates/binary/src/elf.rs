@@ -490,9 +490,11 @@ fn leading_name(raw: &str) -> Option<String> {
             break;
         }
         let length: usize = std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()?;
-        let name = rest.get(digits..digits + length)?;
+        // The length comes from the symbol itself, so a hostile one may not fit.
+        let end = digits.checked_add(length)?;
+        let name = rest.get(digits..end)?;
         parts.push(String::from_utf8_lossy(name).into_owned());
-        rest = &rest[digits + length..];
+        rest = &rest[end..];
         if !nested {
             break;
         }
@@ -512,6 +514,11 @@ fn leading_name(raw: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn leading_name_refuses_a_length_that_overflows() {
+        assert_eq!(leading_name("_Z18446744073709551615x"), None);
+    }
 
     #[test]
     fn demangles_cpp_and_rust() {
