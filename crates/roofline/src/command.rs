@@ -728,17 +728,24 @@ fn plural(count: u32, noun: &str) -> String {
     format!("{count} {noun}{}", if count == 1 { "" } else { "s" })
 }
 
-/// `1 thread`, or `40 threads on 20 cores (2 threads per core)` when threads share cores.
+/// `1 thread`, `40 threads on 20 cores (2 threads per core)` when threads share cores, or
+/// `100 threads on 40 cores (capped at the machine's cores)` when there are more threads than
+/// the cores' hardware threads, so the figures in the line add up.
 fn threads_on_cores(machine: &Machine, threads: u32) -> String {
     let cores = cores_of(machine, threads);
     if cores == threads {
         return plural(threads, "thread");
     }
+    let per_core = machine.threads_per_core.max(1);
+    let sharing = if u64::from(cores) * u64::from(per_core) >= u64::from(threads) {
+        format!("{} per core", plural(per_core, "thread"))
+    } else {
+        "capped at the machine's cores".to_owned()
+    };
     format!(
-        "{} on {} ({} per core)",
+        "{} on {} ({sharing})",
         plural(threads, "thread"),
         plural(cores, "core"),
-        plural(machine.threads_per_core, "thread")
     )
 }
 
@@ -831,5 +838,30 @@ mod tests {
         let (peak, source) = skylake_peak(Some(1));
         assert!((peak - 76.8).abs() < 1e-9, "{peak}");
         assert!(source.ends_with("for 1 thread"), "{source}");
+    }
+
+    #[test]
+    fn threads_beyond_the_hardware_threads_say_the_cores_were_capped() {
+        let machine = Machine {
+            cores: 40,
+            threads_per_core: 2,
+            ..Machine::unknown()
+        };
+        assert_eq!(
+            threads_on_cores(&machine, 80),
+            "80 threads on 40 cores (2 threads per core)"
+        );
+        assert_eq!(
+            threads_on_cores(&machine, 100),
+            "100 threads on 40 cores (capped at the machine's cores)"
+        );
+        let single = Machine {
+            cores: 4,
+            ..Machine::unknown()
+        };
+        assert_eq!(
+            threads_on_cores(&single, 6),
+            "6 threads on 4 cores (capped at the machine's cores)"
+        );
     }
 }
