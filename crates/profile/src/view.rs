@@ -245,11 +245,10 @@ pub fn build_report(profile: &Profile, rule: HotRule) -> Result<ProfileReport, P
                 None if run.patch.is_some() => "TSC cycles between markers (in-process)".into(),
                 None => "TSC cycles between markers (trap cost not subtracted)".into(),
             };
+            let programs: Vec<_> = objects.iter().map(|o| o.program.as_ref()).collect();
             if let Some(summary) = &run.patch {
-                let programs: Vec<_> = objects.iter().map(|o| o.program.as_ref()).collect();
                 notes.extend(crate::patch::patch_notes(summary, &programs));
             }
-            let programs: Vec<_> = objects.iter().map(|o| o.program.as_ref()).collect();
             notes.extend(crate::exact::exact_notes(run, &overhead, &programs));
             if run.stepped_sites > 0 {
                 notes.push(format!(
