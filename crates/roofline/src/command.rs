@@ -287,19 +287,19 @@ fn explain_missing_bandwidth(e: RooflineError, request: &RooflineRequest<'_>) ->
         Some(t) if !counts.contains(&t) => {
             let listed: Vec<String> = counts.iter().map(u32::to_string).collect();
             let options: Vec<String> = counts.iter().map(|c| format!("`--threads {c}`")).collect();
-            let plural = if t == 1 { "" } else { "s" };
             RooflineError::Invalid(format!(
-                "{name} has no bandwidth measured with {t} thread{plural} (its runs use {} \
-                 threads; the machine has {} cores): give {}, or {flag}",
+                "{name} has no bandwidth measured with {} (its runs use {} threads; the \
+                 machine has {} cores): give {}, or {flag}",
+                plural(t, "thread"),
                 listed.join(" or "),
                 machine.cores,
                 options.join(" or "),
             ))
         }
         Some(t) => RooflineError::Invalid(format!(
-            "{name} has no {level} bandwidth measured with {t} thread{}, and the kernel uses \
-             {level}: rerun `loopscope probe --out {name}`, or give {flag}",
-            if t == 1 { "" } else { "s" }
+            "{name} has no {level} bandwidth measured with {}, and the kernel uses {level}: \
+             rerun `loopscope probe --out {name}`, or give {flag}",
+            plural(t, "thread")
         )),
         None => RooflineError::Invalid(format!(
             "{name} has no {level} bandwidth, and the kernel uses {level}: rerun `loopscope \
