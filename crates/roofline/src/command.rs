@@ -278,8 +278,7 @@ fn explain_missing_bandwidth(e: RooflineError, request: &RooflineRequest<'_>) ->
              --quick if it was quick), or give {flag}"
         ));
     };
-    let measuring = matches!(&request.input, RooflineInput::Kernel(k) if k.measure.is_some());
-    let threads = request.threads.or(measuring.then_some(1));
+    let threads = ceiling_threads(request);
     let mut counts: Vec<u32> = measured.bandwidth.iter().map(|b| b.threads).collect();
     counts.sort_unstable();
     counts.dedup();
@@ -627,8 +626,8 @@ fn machine_ceilings(
     precision: Precision,
     listener: &dyn Listener,
 ) -> Result<Ceilings, RooflineError> {
-    let measuring = matches!(&request.input, RooflineInput::Kernel(k) if k.measure.is_some());
-    let threads = request.threads.or(measuring.then_some(1));
+    let measuring = measures_kernel(request);
+    let threads = ceiling_threads(request);
     // The peak covers the cores the bandwidths were measured on, so that compute and memory
     // ceilings describe one set of cores: the asked-for threads, else the runs' thread count.
     let peak_threads = threads.or_else(|| bandwidth_threads(machine));
@@ -707,6 +706,17 @@ fn machine_ceilings(
         listener.note(&format!("{name}: no measured bandwidths"));
     }
     Ok(ceilings)
+}
+
+/// Whether `--measure` times the kernel file in the harness.
+fn measures_kernel(request: &RooflineRequest<'_>) -> bool {
+    matches!(&request.input, RooflineInput::Kernel(k) if k.measure.is_some())
+}
+
+/// The threads the ceilings are taken at: `--threads`, else 1 when `--measure` times the
+/// kernel (the harness runs it on one thread), else none (the machine file's runs decide).
+fn ceiling_threads(request: &RooflineRequest<'_>) -> Option<u32> {
+    request.threads.or(measures_kernel(request).then_some(1))
 }
 
 /// The thread count of the machine file's bandwidth runs the ceilings take when no
