@@ -8,7 +8,7 @@ use std::path::Path;
 
 use loopscope_analytic::{LevelCommand, LevelsRequest, model_levels};
 use loopscope_cache::{LevelConfig, check_simulation_work};
-use loopscope_kernel::{Layout, Listener, LoadedKernel, read_kernel_file_with_values};
+use loopscope_kernel::{Layout, Listener, LoadedKernel};
 use loopscope_machine::Machine;
 use serde::Serialize;
 
@@ -177,29 +177,42 @@ pub fn run_roofline(
         RooflineInput::Kernel(k) => Build::from_flags(k.cflags, k.native_vector_bytes),
         RooflineInput::Counts { .. } => Build::from_flags(None, 16),
     };
-    let precision = match &request.input {
-        RooflineInput::Kernel(k) => kernel_precision(k),
-        RooflineInput::Counts { .. } => Precision::Double,
+    // A kernel file is loaded once: its precision chooses the peak, its accesses the traffic.
+    let input = match &request.input {
+        RooflineInput::Counts { text, simd_loads } => LoadedInput::Counts {
+            text,
+            simd_loads: *simd_loads,
+        },
+        RooflineInput::Kernel(k) => LoadedInput::Kernel(
+            k,
+            LoadedKernel::load(k.path, k.define, None, listener)
+                .map(Box::new)
+                .map_err(kernel_error)?,
+        ),
+    };
+    let precision = match &input {
+        LoadedInput::Kernel(_, loaded) if loaded.kernel.single_precision() => Precision::Single,
+        _ => Precision::Double,
     };
     let mut ceilings = ceilings(request, &build, precision, listener)?;
     let options = Options {
         paper_rounding: request.paper_rounding,
         ..Options::default()
     };
-    let (mut traffic, counts, mut kernel) = match &request.input {
-        RooflineInput::Counts { text, simd_loads } => {
+    let (mut traffic, counts, mut kernel) = match &input {
+        LoadedInput::Counts { text, simd_loads } => {
             let mut counts = parse_counts(text)?;
             counts.simd_loads = *simd_loads;
             (counts.traffic(), Some(counts), None)
         }
-        RooflineInput::Kernel(k) => {
+        LoadedInput::Kernel(k, loaded) => {
             let machine = match request.machine {
                 MachineInput::Machine { machine, .. } => Some(machine),
                 MachineInput::Profile(_) => None,
             };
             let (traffic, input, harness) =
-                kernel_traffic(k, machine, &build, &ceilings, listener)?;
-            (traffic, None, Some((input, harness, k)))
+                kernel_traffic(k, loaded, machine, &build, &ceilings, listener)?;
+            (traffic, None, Some((input, harness, *k)))
         }
     };
     if let Some(text) = request.volume {
@@ -238,6 +251,14 @@ pub fn run_roofline(
         counts,
         kernel: kernel.map(|(input, _, _)| input),
     })
+}
+
+/// The request's input with its kernel file, if any, loaded.
+enum LoadedInput<'r, 'a> {
+    /// The paper's counts and whether the loads are SIMD, parsed when the traffic is taken.
+    Counts { text: &'a str, simd_loads: bool },
+    /// A kernel file's request and the kernel it holds.
+    Kernel(&'r KernelInputRequest<'a>, Box<LoadedKernel>),
 }
 
 /// A missing bandwidth said in terms of where the bandwidths were to come from: a machine file
@@ -304,15 +325,6 @@ fn explain_missing_bandwidth(e: RooflineError, request: &RooflineRequest<'_>) ->
             "{name} has no {level} bandwidth, and the kernel uses {level}: rerun `loopscope \
              probe --out {name}`, or give {flag}"
         )),
-    }
-}
-
-/// The precision the kernel file computes in: single when all its floating-point data is
-/// `float`. A file that does not parse counts as double; reading its traffic reports why.
-fn kernel_precision(k: &KernelInputRequest<'_>) -> Precision {
-    match read_kernel_file_with_values(k.path, k.define) {
-        Ok((_, kernel)) if kernel.single_precision() => Precision::Single,
-        _ => Precision::Double,
     }
 }
 
@@ -383,12 +395,12 @@ impl Build {
 /// description of where it came from, and the kernel as the harness compiles it (`--measure`).
 fn kernel_traffic(
     k: &KernelInputRequest<'_>,
+    loaded: &LoadedKernel,
     machine: Option<&Machine>,
     build: &Build,
     ceilings: &Ceilings,
     listener: &dyn Listener,
 ) -> Result<(Traffic, KernelInput, Option<KernelHarness>), RooflineError> {
-    let loaded = LoadedKernel::load(k.path, k.define, None, listener).map_err(kernel_error)?;
     let (kernel, params, layout) = (&loaded.kernel, &loaded.params, &loaded.layout);
     // Two executions are simulated (warm-up, counted): refused before anything runs when they
     // would never end.
@@ -447,7 +459,7 @@ fn kernel_traffic(
             with_simulated_fallback(traffic, &per_level, k.path, listener, simulate)?
         }
     };
-    let traffic = for_build(traffic, build, &loaded, layout, listener)?;
+    let traffic = for_build(traffic, build, loaded, layout, listener)?;
     let input = KernelInput {
         file: loaded.origin.clone(),
         params: loaded.param_map(),
