@@ -112,13 +112,19 @@ pub fn run(args: &RecordArgs, ui: &Ui) -> anyhow::Result<()> {
     } else {
         args.backend
     };
-    for (given, flag) in [
-        (args.event.is_some(), "--event"),
-        (args.freq.is_some(), "--freq"),
+    const SAMPLES_HOW: &str = "sets how the sample back-end samples";
+    for (given, flag, purpose) in [
+        (args.event.is_some(), "--event", SAMPLES_HOW),
+        (args.freq.is_some(), "--freq", SAMPLES_HOW),
+        (
+            args.stack_bytes.is_some(),
+            "--stack-bytes",
+            "sizes the stack copied with each sample",
+        ),
     ] {
         if given && !matches!(backend, Backend::Sample) {
             return Err(bad_input(format!(
-                "{flag} sets how the sample back-end samples: use it with --backend sample \
+                "{flag} {purpose}: use it with --backend sample \
                  (the {} back-end counts exactly)",
                 if matches!(backend, Backend::Patch) {
                     "patch"
@@ -130,11 +136,6 @@ pub fn run(args: &RecordArgs, ui: &Ui) -> anyhow::Result<()> {
     }
     if args.libraries && !matches!(backend, Backend::Patch) {
         return Err(bad_input("--libraries needs --backend patch"));
-    }
-    if args.stack_bytes.is_some() && !matches!(backend, Backend::Sample) {
-        return Err(bad_input(
-            "--stack-bytes sizes the stack copied with each sample: use it with --backend sample",
-        ));
     }
     if args.blocks && matches!(backend, Backend::Sample) {
         return Err(bad_input(
