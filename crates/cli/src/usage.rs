@@ -88,16 +88,19 @@ fn missing_arguments(err: &clap::Error) -> Option<String> {
 
 /// `line` and the subcommand's `--help` to read, as [`rendered_line`] ends its lines.
 fn with_help(line: String, err: &clap::Error) -> String {
-    let rendered = rendered_line(err);
-    match rendered.rfind(" (see `") {
-        Some(at) => format!("{line}{}", &rendered[at..]),
-        None => line,
-    }
+    let (_, help) = line_and_help(err);
+    format!("{line} (see `{help}`)")
 }
 
 /// clap's message without its usage block: the first line, its tips, and the subcommand's
 /// `--help` to read.
 fn rendered_line(err: &clap::Error) -> String {
+    let (line, help) = line_and_help(err);
+    format!("{line} (see `{help}`)")
+}
+
+/// clap's first line with its tips, and the `--help` command of the subcommand it names.
+fn line_and_help(err: &clap::Error) -> (String, String) {
     // `Display` of clap's styled text leaves the colours out.
     let text = err.render().to_string();
     let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
@@ -118,7 +121,7 @@ fn rendered_line(err: &clap::Error) -> String {
             }
         }
     }
-    format!("{line} (see `{help}`)")
+    (line, help)
 }
 
 #[cfg(test)]
