@@ -109,7 +109,7 @@ pub fn merge_reports(
     if exits.iter().any(|&e| e != first.exit) {
         let each: Vec<String> = reports
             .iter()
-            .map(|(label, r)| format!("{label} {}", ended(r.exit)))
+            .map(|(label, r)| format!("{label} {}", r.exit))
             .collect();
         notes.insert(
             0,
@@ -175,15 +175,6 @@ fn check_same_program(
         )));
     }
     Ok(())
-}
-
-/// How a target ended, as the report header says it.
-fn ended(exit: TargetExit) -> String {
-    match exit {
-        TargetExit::Exited(code) => format!("exited {code}"),
-        TargetExit::Signaled(signal) => format!("killed by signal {signal}"),
-        TargetExit::Detached => "interrupted, detached".into(),
-    }
 }
 
 /// Each distinct note once: as it is when every profile has it, else after the labels of the

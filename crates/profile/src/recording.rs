@@ -55,6 +55,17 @@ pub enum TargetExit {
     Detached,
 }
 
+impl std::fmt::Display for TargetExit {
+    /// How the target ended, as the record line and the report header say it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TargetExit::Exited(code) => write!(f, "exited {code}"),
+            TargetExit::Signaled(signal) => write!(f, "killed by signal {signal}"),
+            TargetExit::Detached => f.write_str("interrupted, detached"),
+        }
+    }
+}
+
 /// A mapped object a profile refers to, by path and GNU build-id.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ObjectRef {

@@ -2,7 +2,7 @@
 //! §8.7), the same summed per loop, and Graphviz DOT with the paper's conventions (§3.8).
 
 use loopscope_binary::Frame;
-use loopscope_profile::{ProfileReport, TargetExit, TreeNode};
+use loopscope_profile::{ProfileReport, TreeNode};
 
 use crate::roofline_text::format_seconds;
 use crate::table::{Align, Table};
@@ -88,11 +88,7 @@ pub(crate) fn with_library(name: &str, object: Option<&str>) -> String {
 
 /// The header lines: what was run, how it was measured, the overhead.
 pub fn render_profile_header(report: &ProfileReport) -> String {
-    let exit = match report.exit {
-        TargetExit::Exited(code) => format!("exited {code}"),
-        TargetExit::Signaled(signal) => format!("killed by signal {signal}"),
-        TargetExit::Detached => "interrupted, detached".into(),
-    };
+    let exit = report.exit;
     let mut out = format!(
         "profile   {} ({} back-end, {exit})\nmeasure   {}\nevents    {} {}; hot nodes reach {:.2} % inclusive\n",
         report.command.join(" "),

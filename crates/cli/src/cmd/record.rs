@@ -9,8 +9,8 @@ use std::time::Instant;
 use clap::{Args, ValueEnum};
 use loopscope_profile::{
     DEFAULT_FREQUENCY_HZ, DEFAULT_STACK_BYTES, EventChoice, ExactOptions, MAX_STACK_BYTES,
-    NameValues, PatchOptions, Profile, SampleOptions, TargetExit, expand_output_name,
-    has_placeholders, measure_trap_cost, record_exact, record_patch, record_sampled,
+    NameValues, PatchOptions, Profile, SampleOptions, expand_output_name, has_placeholders,
+    measure_trap_cost, record_exact, record_patch, record_sampled,
 };
 
 use crate::failure::bad_input;
@@ -265,11 +265,6 @@ fn summary(profile: &Profile, output: &std::path::Path) -> String {
                 run.wall_ns,
             )
         }
-    };
-    let exit = match exit {
-        TargetExit::Exited(code) => format!("exited {code}"),
-        TargetExit::Signaled(signal) => format!("killed by signal {signal}"),
-        TargetExit::Detached => "interrupted and detached".into(),
     };
     format!(
         "recorded {what} of `{}` ({exit}) in {:.2} s into {}",
