@@ -14,6 +14,17 @@ pub enum LoopKind {
     SelfLoop,
 }
 
+impl LoopKind {
+    /// The name `--json` and serde spell it with: `reducible`, `irreducible` or `self-loop`.
+    pub fn name(self) -> &'static str {
+        match self {
+            LoopKind::Reducible => "reducible",
+            LoopKind::Irreducible => "irreducible",
+            LoopKind::SelfLoop => "self-loop",
+        }
+    }
+}
+
 /// A loop of the forest, in node (block) indices.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ForestLoop {

@@ -209,7 +209,7 @@ fn probe_section(probe: &Figure<'_, ProbeReport>, machine: &Machine) -> Result<S
                  <td class=\"num\">{:.2} ns ({:.1} cycles)</td><td class=\"num\">{}</td>\
                  <td class=\"num\">{:.2}</td></tr>",
                 escape_html(&format!("L{}", c.level)),
-                escape_html(&format!("{:?}", c.kind).to_lowercase()),
+                escape_html(c.kind.name()),
                 format_bytes(c.size_bytes),
                 c.latency_ns,
                 c.latency_cycles,

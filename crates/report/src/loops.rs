@@ -1,7 +1,7 @@
 //! Text views of a binary's loop forest (`loopscope loops`) and of one function's blocks
 //! (`loopscope blocks`).
 
-use loopscope_binary::{Block, ClassCounts, Function, Loop, LoopKind, Program};
+use loopscope_binary::{Block, ClassCounts, Function, Loop, Program};
 
 use crate::table::{Align, Table, TextLayout, fit_name};
 
@@ -63,7 +63,7 @@ fn loop_table(f: &Function) -> Table {
         let mut row = vec![
             format!("{indent}{}", l.id),
             l.parent.map_or("-".into(), |p| p.to_string()),
-            kind(l.kind).to_owned(),
+            l.kind.name().to_owned(),
             format!("{:#x}", l.header),
             source(l),
             inlined(l),
@@ -97,15 +97,6 @@ fn tree_order(loops: &[Loop]) -> Vec<&Loop> {
         }
     }
     out
-}
-
-/// The kind as `--json` spells it.
-fn kind(kind: LoopKind) -> &'static str {
-    match kind {
-        LoopKind::Reducible => "reducible",
-        LoopKind::Irreducible => "irreducible",
-        LoopKind::SelfLoop => "self-loop",
-    }
 }
 
 fn source(l: &Loop) -> String {
