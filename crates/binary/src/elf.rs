@@ -339,6 +339,36 @@ fn load_segments(file: &ElfFile64<LittleEndian>) -> (Vec<LoadSegment>, bool) {
     (segments, interp)
 }
 
+/// Whether a 64-bit little-endian ELF executable or shared object names a program interpreter
+/// (`PT_INTERP`, the dynamic loader that would honour `LD_PRELOAD`): `Some(false)` for a
+/// statically linked executable. `data` may be the whole file or only its first bytes, as long
+/// as they hold the program headers.
+///
+/// `None` when `data` is not such an ELF file (a script, a relocatable object, a 32-bit or
+/// big-endian file) or its program headers do not lie within `data`; [`Image::open`] says what
+/// is wrong with such a file.
+///
+/// ```
+/// let me = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+/// assert_eq!(loopscope_binary::has_interpreter(&me), Some(true));
+/// assert_eq!(loopscope_binary::has_interpreter(b"#!/bin/sh\n"), None);
+/// ```
+pub fn has_interpreter(data: &[u8]) -> Option<bool> {
+    use object::read::elf::FileHeader as _;
+    let header = object::elf::FileHeader64::<LittleEndian>::parse(data).ok()?;
+    let endian = header.endian().ok()?;
+    let e_type = header.e_type(endian);
+    if e_type != object::elf::ET_EXEC && e_type != object::elf::ET_DYN {
+        return None;
+    }
+    let headers = header.program_headers(endian, data).ok()?;
+    Some(
+        headers
+            .iter()
+            .any(|ph| ph.p_type(endian) == object::elf::PT_INTERP),
+    )
+}
+
 fn code_sections(
     file: &ElfFile64<LittleEndian>,
     file_len: usize,
@@ -548,6 +578,43 @@ mod tests {
         fn demangling_any_symbol_never_panics(tail in "[0-9A-Za-z_@.]{0,40}") {
             let _ = demangle(&format!("_Z{tail}"));
             let _ = leading_name(&format!("_ZN{tail}"));
+        }
+    }
+
+    #[test]
+    fn only_a_linked_64_bit_little_endian_elf_has_an_interpreter_or_not() {
+        let me = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        assert_eq!(has_interpreter(&me), Some(true));
+        assert_eq!(has_interpreter(&me[..64]), None, "program headers cut off");
+        assert_eq!(has_interpreter(&me[..40]), None, "ELF header cut off");
+        let mut relocatable = me.clone();
+        relocatable[16..18].copy_from_slice(&object::elf::ET_REL.to_le_bytes());
+        assert_eq!(has_interpreter(&relocatable), None);
+        let mut big_endian = me.clone();
+        big_endian[5] = object::elf::ELFDATA2MSB;
+        assert_eq!(has_interpreter(&big_endian), None);
+        assert_eq!(has_interpreter(b"#!/bin/sh\nexec ./app\n"), None);
+        assert_eq!(has_interpreter(&[]), None);
+    }
+
+    proptest::proptest! {
+        /// A real header damaged here and there, and cut anywhere, so that the program header
+        /// table is reached with hostile offsets and counts.
+        #[test]
+        fn a_damaged_header_is_read_for_an_interpreter_without_panicking(
+            damage in proptest::collection::vec((0..512usize, proptest::prelude::any::<u8>()), 0..12),
+            kept_bytes in 0..4096usize,
+        ) {
+            let mut head = Vec::new();
+            std::fs::File::open(std::env::current_exe().unwrap())
+                .and_then(|file| file.take(kept_bytes as u64).read_to_end(&mut head))
+                .unwrap();
+            for (at, byte) in damage {
+                if let Some(b) = head.get_mut(at) {
+                    *b = byte;
+                }
+            }
+            let _ = has_interpreter(&head);
         }
     }
 

@@ -493,3 +493,24 @@ fn relocatable_objects_are_refused_naming_what_to_do() {
     );
     assert!(!message.contains("stripped") && !message.contains("_start"));
 }
+
+#[test]
+fn a_static_build_has_no_interpreter_and_a_dynamic_one_has() {
+    let dir = tempfile::tempdir().unwrap();
+    for (flags, expected) in [(&["-O1", "-static"][..], false), (&["-O1"][..], true)] {
+        let Some(binary) = build(dir.path(), "cc", SOURCE, flags) else {
+            return;
+        };
+        let bytes = std::fs::read(&binary).unwrap();
+        assert_eq!(
+            loopscope_binary::has_interpreter(&bytes),
+            Some(expected),
+            "{flags:?}"
+        );
+        assert_eq!(
+            loopscope_binary::has_interpreter(&bytes[..4096]),
+            Some(expected),
+            "the first page holds the program headers"
+        );
+    }
+}

@@ -43,7 +43,8 @@ const LAUNCHERS: &[&str] = &[
     "loopscope",
 ];
 
-/// Bytes read from the start of the program: the ELF header and, usually, its program headers.
+/// Bytes read from the start of the program: the ELF header and, usually, its program headers
+/// (when they lie beyond, the program is not refused here and the analysis reads it whole).
 const HEAD_BYTES: usize = 4096;
 
 /// Refuses, with one line naming `program` (the file `command` resolved to) and why, a
@@ -79,7 +80,7 @@ pub fn refuse_unpatchable(program: &Path, command: &str) -> Result<(), ProfileEr
              --backend sample, which follows scripts"
         ));
     }
-    if elf_has_interpreter(&head) == Some(false) {
+    if loopscope_binary::has_interpreter(&head) == Some(false) {
         return refuse(
             "statically linked: the patch back-end loads its runtime with LD_PRELOAD, which a \
              static executable ignores; use --backend ptrace (exact, slower) or sample"
@@ -104,7 +105,7 @@ fn read_head(program: &Path) -> std::io::Result<Vec<u8>> {
     Ok(head)
 }
 
-/// The `#!` line of a script, without the `#!`.
+/// The `#!` line of a script (at most 200 bytes of it), `None` for any other file.
 fn script_interpreter(head: &[u8]) -> Option<String> {
     let line = head.strip_prefix(b"#!")?;
     let end = line.iter().position(|&b| b == b'\n').unwrap_or(line.len());
@@ -112,31 +113,6 @@ fn script_interpreter(head: &[u8]) -> Option<String> {
         "#!{}",
         String::from_utf8_lossy(&line[..end.min(200)]).trim()
     ))
-}
-
-/// Whether a 64-bit little-endian ELF file whose first bytes are `head` names a program
-/// interpreter (`PT_INTERP`, the dynamic loader): `None` when `head` is not such a file or its
-/// program headers lie beyond `head` (then the analysis says what is wrong with it).
-fn elf_has_interpreter(head: &[u8]) -> Option<bool> {
-    const PT_INTERP: u32 = 3;
-    if head.get(..6)? != b"\x7fELF\x02\x01" {
-        return None;
-    }
-    let u16_at = |at: usize| Some(u16::from_le_bytes(head.get(at..at + 2)?.try_into().ok()?));
-    let u32_at = |at: usize| Some(u32::from_le_bytes(head.get(at..at + 4)?.try_into().ok()?));
-    let u64_at = |at: usize| Some(u64::from_le_bytes(head.get(at..at + 8)?.try_into().ok()?));
-    let table = usize::try_from(u64_at(0x20)?).ok()?;
-    let entry_bytes = usize::from(u16_at(0x36)?);
-    let entries = usize::from(u16_at(0x38)?);
-    if entry_bytes < 4 {
-        return None;
-    }
-    let mut found = false;
-    for i in 0..entries {
-        let at = table.checked_add(i.checked_mul(entry_bytes)?)?;
-        found |= u32_at(at)? == PT_INTERP;
-    }
-    Some(found)
 }
 
 /// Whether running `program` would switch the dynamic loader to secure execution (a set-ID
@@ -160,7 +136,10 @@ mod tests {
     #[test]
     fn a_dynamic_executable_passes_and_its_loader_is_seen() {
         let exe = std::env::current_exe().unwrap();
-        assert_eq!(elf_has_interpreter(&read_head(&exe).unwrap()), Some(true));
+        assert_eq!(
+            loopscope_binary::has_interpreter(&read_head(&exe).unwrap()),
+            Some(true)
+        );
         assert!(refuse_unpatchable(&exe, "test").is_ok());
     }
 
@@ -183,30 +162,44 @@ mod tests {
     }
 
     #[test]
-    fn an_elf_without_a_loader_is_static() {
-        let mut head = vec![0u8; 0x40 + 2 * 56];
-        head[..6].copy_from_slice(b"\x7fELF\x02\x01");
-        head[0x20..0x28].copy_from_slice(&0x40u64.to_le_bytes());
-        head[0x36..0x38].copy_from_slice(&56u16.to_le_bytes());
-        head[0x38..0x3a].copy_from_slice(&2u16.to_le_bytes());
-        head[0x40..0x44].copy_from_slice(&1u32.to_le_bytes()); // PT_LOAD
-        head[0x40 + 56..0x44 + 56].copy_from_slice(&1u32.to_le_bytes());
-        assert_eq!(elf_has_interpreter(&head), Some(false));
-        head[0x40 + 56..0x44 + 56].copy_from_slice(&3u32.to_le_bytes()); // PT_INTERP
-        assert_eq!(elf_has_interpreter(&head), Some(true));
-        assert_eq!(elf_has_interpreter(&head[..0x50]), None, "table cut short");
+    fn a_static_executable_is_refused_and_a_dynamic_build_of_it_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = dir.path().join("main.c");
+        std::fs::write(&source, "int main(void) { return 0; }\n").unwrap();
+        for (flags, refused) in [(&["-static"][..], true), (&[][..], false)] {
+            let program = dir.path().join(format!("main{}", flags.concat()));
+            let built = std::process::Command::new("cc")
+                .args(["-O1", "-g"])
+                .args(flags)
+                .arg("-o")
+                .arg(&program)
+                .arg(&source)
+                .status();
+            if !built.is_ok_and(|s| s.success()) {
+                eprintln!(
+                    "skipped: no working `cc {}` to build a test program",
+                    flags.join(" ")
+                );
+                return;
+            }
+            let verdict = refuse_unpatchable(&program, "./main");
+            assert_eq!(verdict.is_err(), refused, "{flags:?}: {verdict:?}");
+            if let Err(e) = verdict {
+                let text = e.to_string();
+                assert!(text.contains("main-static: statically linked"), "{text}");
+            }
+        }
     }
 
     proptest! {
         #[test]
         fn any_bytes_are_read_without_panicking(
             mut bytes in proptest::collection::vec(any::<u8>(), 0..600),
-            elf in any::<bool>(),
+            script in any::<bool>(),
         ) {
-            if elf && bytes.len() >= 6 {
-                bytes[..6].copy_from_slice(b"\x7fELF\x02\x01");
+            if script && bytes.len() >= 2 {
+                bytes[..2].copy_from_slice(b"#!");
             }
-            let _ = elf_has_interpreter(&bytes);
             let _ = script_interpreter(&bytes);
         }
     }
