@@ -1,7 +1,11 @@
 //! What a back-end hands to the loop-call-context tree: the mapped objects of the target and
 //! either its call stacks (sampling) or its events (exact back-ends).
 
+use std::path::Path;
+
 use serde::{Deserialize, Serialize};
+
+use crate::ProfileError;
 
 /// One executable mapping of one process of the target, as the kernel reported it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -73,4 +77,22 @@ pub struct ObjectRef {
     pub path: String,
     /// Its GNU build-id in hex, when it has one.
     pub build_id: Option<String>,
+}
+
+impl ObjectRef {
+    /// The refusal of `file`, opened as this object, when its build-id (`found`, `None` when it
+    /// has none) is not the recorded one: the recorded addresses would fall on other code. `None`
+    /// when they agree or no build-id was recorded. `report` and `mix` both decide with this.
+    pub(crate) fn build_id_mismatch(
+        &self,
+        file: &Path,
+        found: Option<&str>,
+    ) -> Option<ProfileError> {
+        let recorded = self.build_id.as_deref()?;
+        (found != Some(recorded)).then(|| ProfileError::BuildIdMismatch {
+            path: file.to_owned(),
+            recorded: recorded.to_owned(),
+            found: found.unwrap_or("none").to_owned(),
+        })
+    }
 }

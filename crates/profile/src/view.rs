@@ -151,14 +151,8 @@ fn open_objects(
             continue;
         }
         let image = Image::open(path)?;
-        if let (Some(recorded), found) = (&o.build_id, &image.build_id)
-            && Some(recorded) != found.as_ref()
-        {
-            return Err(ProfileError::BuildIdMismatch {
-                path: path.to_owned(),
-                recorded: recorded.clone(),
-                found: found.clone().unwrap_or_else(|| "none".into()),
-            });
+        if let Some(refusal) = o.build_id_mismatch(path, image.build_id.as_deref()) {
+            return Err(refusal);
         }
         let program = Program::analyze(
             &image,

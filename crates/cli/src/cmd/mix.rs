@@ -1,11 +1,9 @@
 //! `loopscope mix`: the executed instruction mix of a profile or a perf.data file (spec 001).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use loopscope_profile::{
-    InstrType, MixBy, MixOptions, Profile, ProfileError, build_id, build_mix, mix_of_perf_data,
-};
+use loopscope_profile::{InstrType, MixBy, MixOptions, Profile, build_mix, mix_of_perf_data};
 use loopscope_report::render_mix;
 
 use crate::cmd::{print_json, print_text};
@@ -31,8 +29,9 @@ pub struct MixArgs {
     #[arg(value_name = "PROFILE|PERF.DATA", default_value = "loopscope.profile")]
     pub input: PathBuf,
     /// The executable or library to analyse for the recorded object of the same build-id (or
-    /// file name): for a perf.data from another machine, or a moved file. Samples elsewhere are
-    /// unattributed.
+    /// file name): for a perf.data from another machine, a moved file, or the original kept
+    /// under another name. It is trusted even when its build-id differs (with a warning).
+    /// Samples elsewhere are unattributed.
     #[arg(long, value_name = "FILE")]
     pub binary: Option<PathBuf>,
     /// Types to count, comma-separated: fp, simd, simd128, simd256, simd512, fma, ls, br, int.
@@ -68,7 +67,6 @@ pub fn run(args: &MixArgs, ui: &Ui) -> anyhow::Result<()> {
         mix_of_perf_data(&args.input, &options)?
     } else {
         let profile = Profile::read(&args.input)?;
-        refuse_rebuilt(&profile, args.binary.as_deref())?;
         build_mix(&profile, &options, &args.input)?
     };
     for note in &report.notes {
@@ -83,35 +81,6 @@ pub fn run(args: &MixArgs, ui: &Ui) -> anyhow::Result<()> {
         return print_json(&report);
     }
     print_text(&render_mix(&report, args.top))
-}
-
-/// Refuses a profile whose objects were rebuilt since it was recorded, as `report` does: their
-/// samples or counts would fall on other code. The object `--binary` stands for is the user's
-/// choice and is not checked.
-fn refuse_rebuilt(profile: &Profile, binary: Option<&Path>) -> anyhow::Result<()> {
-    let replaced = |recorded: &Path| {
-        binary.is_some_and(|b| b.file_name().is_some() && b.file_name() == recorded.file_name())
-    };
-    for object in &profile.objects {
-        let path = Path::new(&object.path);
-        let Some(recorded) = &object.build_id else {
-            continue;
-        };
-        if replaced(path) || !path.is_file() {
-            continue;
-        }
-        if let Some(found) = build_id(path)
-            && &found != recorded
-        {
-            return Err(ProfileError::BuildIdMismatch {
-                path: path.to_owned(),
-                recorded: recorded.clone(),
-                found,
-            }
-            .into());
-        }
-    }
-    Ok(())
 }
 
 /// `--types` as a list, `other` accepted (and implied) for the exclusive types left out.

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use iced_x86::{Decoder, DecoderOptions, Instruction};
-use loopscope_binary::{EdgeKind, Image, Options, Program};
+use loopscope_binary::{EdgeKind, Frame, Image, Options, Program};
 use serde::Serialize;
 
 use super::cost::{BlockCost, Core, block_cost};
@@ -41,8 +41,9 @@ pub struct MixOptions {
     pub types: Vec<InstrType>,
     /// How rows are grouped.
     pub by: MixBy,
-    /// Analyse this file for the object of the same build-id (or, without build-ids, the same
-    /// file name) instead of the recorded path; samples elsewhere are unattributed.
+    /// Analyse this file for the object of the same build-id (or else the same file name)
+    /// instead of the recorded path; samples elsewhere are unattributed. The file is trusted:
+    /// another build-id than the recorded one gives a note, not a refusal.
     pub binary: Option<PathBuf>,
 }
 
@@ -126,8 +127,11 @@ pub struct MixRow {
     pub depth: u32,
     /// Source file (a loop's header; a function's entry is not looked up).
     pub file: Option<String>,
-    /// Source line.
+    /// Source line (the user's line a loop's header was inlined at, when it is inlined code).
     pub line: Option<u32>,
+    /// A loop header's inlined call chain, innermost first (empty when it is the function's
+    /// own code), as `loops` and `report` give it.
+    pub inlined: Vec<Frame>,
     /// Samples that fell in the row's blocks.
     pub samples: u64,
     /// Σ N1 over the row's blocks.
@@ -417,11 +421,13 @@ fn choose_files(
     Ok(files)
 }
 
-/// Opens the chosen files, refusing none: an object rebuilt since the recording is reported
-/// in a note and its samples are unattributed.
+/// Opens the chosen files. A file whose build-id is not the recorded one is refused, as
+/// `report` refuses it, unless it is `binary`, the file the user named: that one is analysed as
+/// asked, with a note.
 fn open_files(
     objects: &[ObjectRef],
     files: &HashMap<usize, PathBuf>,
+    binary: Option<&Path>,
     notes: &mut Vec<String>,
 ) -> Result<HashMap<usize, Analysed>, ProfileError> {
     let mut opened = HashMap::new();
@@ -429,16 +435,17 @@ fn open_files(
     order.sort_by_key(|(i, _)| **i);
     for (&i, file) in order {
         let analysed = Analysed::open(file, &objects[i].path)?;
-        if let (Some(recorded), found) = (&objects[i].build_id, &analysed.program.build_id)
-            && Some(recorded) != found.as_ref()
+        if let Some(refusal) =
+            objects[i].build_id_mismatch(file, analysed.program.build_id.as_deref())
         {
+            if binary != Some(file.as_path()) {
+                return Err(refusal);
+            }
             notes.push(format!(
-                "{}: build-id {} differs from the recorded {recorded} (rebuilt since the recording?): \
-                 its samples are unattributed",
-                file.display(),
-                found.as_deref().unwrap_or("none")
+                "{refusal}; analysed for {} as --binary asks, though the recorded addresses may \
+                 fall on other code",
+                objects[i].path
             ));
-            continue;
         }
         opened.insert(i, analysed);
     }
@@ -475,7 +482,12 @@ pub(crate) fn mix_of_samples(
         used[object] = true;
     }
     let files = choose_files(source.objects, &used, options.binary.as_deref(), &mut notes)?;
-    let analysed = open_files(source.objects, &files, &mut notes)?;
+    let analysed = open_files(
+        source.objects,
+        &files,
+        options.binary.as_deref(),
+        &mut notes,
+    )?;
     let estimate = if source.event.reads_instructions() {
         MixEstimate::InstructionDeltas
     } else if source.event == SampledEvent::Instructions {
@@ -623,7 +635,7 @@ fn mix_of_counts(run: &ExactRun, options: &MixOptions) -> Result<MixReport, Prof
         }
     }
     let files = choose_files(&run.objects, &used, options.binary.as_deref(), &mut notes)?;
-    let analysed = open_files(&run.objects, &files, &mut notes)?;
+    let analysed = open_files(&run.objects, &files, options.binary.as_deref(), &mut notes)?;
     let mut gathered: HashMap<usize, Vec<Gathered>> = analysed
         .iter()
         .map(|(&i, a)| (i, vec![Gathered::default(); a.map.blocks().len()]))
@@ -913,6 +925,7 @@ fn rows(a: &Analysed, firsts: &[First], options: &MixOptions) -> Vec<MixRow> {
             depth: 0,
             file: None,
             line: None,
+            inlined: Vec::new(),
             samples: sums.samples,
             instructions: sums.n1 as u64,
             instructions_error: sums.n1_variance.sqrt(),
@@ -963,6 +976,7 @@ fn rows(a: &Analysed, firsts: &[First], options: &MixOptions) -> Vec<MixRow> {
                     r.depth = l.depth;
                     r.file = l.file.clone();
                     r.line = l.line;
+                    r.inlined = l.inlined.clone();
                     out.push(r);
                 }
             }

@@ -9,8 +9,9 @@
 //!    all instructions, `n(b)` ([`method`]).
 //! 2. **First count** (§3.8): each sample's address is mapped to its object's static address
 //!    and looked up in the map; the sample's instruction count is added to that block's N1.
-//!    Samples no block covers (the kernel, the vDSO, JIT code, objects whose file is missing or
-//!    was rebuilt) go to the unattributed bucket.
+//!    Samples no block covers (the kernel, the vDSO, JIT code, objects whose file is missing)
+//!    go to the unattributed bucket. An object with samples whose file was rebuilt since the
+//!    recording is refused, as `report` refuses it, unless it is the file given as `binary`.
 //! 3. **Second count** (§3.9): N2(b,t) = N1(b)·n(b,t)/n(b), multiplied before it is divided,
 //!    in integers; the exclusive types of a block add up to its N1 exactly.
 //! 4. **Third count** (§3.10): N3(t) = Σ_b N2(b,t); over the exclusive types it adds up to
