@@ -2,6 +2,8 @@
 //! cache geometry. The kernel language's IR is converted into this by an adapter, so the model
 //! does not depend on how kernels are written.
 
+use std::ops::RangeInclusive;
+
 use serde::Serialize;
 
 use crate::AnalyticError;
@@ -57,6 +59,22 @@ pub struct Array {
     /// Elements per dimension, outermost first (the first may be 0 when unknown: it does not
     /// enter the address).
     pub extents: Vec<i64>,
+}
+
+impl Array {
+    /// The first and last byte the array occupies; `None` when its size is unknown (an extent
+    /// that is not positive) or its end lies past `i64`.
+    pub fn byte_range(&self) -> Option<RangeInclusive<i64>> {
+        let elements = self
+            .extents
+            .iter()
+            .try_fold(1i64, |n, &e| (e > 0).then(|| n.checked_mul(e)).flatten())?;
+        let last = self
+            .base_bytes
+            .checked_add(elements.checked_mul(self.element_bytes)?)?
+            .checked_sub(1)?;
+        Some(self.base_bytes..=last)
+    }
 }
 
 /// A loop over `lower ≤ var ≤ upper_inclusive` in steps of `step`: counting up from `lower`
@@ -277,18 +295,10 @@ impl Program {
 
     /// The first and last line an array occupies, when its size is known.
     fn line_range(&self, a: usize, line_bytes: i64) -> Option<(i64, i64)> {
-        let array = &self.arrays[a];
-        let elements = array
-            .extents
-            .iter()
-            .try_fold(1i64, |n, &e| (e > 0).then(|| n.checked_mul(e)).flatten())?;
-        let last = array
-            .base_bytes
-            .checked_add(elements.checked_mul(array.element_bytes)?)?
-            .checked_sub(1)?;
+        let bytes = self.arrays[a].byte_range()?;
         Some((
-            array.base_bytes.div_euclid(line_bytes),
-            last.div_euclid(line_bytes),
+            bytes.start().div_euclid(line_bytes),
+            bytes.end().div_euclid(line_bytes),
         ))
     }
 

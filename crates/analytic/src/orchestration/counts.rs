@@ -5,10 +5,11 @@
 //! limit (unless the request is for the model only), and says so in its `method`.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 use std::time::Instant;
 
 use loopscope_cache::{
-    AloneLevel, CacheError, LevelConfig, check_simulation_work, simulate_each_level_alone,
+    AloneLevel, CacheError, LevelConfig, RefStats, check_simulation_work, simulate_each_level_alone,
 };
 use loopscope_kernel::{Kernel, Listener, LoadedKernel, Program as Stream, RefLabel};
 use serde::Serialize;
@@ -17,7 +18,7 @@ use super::MissesRequest;
 use super::fallback::{SimulationEstimate, estimate};
 use super::process::{LevelOutcome, LevelsRequest, cores, model_levels};
 use crate::error::plain_isl_error;
-use crate::{AnalyticError, PieceCounts, program_from_kernel};
+use crate::{AnalyticError, Array, PieceCounts, Program, ReferenceMisses, program_from_kernel};
 
 /// The result of `misses`, as `--json` prints it.
 #[derive(Debug, Serialize)]
@@ -172,53 +173,6 @@ pub struct Check {
     pub references: Vec<CheckReference>,
 }
 
-impl MissesReport {
-    /// With `--check`, one line per modelled level and reference whose compulsory or conflict
-    /// misses differ from the simulator's, e.g. `L1 b[i][j] (6:9): model 2360 misses (512
-    /// compulsory, 1848 conflict), simulator 1016 (512, 504)`; empty when they all agree or
-    /// nothing was checked.
-    pub fn check_differences(&self) -> Vec<String> {
-        let Some(check) = &self.check else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        for s in &check.references {
-            let modelled = self
-                .levels
-                .iter()
-                .any(|l| l.name == s.level && l.error.is_none());
-            let Some(m) = self
-                .references
-                .iter()
-                .find(|m| m.id == s.id && m.level == s.level)
-            else {
-                continue;
-            };
-            if !modelled
-                || (m.compulsory, m.conflict) == (s.simulated_compulsory, s.simulated_conflict)
-            {
-                continue;
-            }
-            let place = match m.label.place() {
-                p if p.is_empty() => p,
-                p => format!(" ({p})"),
-            };
-            out.push(format!(
-                "{} {}{place}: model {} misses ({} compulsory, {} conflict), simulator {} ({}, {})",
-                s.level,
-                m.label.text,
-                m.misses,
-                m.compulsory,
-                m.conflict,
-                s.simulated_misses,
-                s.simulated_compulsory,
-                s.simulated_conflict
-            ));
-        }
-        out
-    }
-}
-
 /// One level simulated alone.
 #[derive(Debug, Serialize)]
 pub struct CheckLevel {
@@ -253,6 +207,194 @@ pub struct CheckReference {
     pub difference: Option<i64>,
 }
 
+impl MissesReport {
+    /// With `--check`, one line per modelled level and reference whose compulsory or conflict
+    /// misses differ from the simulator's, e.g. `L1 b[i][j] (6:9): model 2360 misses (512
+    /// compulsory, 1848 conflict), simulator 1016 (512, 504)`; empty when they all agree or
+    /// nothing was checked.
+    pub fn check_differences(&self) -> Vec<String> {
+        let Some(check) = &self.check else {
+            return Vec::new();
+        };
+        check
+            .references
+            .iter()
+            .filter_map(|checked| match self.agreement(checked) {
+                Agreement::Differs(modelled) => Some(difference_line(modelled, checked)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The model's counts of reference `id` at `level`, if the report has them.
+    fn reference(&self, id: usize, level: &str) -> Option<&MissesReference> {
+        self.references
+            .iter()
+            .find(|r| r.id == id && r.level == level)
+    }
+
+    /// How the model's counts of a reference the simulator checked compare with the
+    /// simulator's.
+    fn agreement(&self, checked: &CheckReference) -> Agreement<'_> {
+        let modelled = (self.levels.iter()).any(|l| l.name == checked.level && l.error.is_none());
+        if !modelled {
+            return Agreement::NotModelled;
+        }
+        match self.reference(checked.id, &checked.level) {
+            None => Agreement::Missing,
+            Some(m)
+                if (m.compulsory, m.conflict)
+                    == (checked.simulated_compulsory, checked.simulated_conflict) =>
+            {
+                Agreement::Equal
+            }
+            Some(m) => Agreement::Differs(m),
+        }
+    }
+}
+
+/// How a reference's modelled counts compare with the simulator's, at one level.
+enum Agreement<'r> {
+    /// The level has no model counts (the model did not finish it): nothing to compare.
+    NotModelled,
+    /// The level was modelled but not this reference.
+    Missing,
+    /// The same compulsory and conflict misses.
+    Equal,
+    /// Other compulsory or conflict misses (the same total split otherwise included).
+    Differs(&'r MissesReference),
+}
+
+/// `L1 a[i-1] (5:12): model 384 misses (64 compulsory, 320 conflict), simulator 64 (64, 0)`.
+fn difference_line(modelled: &MissesReference, checked: &CheckReference) -> String {
+    let place = match modelled.label.place() {
+        p if p.is_empty() => p,
+        p => format!(" ({p})"),
+    };
+    format!(
+        "{} {}{place}: model {} misses ({} compulsory, {} conflict), simulator {} ({}, {})",
+        checked.level,
+        modelled.label.text,
+        modelled.misses,
+        modelled.compulsory,
+        modelled.conflict,
+        checked.simulated_misses,
+        checked.simulated_compulsory,
+        checked.simulated_conflict
+    )
+}
+
+/// A reference's (or, summed, a level's) accesses and misses at one level, as the model or the
+/// simulator counts them; the other fields of the report follow from these.
+#[derive(Clone, Copy, Debug, Default)]
+struct Counts {
+    accesses: u64,
+    compulsory: u64,
+    /// Capacity and conflict misses together (spec 000's conflict misses under LRU).
+    conflict: u64,
+}
+
+impl Counts {
+    /// A model count, whose negative values (which it never gives) count as 0.
+    fn modelled(r: &ReferenceMisses) -> Counts {
+        Counts {
+            accesses: to_u64(r.accesses),
+            compulsory: to_u64(r.compulsory),
+            conflict: to_u64(r.conflict),
+        }
+    }
+
+    /// The simulator's count, whose misses past the compulsory ones are the model's conflict
+    /// misses.
+    fn simulated(r: &RefStats) -> Counts {
+        Counts {
+            accesses: r.accesses,
+            compulsory: r.compulsory,
+            conflict: r.misses - r.compulsory,
+        }
+    }
+
+    fn misses(self) -> u64 {
+        self.compulsory + self.conflict
+    }
+
+    fn hits(self) -> u64 {
+        self.accesses.saturating_sub(self.misses())
+    }
+
+    fn add(&mut self, other: Counts) {
+        self.accesses += other.accesses;
+        self.compulsory += other.compulsory;
+        self.conflict += other.conflict;
+    }
+}
+
+impl MissesReference {
+    fn new(
+        id: usize,
+        label: &RefLabel,
+        level: &str,
+        counts: Counts,
+        pieces: Vec<PieceCounts>,
+    ) -> MissesReference {
+        MissesReference {
+            id,
+            label: label.clone(),
+            level: level.to_owned(),
+            accesses: counts.accesses,
+            hits: counts.hits(),
+            misses: counts.misses(),
+            compulsory: counts.compulsory,
+            capacity: None,
+            conflict: counts.conflict,
+            pieces,
+        }
+    }
+
+    fn counts(&self) -> Counts {
+        Counts {
+            accesses: self.accesses,
+            compulsory: self.compulsory,
+            conflict: self.conflict,
+        }
+    }
+}
+
+impl MissesLevel {
+    /// A level as the model left it: its geometry, and no counts yet (or why it has none).
+    fn modelled(config: &LevelConfig, outcome: &LevelOutcome) -> MissesLevel {
+        MissesLevel {
+            name: config.name.clone(),
+            size_bytes: config.size_bytes,
+            line_bytes: config.line_bytes,
+            ways: config.ways,
+            sets: config.sets(),
+            accesses: None,
+            hits: None,
+            misses: None,
+            compulsory: None,
+            capacity: None,
+            conflict: None,
+            fill_bytes: None,
+            method: outcome.refs.is_ok().then_some(METHOD_MODEL),
+            duration_s: outcome.duration_s,
+            error: outcome.refs.as_ref().err().cloned(),
+            model_error: None,
+            explain: outcome.explain.clone(),
+        }
+    }
+
+    /// Sets the level's totals, its references' counts summed.
+    fn set_counts(&mut self, total: Counts) {
+        self.accesses = Some(total.accesses);
+        self.hits = Some(total.hits());
+        self.misses = Some(total.misses());
+        self.compulsory = Some(total.compulsory);
+        self.conflict = Some(total.conflict);
+        self.fill_bytes = Some(total.misses().saturating_mul(self.line_bytes));
+    }
+}
+
 /// Runs `misses` without `--scan` or `--symbolic`.
 pub(super) fn run(
     request: &MissesRequest<'_>,
@@ -262,8 +404,9 @@ pub(super) fn run(
 ) -> Result<MissesReport, AnalyticError> {
     let loaded = LoadedKernel::load(request.kernel, request.define, request.base, listener)?;
     // Checked here so a kernel the model cannot take is bad input (exit 2), not a level error.
-    program_from_kernel(&loaded.kernel, &loaded.params, &loaded.layout)
+    let program = program_from_kernel(&loaded.kernel, &loaded.params, &loaded.layout)
         .map_err(|e| kernel_request_error(&loaded.origin, e, listener))?;
+    let arrays = array_ranges(&program);
     if request.check {
         check_work(&loaded)?;
     }
@@ -285,7 +428,7 @@ pub(super) fn run(
     let fallback = !request.model_only && !missing.is_empty();
     let simulation_start_s = start.elapsed().as_secs_f64();
     let simulated = if request.check {
-        let (check, mut each) = check(&loaded, levels, &report)?;
+        let (check, mut each) = check(&loaded, levels, &report, &arrays)?;
         report.check = Some(check);
         let wanted = |l: &usize| fallback && missing.contains(l);
         each.drain(..)
@@ -293,7 +436,8 @@ pub(super) fn run(
             .filter(|(l, _)| wanted(l))
             .collect()
     } else if fallback {
-        simulate_within_limit(&loaded, levels, &missing, request.time_limit_s, &mut report)?
+        let limit_s = request.time_limit_s;
+        simulate_within_limit(&loaded, levels, &arrays, &missing, limit_s, &mut report)?
     } else {
         Vec::new()
     };
@@ -322,6 +466,7 @@ const METHOD_SIMULATED: &str = "simulated";
 fn simulate_within_limit(
     loaded: &LoadedKernel,
     levels: &[LevelConfig],
+    arrays: &[Range<u64>],
     missing: &[usize],
     limit_s: f64,
     report: &mut MissesReport,
@@ -349,7 +494,7 @@ fn simulate_within_limit(
     };
     let picked: Vec<LevelConfig> = missing.iter().map(|&l| levels[l].clone()).collect();
     let refs = loaded.kernel.references().count();
-    let simulated = simulate_each_level_alone(&stream, refs, &picked, &array_ranges(loaded));
+    let simulated = simulate_each_level_alone(&stream, refs, &picked, arrays);
     missing
         .iter()
         .zip(simulated)
@@ -385,40 +530,36 @@ fn fill_simulated(
     labels: &[RefLabel],
     simulation_start_s: f64,
 ) {
-    let Some(level) = report.levels.iter_mut().find(|l| l.name == config.name) else {
+    let Some(l) = report.levels.iter().position(|l| l.name == config.name) else {
         return;
     };
-    let (mut acc, mut comp, mut conf) = (0u64, 0u64, 0u64);
-    for (id, label) in labels.iter().enumerate() {
-        let r = alone.hierarchy.ref_stats(id, 0);
-        let (a, c, k) = (r.accesses, r.compulsory, r.misses - r.compulsory);
-        acc += a;
-        comp += c;
-        conf += k;
-        report.references.push(MissesReference {
-            id,
-            label: label.clone(),
-            level: config.name.clone(),
-            accesses: a,
-            hits: a.saturating_sub(c + k),
-            misses: c + k,
-            compulsory: c,
-            capacity: None,
-            conflict: k,
-            pieces: Vec::new(),
-        });
-        let array = label.array.as_deref().unwrap_or_default();
-        add_to_array(&mut report.arrays, array, &config.name, a, c, k);
-    }
-    level.accesses = Some(acc);
-    level.hits = Some(acc.saturating_sub(comp + conf));
-    level.misses = Some(comp + conf);
-    level.compulsory = Some(comp);
-    level.conflict = Some(conf);
-    level.fill_bytes = Some((comp + conf).saturating_mul(config.line_bytes));
+    let counted = labels.iter().enumerate().map(|(id, label)| {
+        let counts = Counts::simulated(&alone.hierarchy.ref_stats(id, 0));
+        let reference = MissesReference::new(id, label, &config.name, counts, Vec::new());
+        (reference, label.array.as_deref().unwrap_or_default())
+    });
+    record_level(report, l, counted);
+    let level = &mut report.levels[l];
     level.method = Some(METHOD_SIMULATED);
     level.duration_s = simulation_start_s + alone.duration_s;
     level.model_error = level.error.take();
+}
+
+/// Adds the `l`-th level's references (each with its array's name) to the report's references
+/// and arrays, and their sum to the level.
+fn record_level<'a>(
+    report: &mut MissesReport,
+    l: usize,
+    counted: impl IntoIterator<Item = (MissesReference, &'a str)>,
+) {
+    let mut total = Counts::default();
+    for (reference, array) in counted {
+        let counts = reference.counts();
+        total.add(counts);
+        add_to_array(&mut report.arrays, array, &reference.level, counts);
+        report.references.push(reference);
+    }
+    report.levels[l].set_counts(total);
 }
 
 /// References and arrays in the levels' order (simulated levels were added last), each level's
@@ -513,79 +654,36 @@ pub(super) fn to_u64(v: i128) -> u64 {
     u64::try_from(v.max(0)).unwrap_or(u64::MAX)
 }
 
+/// The report of the levels the model counted; the others have their errors.
 fn build_report(
     loaded: &LoadedKernel,
     levels: &[LevelConfig],
     modelled: &[LevelOutcome],
     labels: &[RefLabel],
 ) -> MissesReport {
-    let mut out_levels = Vec::new();
-    let mut references = Vec::new();
-    let mut arrays: Vec<MissesArray> = Vec::new();
-    for (l, m) in levels.iter().zip(modelled) {
-        let mut level = MissesLevel {
-            name: l.name.clone(),
-            size_bytes: l.size_bytes,
-            line_bytes: l.line_bytes,
-            ways: l.ways,
-            sets: l.sets(),
-            accesses: None,
-            hits: None,
-            misses: None,
-            compulsory: None,
-            capacity: None,
-            conflict: None,
-            fill_bytes: None,
-            method: m.refs.is_ok().then_some(METHOD_MODEL),
-            duration_s: m.duration_s,
-            error: None,
-            model_error: None,
-            explain: m.explain.clone(),
-        };
-        match &m.refs {
-            Err(e) => level.error = Some(e.clone()),
-            Ok(refs) => {
-                let (mut acc, mut comp, mut conf) = (0u64, 0u64, 0u64);
-                for (id, (r, label)) in refs.iter().zip(labels).enumerate() {
-                    let (a, c, k) = (to_u64(r.accesses), to_u64(r.compulsory), to_u64(r.conflict));
-                    acc += a;
-                    comp += c;
-                    conf += k;
-                    references.push(MissesReference {
-                        id,
-                        label: label.clone(),
-                        level: l.name.clone(),
-                        accesses: a,
-                        hits: a.saturating_sub(c + k),
-                        misses: c + k,
-                        compulsory: c,
-                        capacity: None,
-                        conflict: k,
-                        pieces: r.pieces.clone(),
-                    });
-                    add_to_array(&mut arrays, &r.array, &l.name, a, c, k);
-                }
-                level.accesses = Some(acc);
-                level.hits = Some(acc.saturating_sub(comp + conf));
-                level.misses = Some(comp + conf);
-                level.compulsory = Some(comp);
-                level.conflict = Some(conf);
-                level.fill_bytes = Some((comp + conf).saturating_mul(l.line_bytes));
-            }
-        }
-        out_levels.push(level);
-    }
-    MissesReport {
+    let mut report = MissesReport {
         kernel: loaded.origin.clone(),
         params: loaded.param_map(),
         model: "spec 000 (LRU, write-allocate); each level modelled alone, seeing every access",
-        levels: out_levels,
-        references,
-        arrays,
+        levels: (levels.iter().zip(modelled))
+            .map(|(config, outcome)| MissesLevel::modelled(config, outcome))
+            .collect(),
+        references: Vec::new(),
+        arrays: Vec::new(),
         sources: None,
         check: None,
         duration_s: 0.0,
+    };
+    for (l, (config, outcome)) in levels.iter().zip(modelled).enumerate() {
+        let Ok(refs) = &outcome.refs else { continue };
+        let counted = refs.iter().zip(labels).enumerate().map(|(id, (r, label))| {
+            let counts = Counts::modelled(r);
+            let reference = MissesReference::new(id, label, &config.name, counts, r.pieces.clone());
+            (reference, r.array.as_str())
+        });
+        record_level(&mut report, l, counted);
     }
+    report
 }
 
 /// The conflict sources of every modelled level, references with conflict misses only.
@@ -645,14 +743,8 @@ fn enclosing_loops(kernel: &Kernel, index: usize) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn add_to_array(
-    arrays: &mut Vec<MissesArray>,
-    array: &str,
-    level: &str,
-    accesses: u64,
-    compulsory: u64,
-    conflict: u64,
-) {
+/// Adds a reference's counts to its array's at `level`.
+fn add_to_array(arrays: &mut Vec<MissesArray>, array: &str, level: &str, counts: Counts) {
     let i = match arrays
         .iter()
         .position(|a| a.array == array && a.level == level)
@@ -671,17 +763,25 @@ fn add_to_array(
         }
     };
     let a = &mut arrays[i];
-    a.accesses += accesses;
-    a.compulsory += compulsory;
-    a.conflict += conflict;
-    a.misses += compulsory + conflict;
+    a.accesses += counts.accesses;
+    a.compulsory += counts.compulsory;
+    a.conflict += counts.conflict;
+    a.misses += counts.misses();
 }
 
-/// Where the kernel's arrays lie, for sizing the simulator's sets of lines seen.
-fn array_ranges(loaded: &LoadedKernel) -> Vec<std::ops::Range<u64>> {
-    let layout = &loaded.layout;
-    (layout.base.iter().zip(&layout.size_bytes))
-        .map(|(&base, &bytes)| base..base.saturating_add(bytes))
+/// Where the kernel's arrays lie, for sizing the simulator's sets of lines seen (an array of
+/// unknown size, which a program with every parameter bound does not have, as empty).
+fn array_ranges(program: &Program) -> Vec<Range<u64>> {
+    let range = |array: &Array| {
+        let bytes = array.byte_range()?;
+        let first = u64::try_from(*bytes.start()).ok()?;
+        let last = u64::try_from(*bytes.end()).ok()?;
+        Some(first..last.checked_add(1)?)
+    };
+    program
+        .arrays
+        .iter()
+        .map(|a| range(a).unwrap_or_default())
         .collect()
 }
 
@@ -692,52 +792,65 @@ fn check(
     loaded: &LoadedKernel,
     levels: &[LevelConfig],
     report: &MissesReport,
+    arrays: &[Range<u64>],
 ) -> Result<(Check, Vec<AloneLevel>), AnalyticError> {
     let stream = Stream::new(&loaded.kernel, &loaded.params, &loaded.layout)?;
     let refs = loaded.kernel.references().count();
     // One thread per level, as the model runs: the levels are independent simulations.
-    let simulated = simulate_each_level_alone(&stream, refs, levels, &array_ranges(loaded));
+    let simulated = simulate_each_level_alone(&stream, refs, levels, arrays);
     let mut out = Check {
         equal: true,
         levels: Vec::new(),
         references: Vec::new(),
     };
     let mut each = Vec::with_capacity(levels.len());
-    for ((l, modelled), alone) in levels.iter().zip(&report.levels).zip(simulated) {
+    for (l, alone) in levels.iter().zip(simulated) {
         let alone = alone.map_err(from_simulator)?;
-        let (sim, duration_s) = (&alone.hierarchy, alone.duration_s);
-        let s = &sim.stats()[0];
-        out.levels.push(CheckLevel {
-            name: l.name.clone(),
-            misses: s.misses,
-            compulsory: s.compulsory,
-            conflict: s.misses - s.compulsory,
-            duration_s,
+        out.levels.push(check_level(&l.name, &alone));
+        let checked = (0..refs).map(|id| {
+            let simulated = Counts::simulated(&alone.hierarchy.ref_stats(id, 0));
+            check_reference(report.reference(id, &l.name), id, &l.name, simulated)
         });
-        for id in 0..refs {
-            let r = sim.ref_stats(id, 0);
-            let model = report
-                .references
-                .iter()
-                .find(|m| m.id == id && m.level == l.name);
-            if modelled.error.is_none() {
-                out.equal &= model.is_some_and(|m| {
-                    m.compulsory == r.compulsory && m.conflict == r.misses - r.compulsory
-                });
-            }
-            out.references.push(CheckReference {
-                id,
-                level: l.name.clone(),
-                model_misses: model.map(|m| m.misses),
-                simulated_misses: r.misses,
-                simulated_compulsory: r.compulsory,
-                simulated_conflict: r.misses - r.compulsory,
-                difference: model.map(|m| m.misses as i64 - r.misses as i64),
-            });
-        }
+        out.references.extend(checked);
         each.push(alone);
     }
+    out.equal = (out.references.iter()).all(|c| {
+        matches!(
+            report.agreement(c),
+            Agreement::NotModelled | Agreement::Equal
+        )
+    });
     Ok((out, each))
+}
+
+/// A level's totals, simulated alone.
+fn check_level(name: &str, alone: &AloneLevel) -> CheckLevel {
+    let s = &alone.hierarchy.stats()[0];
+    CheckLevel {
+        name: name.to_owned(),
+        misses: s.misses,
+        compulsory: s.compulsory,
+        conflict: s.misses - s.compulsory,
+        duration_s: alone.duration_s,
+    }
+}
+
+/// A reference's simulated counts beside its modelled ones (`model`, when the level has them).
+fn check_reference(
+    model: Option<&MissesReference>,
+    id: usize,
+    level: &str,
+    simulated: Counts,
+) -> CheckReference {
+    CheckReference {
+        id,
+        level: level.to_owned(),
+        model_misses: model.map(|m| m.misses),
+        simulated_misses: simulated.misses(),
+        simulated_compulsory: simulated.compulsory,
+        simulated_conflict: simulated.conflict,
+        difference: model.map(|m| m.misses as i64 - simulated.misses() as i64),
+    }
 }
 
 #[cfg(test)]
@@ -745,25 +858,15 @@ mod tests {
     use super::*;
 
     fn level(name: &str, error: Option<&str>) -> MissesLevel {
-        MissesLevel {
-            name: name.into(),
-            size_bytes: 1024,
-            line_bytes: 64,
-            ways: 1,
-            sets: 16,
-            accesses: Some(511),
-            hits: None,
-            misses: None,
-            compulsory: None,
-            capacity: None,
-            conflict: None,
-            fill_bytes: None,
-            method: Some("model"),
-            duration_s: 0.0,
-            error: error.map(str::to_owned),
-            model_error: None,
+        let config = LevelConfig::new(name, 1024, 1, 64).unwrap();
+        let outcome = LevelOutcome {
+            refs: error.map_or(Ok(Vec::new()), |e| Err(e.to_owned())),
             explain: None,
-        }
+            duration_s: 0.0,
+            formulas: None,
+            chambers: None,
+        };
+        MissesLevel::modelled(&config, &outcome)
     }
 
     fn reference(level: &str, compulsory: u64, conflict: u64) -> MissesReference {
