@@ -1,5 +1,5 @@
 //! How `loops` and `report` label and order loops: tree order, kind spelling, and the user's
-//! source line of a loop whose header is inlined code.
+//! source line of a loop whose header is inlined code, read alike in every output.
 
 mod common;
 
@@ -117,4 +117,83 @@ fn an_inlined_header_is_labelled_with_the_users_line() {
         "{node}"
     );
     assert_eq!(node["inlined"][0]["line"], from_line, "{node}");
+}
+
+/// `record --exact` of `stdin_hist` reading 5000 bytes, written to `profile`.
+fn record_exact_reading(bin: &std::path::Path, dir: &std::path::Path, profile: &std::path::Path) {
+    let input = dir.join("input.bin");
+    std::fs::write(&input, vec![7u8; 5000]).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_loopscope"))
+        .args(["record", "-q", "--exact", "-o"])
+        .arg(profile)
+        .arg("--")
+        .arg(bin)
+        .stdin(std::fs::File::open(&input).unwrap())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn an_inlined_header_reads_alike_in_every_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(bin) = compile_fixture("stdin_hist.c", dir.path()) else {
+        return;
+    };
+    let json = loopscope(["loops", bin.to_str().unwrap(), "-f", "main", "--json"]);
+    assert!(json.status.success(), "{}", stderr(&json));
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let Some(read) = json["functions"][0]["loops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["inlined"].as_array().is_some_and(|i| !i.is_empty()))
+    else {
+        eprintln!("skipped: this compiler did not inline getchar into the loop header");
+        return;
+    };
+    let from = read["inlined"][0]["file"].as_str().unwrap();
+    let from = from.rsplit('/').next().unwrap();
+    let from_line = &read["inlined"][0]["line"];
+    let label = format!("stdin_hist.c:{READ_LOOP_LINE} (inlined {from}:{from_line})");
+
+    let a = dir.path().join("a.prof");
+    record_exact_reading(&bin, dir.path(), &a);
+    let b = dir.path().join("b.prof");
+    std::fs::copy(&a, &b).unwrap();
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+
+    let html = dir.path().join("report.html");
+    let firefox = dir.path().join("firefox.json");
+    let out = loopscope([
+        "report",
+        a,
+        "--html",
+        html.to_str().unwrap(),
+        "--firefox",
+        firefox.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let html = std::fs::read_to_string(&html).unwrap();
+    assert!(html.contains(&label), "{label} not in the HTML page");
+    let firefox = std::fs::read_to_string(&firefox).unwrap();
+    let frame = format!("({label})\"");
+    assert!(firefox.contains(&frame), "{frame} not in: {firefox}");
+
+    let merged = loopscope(["report", a, b]);
+    assert!(merged.status.success(), "{}", stderr(&merged));
+    let text = stdout(&merged);
+    let ranks = text
+        .split_once("ranks     ")
+        .unwrap_or_else(|| panic!("no per-rank table in:\n{text}"))
+        .1;
+    assert!(
+        ranks.contains(&label),
+        "{label} not in the per-rank table:\n{ranks}"
+    );
+
+    let mix = loopscope(["mix", a]);
+    assert!(mix.status.success(), "{}", stderr(&mix));
+    let text = stdout(&mix);
+    assert!(text.contains(&label), "{label} not in the mix:\n{text}");
 }

@@ -31,8 +31,11 @@ pub struct RankLoop {
     pub function: Option<String>,
     /// Source file of the loop's header.
     pub file: Option<String>,
-    /// Source line of the loop's header.
+    /// Source line of the loop's header (the user's line it was inlined at, when it is inlined
+    /// code).
     pub line: Option<u32>,
+    /// The header's inlined call chain, innermost first, as [`TreeNode::inlined`].
+    pub inlined: Vec<loopscope_binary::Frame>,
     /// The calling context, outermost first (function and loop names), the loop last.
     pub context: Vec<String>,
     /// Inclusive seconds per rank, in the order of [`RankMerge::ranks`] (0 where a rank never
@@ -334,6 +337,7 @@ fn hottest_loops(
                 function: node.function.clone(),
                 file: node.file.clone(),
                 line: node.line,
+                inlined: node.inlined.clone(),
                 context: path[1..].iter().map(|n| n.name.clone()).collect(),
                 per_rank_s,
                 min_s: if min_s.is_finite() { min_s } else { 0.0 },

@@ -31,18 +31,16 @@ pub struct FirefoxInput<'a> {
     pub report: &'a ProfileReport,
 }
 
-/// A frame's label: a function's name, or `loop 5 (nest.c:28)`.
+/// A frame's label: a function's name, or `loop 5 (nest.c:28)` (`loop 5 (nest.c:28 (inlined
+/// stdio.h:49))` when the header is inlined code).
 pub fn frame_label(node: &TreeNode) -> String {
     if node.kind != "loop" {
         return node.name.clone();
     }
     let id = node.loop_id.unwrap_or(0);
-    match (&node.file, node.line) {
-        (Some(file), Some(line)) => {
-            let base = file.rsplit('/').next().unwrap_or(file);
-            format!("loop {id} ({base}:{line})")
-        }
-        _ => match &node.function {
+    match crate::profile::source_text(node.file.as_deref(), node.line, &node.inlined) {
+        Some(source) => format!("loop {id} ({source})"),
+        None => match &node.function {
             Some(f) => format!("loop {id} (in {f})"),
             None => format!("loop {id}"),
         },
@@ -388,5 +386,16 @@ mod tests {
         n.file = None;
         n.loop_id = Some(2);
         assert_eq!(frame_label(&n), "loop 2 (in main)");
+    }
+
+    #[test]
+    fn an_inlined_loop_header_is_labelled_with_its_inlined_source() {
+        let mut n = node(3, "loop", "loop 5", vec![]);
+        n.inlined = vec![loopscope_binary::Frame {
+            function: Some("getchar".into()),
+            file: Some("/usr/include/x86_64-linux-gnu/bits/stdio.h".into()),
+            line: Some(49),
+        }];
+        assert_eq!(frame_label(&n), "loop 5 (nest.c:28 (inlined stdio.h:49))");
     }
 }

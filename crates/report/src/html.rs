@@ -22,7 +22,7 @@ use crate::misses::render_misses;
 use crate::mix::{format_compact, render_mix_summary};
 use crate::mix_plot::mix_plots;
 use crate::probe::{probe_plots, render_probe};
-use crate::profile::render_profile_header;
+use crate::profile::{render_profile_header, source_text};
 use crate::ranks::render_ranks;
 use crate::roofline::{RooflineAxis, render_roofline_svg};
 use crate::roofline_text::{format_seconds, render_roofline_report};
@@ -479,14 +479,12 @@ fn tree_row(node: &TreeNode, depth: usize, exact: bool) -> String {
     } else {
         node.name.clone()
     };
-    let source = match (&node.file, node.line) {
-        (Some(f), Some(l)) => format!("{}:{l}", f.rsplit('/').next().unwrap_or(f)),
-        _ => node
-            .function
+    let source = source_text(node.file.as_deref(), node.line, &node.inlined).unwrap_or_else(|| {
+        node.function
             .clone()
             .map(|f| format!("in {f}"))
-            .unwrap_or_default(),
-    };
+            .unwrap_or_default()
+    });
     let incl = node.inclusive_share * 100.0;
     let mut row = format!(
         "<span class=\"name\" style=\"padding-left:{:.1}em\">{tag}{}</span>\
@@ -742,6 +740,29 @@ mod tests {
         assert!(
             !html.contains("<section id=\"roofline\">"),
             "empty sections are left out"
+        );
+    }
+
+    #[test]
+    fn an_inlined_loop_header_shows_its_inlined_source() {
+        let mut p = profile();
+        p.tree.children[0].children[0].inlined = vec![loopscope_binary::Frame {
+            function: Some("getchar".into()),
+            file: Some("/usr/include/x86_64-linux-gnu/bits/stdio.h".into()),
+            line: Some(49),
+        }];
+        let html = render_html(&HtmlReport {
+            profiles: vec![Figure {
+                title: "a",
+                command: "c",
+                data: &p,
+            }],
+            ..HtmlReport::default()
+        })
+        .unwrap();
+        assert!(
+            html.contains("a&lt;b&gt;.c:28 (inlined stdio.h:49)"),
+            "{html}"
         );
     }
 

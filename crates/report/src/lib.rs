@@ -58,7 +58,7 @@ pub use names::short_name;
 pub use probe::{probe_plots, render_baseline, render_probe};
 pub use profile::{
     NodeFilter, render_profile_by_loop, render_profile_dot, render_profile_header,
-    render_profile_tree,
+    render_profile_tree, source_text,
 };
 pub use ranks::render_ranks;
 pub use roofline::{RooflineAxis, render_roofline_svg};

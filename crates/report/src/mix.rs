@@ -4,6 +4,7 @@
 
 use loopscope_profile::{MixReport, MixRow};
 
+use crate::profile::source_text;
 use crate::table::{Align, Table};
 
 /// A count with thousands separators: `1,234,567`.
@@ -108,12 +109,9 @@ pub fn render_mix_summary(report: &MixReport) -> String {
 fn row_name(row: &MixRow) -> String {
     match row.kind {
         "loop" => {
-            let source = match (&row.file, row.line) {
-                (Some(file), Some(line)) => {
-                    format!(" {}:{line}", file.rsplit('/').next().unwrap_or(file))
-                }
-                _ => String::new(),
-            };
+            let source = source_text(row.file.as_deref(), row.line, &row.inlined)
+                .map(|s| format!(" {s}"))
+                .unwrap_or_default();
             format!(
                 "{}loop {}{source}",
                 "  ".repeat(row.depth as usize),

@@ -153,14 +153,9 @@ fn type_shares_svg(report: &MixReport) -> Result<String, String> {
 
 /// A row's short label: `main`, `loop 3 nest.c:28`.
 fn row_label(row: &MixRow) -> String {
-    let name = match (&row.file, row.line, row.kind) {
-        (Some(file), Some(line), "loop") => {
-            format!(
-                "{} {}:{line}",
-                row.name,
-                file.rsplit('/').next().unwrap_or(file)
-            )
-        }
+    let source = crate::profile::source_text(row.file.as_deref(), row.line, &row.inlined);
+    let name = match (source, row.kind) {
+        (Some(source), "loop") => format!("{} {source}", row.name),
         _ => row.name.clone(),
     };
     if name.chars().count() > 22 {

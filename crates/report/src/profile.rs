@@ -28,14 +28,28 @@ fn source(node: &TreeNode) -> String {
     source_text(node.file.as_deref(), node.line, &node.inlined).unwrap_or_default()
 }
 
-/// `file:line` of a loop header in the function's own code, followed by where the header's
-/// code comes from when it is inlined: `stdin.c:4 (inlined stdio.h:49)`. File names without
-/// their directories.
-pub(crate) fn source_text(
-    file: Option<&str>,
-    line: Option<u32>,
-    inlined: &[Frame],
-) -> Option<String> {
+/// The source position of a loop header as every output labels it: `file:line` in the
+/// function's own code, followed by where the header's code comes from when it is inlined
+/// (`inlined`, innermost first, as [`TreeNode::inlined`] holds it). File names without their
+/// directories; `None` without a file and a line.
+///
+/// ```
+/// use loopscope_binary::Frame;
+/// use loopscope_report::source_text;
+///
+/// let getchar = Frame {
+///     function: Some("getchar".into()),
+///     file: Some("/usr/include/x86_64-linux-gnu/bits/stdio.h".into()),
+///     line: Some(49),
+/// };
+/// assert_eq!(
+///     source_text(Some("/src/stdin.c"), Some(4), &[getchar]).as_deref(),
+///     Some("stdin.c:4 (inlined stdio.h:49)")
+/// );
+/// assert_eq!(source_text(Some("/src/nest.c"), Some(28), &[]).as_deref(), Some("nest.c:28"));
+/// assert_eq!(source_text(None, Some(28), &[]), None);
+/// ```
+pub fn source_text(file: Option<&str>, line: Option<u32>, inlined: &[Frame]) -> Option<String> {
     let short = |f: &str| f.rsplit('/').next().unwrap_or(f).to_owned();
     let (Some(file), Some(line)) = (file, line) else {
         return None;

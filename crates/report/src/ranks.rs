@@ -3,6 +3,7 @@
 
 use loopscope_profile::RankMerge;
 
+use crate::profile::source_text;
 use crate::roofline_text::format_seconds;
 use crate::table::{Align, Table};
 
@@ -27,10 +28,7 @@ pub fn render_ranks(merge: &RankMerge) -> String {
         table = table.align(c, Align::Right);
     }
     for l in &merge.imbalance {
-        let source = match (&l.file, l.line) {
-            (Some(f), Some(line)) => format!("{}:{line}", f.rsplit('/').next().unwrap_or(f)),
-            _ => String::new(),
-        };
+        let source = source_text(l.file.as_deref(), l.line, &l.inlined).unwrap_or_default();
         let name = match &l.function {
             Some(f) => format!("{} in {f}", l.name),
             None => l.name.clone(),

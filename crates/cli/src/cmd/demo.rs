@@ -669,10 +669,8 @@ fn collect_loops(node: &TreeNode, function: Option<&str>, out: &mut Vec<LoopLine
     };
     let inner_loops = node.children.iter().any(|c| c.kind == "loop");
     if node.kind == "loop" && !inner_loops {
-        let source = match (&node.file, node.line) {
-            (Some(f), Some(l)) => format!("{}:{l}", f.rsplit('/').next().unwrap_or(f)),
-            _ => String::new(),
-        };
+        let source = loopscope_report::source_text(node.file.as_deref(), node.line, &node.inlined)
+            .unwrap_or_default();
         out.push(LoopLine {
             name: match function {
                 Some(f) => format!("{} in {f}", node.name),
