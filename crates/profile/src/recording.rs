@@ -96,3 +96,37 @@ impl ObjectRef {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_another_build_id_than_the_recorded_one_is_a_mismatch() {
+        let object = |build_id: Option<&str>| ObjectRef {
+            path: "/bin/app".into(),
+            build_id: build_id.map(str::to_owned),
+        };
+        let file = Path::new("/tmp/app.orig");
+        assert!(
+            object(Some("aa11"))
+                .build_id_mismatch(file, Some("aa11"))
+                .is_none()
+        );
+        assert!(object(None).build_id_mismatch(file, Some("bb22")).is_none());
+        let refusal = object(Some("aa11")).build_id_mismatch(file, None).unwrap();
+        assert_eq!(
+            refusal.to_string(),
+            "/tmp/app.orig: build-id none differs from the recorded aa11 (rebuilt since `record`?)"
+        );
+        assert!(refusal.is_bad_input());
+        let refusal = object(Some("aa11"))
+            .build_id_mismatch(file, Some("bb22"))
+            .unwrap();
+        assert!(
+            refusal
+                .to_string()
+                .contains("build-id bb22 differs from the recorded aa11")
+        );
+    }
+}
