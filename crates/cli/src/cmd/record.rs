@@ -69,18 +69,22 @@ pub struct RecordArgs {
     /// runtime's): their functions and loops get nodes of their own below `name@plt`.
     #[arg(long)]
     pub libraries: bool,
-    /// The sampling event (sample back-end) [default: auto].
-    #[arg(long, value_enum)]
+    /// The sampling event (sample back-end), [`DEFAULT_EVENT`] when not given. Options, not
+    /// clap defaults, so that giving one with another back-end can be refused; the help
+    /// names the defaults from the constants ([`event_help`] and the others).
+    #[arg(long, value_enum, help = event_help())]
     pub event: Option<Event>,
-    /// Samples per second and thread (sample back-end) [default: 1000].
-    #[arg(long, value_name = "HZ")]
+    /// Samples per second and thread (sample back-end), [`DEFAULT_FREQUENCY_HZ`] when not
+    /// given.
+    #[arg(long, value_name = "HZ", help = freq_help())]
     pub freq: Option<u64>,
-    /// Bytes of user stack copied with each sample for unwinding (sample back-end; up to
-    /// 65528): deeper call chains are cut, their callers missing [default: 16384].
+    /// Bytes of user stack copied with each sample for unwinding (sample back-end),
+    /// [`DEFAULT_STACK_BYTES`] when not given.
     #[arg(
         long,
         value_name = "N",
-        value_parser = clap::value_parser!(u32).range(8..=i64::from(MAX_STACK_BYTES))
+        value_parser = clap::value_parser!(u32).range(8..=i64::from(MAX_STACK_BYTES)),
+        help = stack_bytes_help()
     )]
     pub stack_bytes: Option<u32>,
     /// Also run the command once without loopscope first, for the overhead line of `report`.
@@ -97,6 +101,39 @@ pub struct RecordArgs {
         value_name = "CMD"
     )]
     pub command: Vec<OsString>,
+}
+
+/// The event the sample back-end uses when `--event` is not given.
+const DEFAULT_EVENT: Event = Event::Auto;
+
+/// `help` followed by the default as clap writes its own: `… [default: 1000]`.
+fn with_default(help: &str, default: impl std::fmt::Display) -> String {
+    format!("{help} [default: {default}]")
+}
+
+fn event_help() -> String {
+    let name = DEFAULT_EVENT
+        .to_possible_value()
+        .map(|v| v.get_name().to_owned())
+        .unwrap_or_default();
+    with_default("The sampling event (sample back-end)", name)
+}
+
+fn freq_help() -> String {
+    with_default(
+        "Samples per second and thread (sample back-end)",
+        DEFAULT_FREQUENCY_HZ,
+    )
+}
+
+fn stack_bytes_help() -> String {
+    with_default(
+        &format!(
+            "Bytes of user stack copied with each sample for unwinding (sample back-end; up to \
+             {MAX_STACK_BYTES}): deeper call chains are cut, their callers missing"
+        ),
+        DEFAULT_STACK_BYTES,
+    )
 }
 
 /// Runs `record`.
@@ -164,7 +201,7 @@ pub fn run(args: &RecordArgs, ui: &Ui) -> anyhow::Result<()> {
         .collect();
     let mut profile = match backend {
         Backend::Sample => {
-            let event = match args.event.unwrap_or(Event::Auto) {
+            let event = match args.event.unwrap_or(DEFAULT_EVENT) {
                 Event::Auto => EventChoice::Auto,
                 Event::Instructions => EventChoice::Instructions,
                 Event::CacheMisses => EventChoice::CacheMisses,
@@ -313,4 +350,58 @@ fn check_writable(output: &std::path::Path) -> anyhow::Result<()> {
     loopscope_machine::check_write_target(output)
         .map(drop)
         .map_err(|e| bad_input(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{Args, Command, FromArgMatches};
+
+    use super::*;
+
+    fn help() -> String {
+        RecordArgs::augment_args(Command::new("record"))
+            .term_width(10_000)
+            .render_help()
+            .to_string()
+    }
+
+    fn line_of<'h>(help: &'h str, flag: &str) -> &'h str {
+        help.lines()
+            .find(|l| l.trim_start().starts_with(flag))
+            .unwrap_or_else(|| panic!("no {flag} in\n{help}"))
+    }
+
+    #[test]
+    fn the_help_names_the_defaults_the_code_uses() {
+        let help = help();
+        let freq = line_of(&help, "--freq");
+        assert!(
+            freq.ends_with(&format!("[default: {DEFAULT_FREQUENCY_HZ}]")),
+            "{freq}"
+        );
+        let stack = line_of(&help, "--stack-bytes");
+        assert!(
+            stack.ends_with(&format!("[default: {DEFAULT_STACK_BYTES}]")),
+            "{stack}"
+        );
+        assert!(
+            stack.contains(&format!("up to {MAX_STACK_BYTES})")),
+            "{stack}"
+        );
+        let event = line_of(&help, "--event");
+        let name = DEFAULT_EVENT.to_possible_value().unwrap();
+        assert!(
+            event.contains(&format!("[default: {}]", name.get_name())),
+            "{event}"
+        );
+    }
+
+    #[test]
+    fn the_sampling_flags_stay_unset_when_not_given() {
+        let matches = RecordArgs::augment_args(Command::new("record"))
+            .try_get_matches_from(["record", "--", "./app"])
+            .unwrap();
+        let args = RecordArgs::from_arg_matches(&matches).unwrap();
+        assert!(args.event.is_none() && args.freq.is_none() && args.stack_bytes.is_none());
+    }
 }

@@ -44,9 +44,15 @@ pub struct ReportArgs {
     /// largest self share.
     #[arg(long, value_name = "N", conflicts_with = "threshold")]
     pub hot: Option<usize>,
-    /// Hot nodes: inclusive share at least P percent [default: 1].
-    #[arg(long, value_name = "P", value_parser = crate::values::percent, allow_hyphen_values = true)]
-    pub threshold: Option<f64>,
+    /// Hot nodes: inclusive share at least P percent.
+    #[arg(
+        long,
+        value_name = "P",
+        value_parser = crate::values::percent,
+        allow_hyphen_values = true,
+        default_value_t = DEFAULT_THRESHOLD_PERCENT
+    )]
+    pub threshold: f64,
     /// Show every node, hot or not.
     #[arg(long)]
     pub all: bool,
@@ -63,12 +69,15 @@ pub struct ReportArgs {
     pub html: Option<PathBuf>,
 }
 
+/// The `--threshold` of hot nodes when it is not given (and `--hot` is not either).
+const DEFAULT_THRESHOLD_PERCENT: f64 = 1.0;
+
 /// Runs `report`.
 pub fn run(args: &ReportArgs, ui: &Ui) -> anyhow::Result<()> {
-    let rule = match (args.hot, args.threshold) {
-        (Some(0), _) => return Err(bad_input("--hot 0: expected a rank of 1 or more")),
-        (Some(rank), _) => HotRule::Rank(rank),
-        (None, p) => HotRule::Share(p.unwrap_or(1.0) / 100.0),
+    let rule = match args.hot {
+        Some(0) => return Err(bad_input("--hot 0: expected a rank of 1 or more")),
+        Some(rank) => HotRule::Rank(rank),
+        None => HotRule::Share(args.threshold / 100.0),
     };
     if args.profiles.len() > 1 {
         return run_merged(args, rule, ui);
@@ -290,4 +299,46 @@ fn write_html(
     write_atomically(out, render_html(&page)?.as_bytes())?;
     ui.done(format!("wrote {}", out.display()));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{Args, Command, FromArgMatches};
+
+    use super::*;
+
+    #[test]
+    fn the_help_names_the_threshold_the_code_uses() {
+        let help = ReportArgs::augment_args(Command::new("report"))
+            .term_width(10_000)
+            .render_help()
+            .to_string();
+        let line = help
+            .lines()
+            .find(|l| l.trim_start().starts_with("--threshold"))
+            .unwrap_or_else(|| panic!("no --threshold in\n{help}"));
+        assert!(
+            line.ends_with(&format!("[default: {DEFAULT_THRESHOLD_PERCENT}]")),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn the_default_threshold_does_not_conflict_with_hot() {
+        let command = ReportArgs::augment_args(Command::new("report"));
+        let matches = command
+            .clone()
+            .try_get_matches_from(["report", "--hot", "3"])
+            .unwrap();
+        let args = ReportArgs::from_arg_matches(&matches).unwrap();
+        assert_eq!(
+            (args.hot, args.threshold),
+            (Some(3), DEFAULT_THRESHOLD_PERCENT)
+        );
+        assert!(
+            command
+                .try_get_matches_from(["report", "--hot", "3", "--threshold", "5"])
+                .is_err()
+        );
+    }
 }
