@@ -15,6 +15,22 @@ pub enum KernelError {
         /// What was found and what was expected.
         message: String,
     },
+    /// A product or division that is not affine: of two loop variables, a division of a loop
+    /// variable, or of symbols one of which has no value. The expression is kept apart so
+    /// callers can tell what it names without reading the message.
+    #[error("{origin}:{line}:{column}: `{expression}`: {reason}")]
+    NotAffine {
+        /// The kernel file (or another name for the text).
+        origin: String,
+        /// 1-based line.
+        line: u32,
+        /// 1-based column (in characters).
+        column: u32,
+        /// The product or division, with the kernel's names (`j*N`, `(j+1)*i`).
+        expression: String,
+        /// Why it is not affine, and what would make it so.
+        reason: String,
+    },
     /// A symbol (loop bound, extent or subscript constant) has no value: it needs `-D NAME=VALUE`,
     /// or, when only arithmetic reads it, a scalar declaration.
     #[error("{origin}:{line}:{column}: symbol `{name}` has no value ({fix})")]

@@ -756,7 +756,6 @@ impl Parser {
     /// Why `a op b` is refused: loop variables on both sides of a product or in a division, or
     /// a parameter without a value.
     fn not_affine(&self, a: &Affine, op: char, b: &Affine, pos: Pos) -> KernelError {
-        let text = self.render_op(a, op, b);
         let has_loop = |e: &Affine| e.terms.iter().any(|(s, _)| matches!(s, Sym::Loop(_)));
         let unbound = |e: &Affine| {
             e.terms.iter().find_map(|&(s, _)| match s {
@@ -775,15 +774,21 @@ impl Parser {
             .into_iter()
             .filter(|e| !has_loop(e))
             .find_map(unbound);
-        let message = match name {
+        let reason = match name {
             Some(name) if !loops => format!(
-                "`{text}`: a {what} of symbols is affine only once `{name}` has a value \
+                "a {what} of symbols is affine only once `{name}` has a value \
                  (give it with -D {name}=VALUE)"
             ),
-            _ if op == '*' => format!("`{text}`: a product of two loop variables is not affine"),
-            _ => format!("`{text}`: a division of a loop variable is not affine"),
+            _ if op == '*' => "a product of two loop variables is not affine".to_owned(),
+            _ => "a division of a loop variable is not affine".to_owned(),
         };
-        self.error_at(pos, message)
+        KernelError::NotAffine {
+            origin: self.origin.clone(),
+            line: pos.line,
+            column: pos.column,
+            expression: self.render_op(a, op, b),
+            reason,
+        }
     }
 
     /// `a op b` with this kernel's names, each side parenthesised when it has several terms.

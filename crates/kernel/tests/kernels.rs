@@ -302,6 +302,11 @@ fn products_stay_refused_when_not_affine_or_unbound() {
         "k.c:7:12: `j*N`: a product of symbols is affine only once `N` has a value (give it \
          with -D N=VALUE)"
     );
+    // Callers (misses --symbolic) take the expression from the error, not from its message.
+    assert!(matches!(
+        parse_kernel_with_values(LINEAR_5PT, "k.c", &values(&[("M", 4)])).unwrap_err(),
+        KernelError::NotAffine { expression, .. } if expression == "j*N"
+    ));
     assert_eq!(
         error(LINEAR_5PT),
         "k.c:1:11: `M*N`: a product of symbols is affine only once `M` has a value (give it \

@@ -265,50 +265,68 @@ fn read_keeping_symbolic(
         Ok((_, kernel)) => return refuse_folded(request, names).map(|()| kernel),
         Err(e) => e,
     };
-    // With placeholder values for `names`, an error that goes away or moves was about them.
-    let mut placeholders = request.define.to_vec();
-    placeholders.extend(names.iter().map(|n| ((*n).to_owned(), 1)));
-    let about_names = match read_kernel_file_with_values(request.kernel, &placeholders) {
-        Ok(_) => true,
-        Err(other) => other != error,
-    };
-    match error {
+    let about_names = || is_about_names(request, names, &error);
+    Err(match &error {
+        KernelError::NotAffine {
+            origin,
+            line,
+            column,
+            expression,
+            ..
+        } if about_names() => needs_a_value(
+            &format!("{origin}:{line}:{column}"),
+            Some(expression),
+            names,
+        ),
+        // Another error that a value for `names` would take away: the reader does not say
+        // which expression, but a value is what it misses.
         KernelError::Syntax {
             origin,
             line,
             column,
-            message,
-        } if about_names => {
-            let expression = message
-                .strip_prefix('`')
-                .and_then(|m| m.split_once('`'))
-                .map(|(text, _)| text.to_owned());
-            let text = expression.as_deref().unwrap_or_default();
-            let words: Vec<&str> = text
-                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                .collect();
-            let mut free: Vec<&str> = names
-                .iter()
-                .copied()
-                .filter(|n| words.contains(n))
-                .collect();
-            if free.is_empty() {
-                free = names.to_vec();
-            }
-            let free = free.join(", ");
-            let what = expression.map_or_else(
-                || "a product or division here".to_owned(),
-                |text| format!("`{text}`"),
-            );
-            Err(AnalyticError::Request(format!(
-                "{origin}:{line}:{column}: {what} is affine only once {free} has a value, and \
-                 --symbolic leaves it free, so the kernel cannot be counted as a formula in it \
-                 (`--scan {}=LO..HI` counts each value exactly)",
-                free.split(", ").next().unwrap_or_default()
-            )))
-        }
-        e => Err(e.into()),
+            ..
+        } if about_names() => needs_a_value(&format!("{origin}:{line}:{column}"), None, names),
+        _ => error.into(),
+    })
+}
+
+/// Whether reading the kernel failed with `error` for want of values for `names`: with
+/// placeholder values for them the error goes away or moves.
+fn is_about_names(request: &MissesRequest<'_>, names: &[&str], error: &KernelError) -> bool {
+    let mut placeholders = request.define.to_vec();
+    placeholders.extend(names.iter().map(|n| ((*n).to_owned(), 1)));
+    match read_kernel_file_with_values(request.kernel, &placeholders) {
+        Ok(_) => true,
+        Err(other) => other != *error,
     }
+}
+
+/// The refusal of a product or division at `place` (`expression`, when the reader names it)
+/// that is affine only once some of `names` (those it holds, else all) have a value.
+fn needs_a_value(place: &str, expression: Option<&str>, names: &[&str]) -> AnalyticError {
+    let words: Vec<&str> = expression
+        .unwrap_or_default()
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .collect();
+    let mut free: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| words.contains(n))
+        .collect();
+    if free.is_empty() {
+        free = names.to_vec();
+    }
+    let what = expression.map_or_else(
+        || "a product or division here".to_owned(),
+        |text| format!("`{text}`"),
+    );
+    AnalyticError::Request(format!(
+        "{place}: {what} is affine only once {} has a value, and --symbolic leaves it free, so \
+         the kernel cannot be counted as a formula in it (`--scan {}=LO..HI` counts each value \
+         exactly)",
+        free.join(", "),
+        free.first().copied().unwrap_or_default()
+    ))
 }
 
 /// Refuses a name of `names` multiplied or divided by a parameter with a value (`M*N` with
@@ -439,4 +457,26 @@ fn formulas_level(
         })
         .collect();
     level
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_names_the_symbolic_parameters_its_expression_holds() {
+        let named = needs_a_value("k.c:7:12", Some("j*N"), &["M", "N"]).to_string();
+        assert_eq!(
+            named,
+            "k.c:7:12: `j*N` is affine only once N has a value, and --symbolic leaves it free, so \
+             the kernel cannot be counted as a formula in it (`--scan N=LO..HI` counts each value \
+             exactly)"
+        );
+        // Without the expression, every symbolic parameter may be the one it needs.
+        let unnamed = needs_a_value("k.c:7:12", None, &["M", "N"]).to_string();
+        assert!(
+            unnamed.starts_with("k.c:7:12: a product or division here is affine only once M, N"),
+            "{unnamed}"
+        );
+    }
 }
