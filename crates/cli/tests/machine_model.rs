@@ -185,6 +185,42 @@ fn measured_sizes_change_the_rooflines_traffic_and_advertised_brings_it_back() {
 }
 
 #[test]
+fn the_l3s_streaming_size_is_simulated_where_the_probe_measured_one() {
+    let with_streaming = MACHINE.replace(
+        "size_bytes = 4194304\n",
+        "size_bytes = 4194304\nstreaming_size_bytes = 12582912\n",
+    );
+    assert_ne!(with_streaming, MACHINE);
+    let file = machine_file(&with_streaming);
+    let m = file.path().to_str().unwrap();
+    let triad = triad();
+    // 8 MiB of arrays: past where random loads miss, inside what a stream finds.
+    let base = ["roofline", triad.as_str(), "-D", "N=262144", "-m", m];
+    let effective = json(&base);
+    assert_eq!(bytes_through(&effective, "MEM"), 0);
+    assert_eq!(effective["prediction"]["limit"], "L3");
+    assert_eq!(
+        effective["kernel"]["caches"][2],
+        "L3 12 MiB (measured streaming; random loads 4 MiB; 32 MiB advertised)"
+    );
+    let misses = json(&["misses", triad.as_str(), "-D", "N=1000", "-m", m]);
+    let l3 = misses["levels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["name"] == "L3");
+    assert_eq!(l3.unwrap()["size_bytes"], 12 << 20);
+    let machine = loopscope(&["machine", "-m", m]);
+    let stdout = String::from_utf8_lossy(&machine.stdout);
+    let measured = stdout.split("\nmeasured").nth(1).unwrap_or_default();
+    let row = measured
+        .lines()
+        .find(|l| l.starts_with("L3 "))
+        .unwrap_or_default();
+    assert!(row.contains("4 MiB") && row.contains("12 MiB"), "{stdout}");
+}
+
+#[test]
 fn misses_and_simulate_take_the_measured_sizes_unless_told_otherwise() {
     let file = machine_file(MACHINE);
     let m = file.path().to_str().unwrap();
@@ -238,7 +274,11 @@ fn probe_out_then_machine_roofline_and_misses_agree() {
             .iter()
             .find(|c| c["level"] == number && c["kind"] != "instruction");
         if let Some(c) = probed {
-            let probed = c["size_bytes"].as_u64().unwrap();
+            // The last level's streaming size where the probe measured one.
+            let probed = c["streaming_size_bytes"]
+                .as_u64()
+                .or(c["size_bytes"].as_u64())
+                .unwrap();
             assert!(
                 size <= probed.max(set_bytes) && probed < size + set_bytes,
                 "{name}: misses {size} B, probe {probed} B"

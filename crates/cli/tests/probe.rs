@@ -158,6 +158,7 @@ fn a_quick_run_writes_the_measured_section_plots_and_json() {
             .any(|n| n.as_str().unwrap().starts_with("data TLB: ")),
         "{notes:?}"
     );
+    check_streaming(&json);
     // The machine file now holds the measured section and reads back.
     let machine = std::fs::read_to_string(&out).unwrap();
     assert!(
@@ -185,6 +186,57 @@ fn a_quick_run_writes_the_measured_section_plots_and_json() {
         page_walk.contains("pages touched"),
         "the page walk's own title"
     );
+}
+
+/// The last level's streaming sweep: a note either way; when the chase reached the last
+/// level, a curve rising in size; a streaming size only inside the curve.
+fn check_streaming(json: &serde_json::Value) {
+    let notes = json["notes"].as_array().unwrap();
+    let note = notes
+        .iter()
+        .filter_map(|n| n.as_str())
+        .find(|n| n.contains(" streaming size "));
+    let curve = json["curves"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "streaming_triad");
+    let Some(curve) = curve else {
+        assert!(
+            note.is_none(),
+            "a streaming note without its curve: {note:?}"
+        );
+        eprintln!("note: the chase did not reach the last level here, so no streaming sweep");
+        return;
+    };
+    assert!(
+        note.is_some(),
+        "the streaming curve without its note: {notes:?}"
+    );
+    let sizes: Vec<u64> = curve["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["size_bytes"].as_u64().unwrap())
+        .collect();
+    assert!(
+        sizes.len() >= 2 && sizes.windows(2).all(|w| w[1] > w[0]),
+        "{sizes:?}"
+    );
+    let last_level = json["caches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["kind"] != "instruction")
+        .max_by_key(|c| c["level"].as_u64())
+        .unwrap();
+    if let Some(streaming) = last_level["streaming_size_bytes"].as_u64() {
+        assert!(
+            sizes[0] <= streaming && streaming <= sizes[sizes.len() - 1],
+            "{streaming} outside {sizes:?}"
+        );
+        assert!(note.unwrap().contains("roofline and misses simulate"));
+    }
 }
 
 #[test]

@@ -163,6 +163,7 @@ mod tests {
                 advertised_size_bytes: Some(32768),
                 confidence: 0.93,
                 method: "pointer chase".into(),
+                streaming_size_bytes: Some(65536),
             }],
             bandwidth: vec![Bandwidth {
                 level: "MEM".into(),

@@ -321,6 +321,12 @@ pub struct MeasuredCache {
     /// How it was measured (for example `pointer chase, random cyclic permutation`).
     #[serde(default)]
     pub method: String,
+    /// For the last level: the working set up to which a sequential stream (the triad, one
+    /// thread) still runs at this level's bandwidth rather than memory's. It can differ from
+    /// `size_bytes`, which is where random loads start to miss; the models of loop kernels
+    /// (`roofline`, `misses`) simulate the level at this size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streaming_size_bytes: Option<u64>,
 }
 
 /// One bandwidth measurement.

@@ -124,6 +124,12 @@ fn check_measured(
                 ));
             }
         }
+        if c.streaming_size_bytes == Some(0) {
+            return Err(bad(
+                &format!("{key}.streaming_size_bytes"),
+                "is 0: expected a size in bytes above 0".into(),
+            ));
+        }
     }
     if let Some(p) = &measured.peak_gflops {
         positive("measured.peak_gflops.dp".into(), p.dp)?;

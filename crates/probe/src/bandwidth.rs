@@ -134,6 +134,8 @@ pub struct BandwidthSample {
     pub gb_per_s: f64,
     /// Including write-allocate reads.
     pub gb_per_s_with_write_allocate: f64,
+    /// The median trial's rate as the kernel counts it, to show the noise.
+    pub median_gb_per_s: f64,
 }
 
 /// Runs `kernel` on one thread per CPU in `cpus`, each over its own `per_thread_bytes`,
@@ -149,15 +151,17 @@ pub fn measure_bandwidth(
     let rates = on_each_cpu(
         cpus,
         || Arrays::new(kernel, per_thread_bytes),
-        |arrays| arrays.map(|a| best_rate(&a, kernel, simd, duration, trials)),
+        |arrays| arrays.map(|a| trial_rates(&a, kernel, simd, duration, trials)),
     );
     let mut elements_per_s = 0.0;
+    let mut median_elements_per_s = 0.0;
     let mut elements = 0;
     for rate in rates {
-        let (rate, n) =
+        let rates =
             rate.unwrap_or_else(|| Err(ProbeError::Invalid("kernel thread panicked".into())))?;
-        elements_per_s += rate;
-        elements = n;
+        elements_per_s += rates.best;
+        median_elements_per_s += rates.median;
+        elements = rates.elements;
     }
     let (bytes, with_wa) = kernel.bytes_per_element();
     Ok(BandwidthSample {
@@ -166,31 +170,43 @@ pub fn measure_bandwidth(
         working_set_bytes: elements * 8 * kernel.arrays() as u64 * cpus.len() as u64,
         gb_per_s: elements_per_s * bytes as f64 / 1e9,
         gb_per_s_with_write_allocate: elements_per_s * with_wa as f64 / 1e9,
+        median_gb_per_s: median_elements_per_s * bytes as f64 / 1e9,
     })
 }
 
-/// Elements per second of the best trial, and the elements per pass.
-fn best_rate(
+/// One thread's trials: elements per second of the best and the median trial.
+struct TrialRates {
+    best: f64,
+    median: f64,
+    elements: u64,
+}
+
+fn trial_rates(
     arrays: &Arrays,
     kernel: Kernel,
     simd: Simd,
     duration: Duration,
     trials: u32,
-) -> (f64, u64) {
+) -> TrialRates {
     std::hint::black_box(arrays.run(kernel, simd));
     let per_trial = duration / trials.max(1);
-    let mut best = 0.0f64;
-    for _ in 0..trials.max(1) {
-        let start = Instant::now();
-        let mut passes = 0u64;
-        while passes == 0 || start.elapsed() < per_trial {
-            std::hint::black_box(arrays.run(kernel, simd));
-            passes += 1;
-        }
-        let rate = (passes * arrays.elements as u64) as f64 / start.elapsed().as_secs_f64();
-        best = best.max(rate);
+    let mut rates: Vec<f64> = (0..trials.max(1))
+        .map(|_| {
+            let start = Instant::now();
+            let mut passes = 0u64;
+            while passes == 0 || start.elapsed() < per_trial {
+                std::hint::black_box(arrays.run(kernel, simd));
+                passes += 1;
+            }
+            (passes * arrays.elements as u64) as f64 / start.elapsed().as_secs_f64()
+        })
+        .collect();
+    rates.sort_by(f64::total_cmp);
+    TrialRates {
+        best: rates[rates.len() - 1],
+        median: rates[rates.len() / 2],
+        elements: arrays.elements as u64,
     }
-    (best, arrays.elements as u64)
 }
 
 /// The kernels themselves, one vector width per module, dispatched on [`Simd`].

@@ -512,6 +512,7 @@ pub fn level_caches(levels: &[LevelKnee], core_hz: f64) -> Vec<MeasuredCache> {
                 ),
                 _ => format!("{}: random cyclic permutation of 64-byte lines", l.method),
             },
+            streaming_size_bytes: None,
         })
         .collect()
 }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use loopscope_machine::{Bandwidth, CacheKind, Machine, Measured, PeakGflops};
+use loopscope_machine::{Bandwidth, CacheKind, Machine, Measured, MeasuredCache, PeakGflops};
 use serde::Serialize;
 
 use crate::ProbeError;
@@ -24,6 +24,10 @@ use crate::levels::{
 };
 use crate::plateau::memory_plateau_reached;
 use crate::simd::Simd;
+use crate::streaming::{
+    STREAMING_CURVE, STREAMING_UNIT, ns_per_line, streaming_knee, streaming_note, streaming_spans,
+    streaming_sweep_done,
+};
 use crate::timer::{Timer, add_latency_ns, allowed_cpus, pin_current_thread};
 use crate::tlb::{PAGE_WALK_CURVE, page_walk_note, page_walk_spans, tlb_knees};
 
@@ -91,6 +95,8 @@ struct Budget {
     chase_far_repeats: u32,
     kernel_time: Duration,
     kernel_trials: u32,
+    /// Points per octave of the last level's streaming sweep.
+    streaming_per_octave: u32,
     flops_time: Duration,
     calibration: Duration,
 }
@@ -110,6 +116,7 @@ impl Budget {
                 chase_far_repeats: 11,
                 kernel_time: Duration::from_millis(15),
                 kernel_trials: 1,
+                streaming_per_octave: 2,
                 flops_time: Duration::from_millis(60),
                 calibration: Duration::from_millis(30),
             }
@@ -126,6 +133,7 @@ impl Budget {
                 chase_far_repeats: 11,
                 kernel_time: Duration::from_millis(120),
                 kernel_trials: 3,
+                streaming_per_octave: 4,
                 flops_time: Duration::from_millis(300),
                 calibration: Duration::from_millis(100),
             }
@@ -158,9 +166,9 @@ pub fn run_probe(
         core_clock,
         add_latency_ns,
         pinned,
-        curves,
+        mut curves,
         mut notes,
-        caches,
+        mut caches,
         memory_latency_ns,
     } = serial;
     let simd = Simd::detect();
@@ -179,6 +187,22 @@ pub fn run_probe(
             kernels_started.elapsed().as_secs_f64()
         ));
     }
+    if !stop.load(Ordering::Relaxed) {
+        progress("streaming sweep", 0.9);
+        let sweep_started = Instant::now();
+        let sweep = StreamingSweep {
+            machine,
+            bandwidth: &bandwidth,
+            cpu: cpus[0],
+            simd,
+            budget: &budget,
+        };
+        curves.extend(sweep.run(&mut caches, stop, &mut notes)?);
+        notes.push(format!(
+            "phase times: streaming sweep {:.1} s",
+            sweep_started.elapsed().as_secs_f64()
+        ));
+    }
     let mut flops = Vec::new();
     if !stop.load(Ordering::Relaxed) {
         progress("peak FLOPs", 0.95);
@@ -195,7 +219,6 @@ pub fn run_probe(
     let peak_gflops = peak(&flops, machine, core_clock.hz, &mut notes);
     progress("done", 1.0);
     let partial = stop.load(Ordering::Relaxed);
-    let mut caches = caches;
     caches.sort_by_key(|c| (c.level, c.kind));
     Ok(ProbeReport {
         measured: Measured {
@@ -224,7 +247,7 @@ struct Serial {
     pinned: bool,
     curves: Vec<Curve>,
     notes: Vec<String>,
-    caches: Vec<loopscope_machine::MeasuredCache>,
+    caches: Vec<MeasuredCache>,
     memory_latency_ns: Option<f64>,
     add_latency_ns: f64,
 }
@@ -983,7 +1006,7 @@ fn bandwidth_run(
 
 fn bandwidths(
     machine: &Machine,
-    caches: &[loopscope_machine::MeasuredCache],
+    caches: &[MeasuredCache],
     cpus: &[usize],
     simd: Simd,
     budget: &Budget,
@@ -1062,6 +1085,97 @@ fn bandwidths(
     Ok(out)
 }
 
+/// Fewest trials of each streaming-sweep point: one slowed trial must not end the level.
+const SWEEP_TRIALS: u32 = 3;
+
+/// The last level's streaming sweep (see `streaming`), between the single-thread triad
+/// measurements at the level's and at memory's working sets.
+struct StreamingSweep<'a> {
+    machine: &'a Machine,
+    bandwidth: &'a [Bandwidth],
+    cpu: usize,
+    simd: Simd,
+    budget: &'a Budget,
+}
+
+impl StreamingSweep<'_> {
+    /// Sets the last data level's `streaming_size_bytes` when the sweep finds it, notes what
+    /// it found either way, and returns the curve; nothing when the chase did not reach the
+    /// machine's last level or either end's triad is missing.
+    fn run(
+        &self,
+        caches: &mut [MeasuredCache],
+        stop: &AtomicBool,
+        notes: &mut Vec<String>,
+    ) -> Result<Option<Curve>, ProbeError> {
+        let last_advertised = self.machine.data_caches().map(|c| c.level).max();
+        let Some(last) = caches
+            .iter_mut()
+            .filter(|c| c.kind != CacheKind::Instruction)
+            .max_by_key(|c| c.level)
+            .filter(|c| last_advertised.is_none_or(|l| l == c.level))
+        else {
+            return Ok(None);
+        };
+        let level = format!("L{}", last.level);
+        let (Some(at_level), Some(at_memory)) = (self.triad(&level), self.triad("MEM")) else {
+            return Ok(None);
+        };
+        // Other work only ever slows a kernel: the level's time is the fastest of its own
+        // measurement and the sweep's points.
+        let mut level_ns = ns_per_line(at_level.gb_per_s);
+        let memory_ns = ns_per_line(at_memory.gb_per_s);
+        let spans = streaming_spans(
+            (at_level.working_set_bytes as f64 * std::f64::consts::SQRT_2) as u64,
+            at_memory.working_set_bytes / 2,
+            self.budget.streaming_per_octave,
+        );
+        let mut points = Vec::new();
+        for span in spans {
+            if stop.load(Ordering::Relaxed) || streaming_sweep_done(&points, level_ns, memory_ns) {
+                break;
+            }
+            let s = measure_bandwidth(
+                Kernel::Triad,
+                self.simd,
+                &[self.cpu],
+                span,
+                self.budget.kernel_time,
+                self.budget.kernel_trials.max(SWEEP_TRIALS),
+            )?;
+            level_ns = level_ns.min(ns_per_line(s.gb_per_s));
+            points.push(Point {
+                size_bytes: s.working_set_bytes,
+                value: ns_per_line(s.gb_per_s),
+                median: ns_per_line(s.median_gb_per_s),
+            });
+        }
+        let knee = streaming_knee(&points, level_ns, memory_ns);
+        notes.push(streaming_note(
+            &level,
+            knee.as_ref(),
+            &points,
+            last.size_bytes,
+            level_ns,
+            memory_ns,
+        ));
+        last.streaming_size_bytes = knee.map(|k| k.size_bytes);
+        Ok(Some(Curve {
+            name: STREAMING_CURVE.into(),
+            unit: STREAMING_UNIT.into(),
+            points,
+            knees: knee.into_iter().collect(),
+        }))
+    }
+
+    /// The single-thread triad at `level`'s working set.
+    fn triad(&self, level: &str) -> Option<&Bandwidth> {
+        self.bandwidth
+            .iter()
+            .find(|b| b.level == level && b.kernel == "triad" && b.threads == 1)
+    }
+}
+
 /// The all-core FLOP rate, with a note comparing it with the theoretical peak.
 fn peak(
     flops: &[FlopsSample],
@@ -1117,6 +1231,7 @@ mod tests {
                 advertised_size_bytes: Some(32768),
                 confidence: 0.75,
                 method: "random jump chain".into(),
+                streaming_size_bytes: None,
             }],
             bandwidth: vec![Bandwidth {
                 level: "MEM".into(),

@@ -105,19 +105,35 @@ pub(crate) fn render_measured(measured: &Measured) -> String {
         let _ = writeln!(out, "clock     core {:.3} GHz", hz / 1e9);
     }
     if !measured.caches.is_empty() {
-        let mut table = Table::new(["cache", "size", "advertised", "latency", "", "confidence"]);
-        for c in 1..6 {
+        // The streaming column only when the probe measured one (the last level's).
+        let streaming = measured
+            .caches
+            .iter()
+            .any(|c| c.streaming_size_bytes.is_some());
+        let mut header = vec!["cache", "size"];
+        if streaming {
+            header.push("streaming");
+        }
+        header.extend(["advertised", "latency", "", "confidence"]);
+        let mut table = Table::new(header.iter().copied());
+        for c in 1..header.len() {
             table = table.align(c, Align::Right);
         }
         for m in &measured.caches {
-            table.row([
+            let mut row = vec![
                 format!("L{}{}", m.level, m.kind.suffix()),
                 format_bytes(m.size_bytes),
+            ];
+            if streaming {
+                row.push(m.streaming_size_bytes.map_or("-".into(), format_bytes));
+            }
+            row.extend([
                 m.advertised_size_bytes.map_or("-".into(), format_bytes),
                 format!("{:.1} cy", m.latency_cycles),
                 format!("{:.2} ns", m.latency_ns),
                 format!("{:.2}", m.confidence),
             ]);
+            table.row(row);
         }
         out.push_str(&table.render());
     }

@@ -179,7 +179,8 @@ pub fn probe_plots(
                 )
             })
             .collect();
-        let data_curve = curve.name.starts_with("pointer_chase");
+        let data_curve = curve.name.starts_with("pointer_chase")
+            || curve.name == loopscope_probe::STREAMING_CURVE;
         // The page walk's sizes are spans of pages, not footprints: no cache size marks it.
         let advertised: Vec<(f64, String)> = machine
             .caches
@@ -202,6 +203,10 @@ pub fn probe_plots(
             "page_walk" => (
                 "Load latency vs pages touched (one line in each 4 KiB page)",
                 "pages x 4 KiB",
+            ),
+            loopscope_probe::STREAMING_CURVE => (
+                "Streaming time vs working set (triad on one thread)",
+                "working set",
             ),
             "jump_chain" => (
                 "Code time vs code size (jump chain, one line per jump)",

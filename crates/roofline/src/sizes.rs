@@ -6,6 +6,11 @@
 //! byte to memory and is called L3-bound, while it runs at memory's bandwidth. The bandwidths
 //! come from the same probe run, measured at working sets inside the effective sizes, so the
 //! traffic should be cut at the same sizes.
+//!
+//! For the last level the probe measures two sizes: where random loads start to miss (the
+//! pointer chase) and up to where a stream still runs at the level's bandwidth (the triad
+//! swept past it). A guest's L3 can hold a stream three or four times longer than a random
+//! walk, and loop kernels mostly stream, so the streaming size is the one simulated.
 
 use loopscope_cache::LevelConfig;
 use loopscope_machine::{CacheKind, Machine, format_bytes};
@@ -30,19 +35,29 @@ pub struct SizedLevel {
     pub config: LevelConfig,
     /// The advertised size, when the simulated one is the measured one and differs.
     pub advertised_bytes: Option<u64>,
+    /// The pointer chase's size, when the simulated one is the streaming size of the last
+    /// level (`streaming_size_bytes` in the machine file).
+    pub random_loads_bytes: Option<u64>,
 }
 
 impl SizedLevel {
-    /// `L3 4 MiB (measured; 32 MiB advertised)`, or `L1d 32 KiB`.
+    /// `L3 4 MiB (measured; 32 MiB advertised)`, `L3 22.5 MiB (measured streaming; random
+    /// loads 4 MiB; 32 MiB advertised)`, or `L1d 32 KiB`.
     pub fn describe(&self) -> String {
         let size = format!(
             "{} {}",
             self.config.name,
             format_bytes(self.config.size_bytes)
         );
-        match self.advertised_bytes {
-            Some(adv) => format!("{size} (measured; {} advertised)", format_bytes(adv)),
-            None => size,
+        let advertised = |adv: u64| format!("{} advertised", format_bytes(adv));
+        match (self.random_loads_bytes, self.advertised_bytes) {
+            (Some(random), Some(adv)) => format!(
+                "{size} (measured streaming; random loads {}; {})",
+                format_bytes(random),
+                advertised(adv)
+            ),
+            (None, Some(adv)) => format!("{size} (measured; {})", advertised(adv)),
+            (_, None) => size,
         }
     }
 }
@@ -58,9 +73,10 @@ fn level_number(name: &str) -> Option<u8> {
 }
 
 /// `levels` (built from `machine`'s advertised data caches) with each size replaced, under
-/// [`CacheSizes::Effective`], by the data or unified size the probe measured for that level,
-/// rounded down to whole sets of the level's ways and lines (at least one set). Other choices,
-/// and levels without a measured size, stay as they are.
+/// [`CacheSizes::Effective`], by the data or unified size the probe measured for that level
+/// (for the last level, the size a stream finds when the probe measured it, else where random
+/// loads miss), rounded down to whole sets of the level's ways and lines (at least one set).
+/// Other choices, and levels without a measured size, stay as they are.
 pub fn sized_levels(
     levels: &[LevelConfig],
     machine: &Machine,
@@ -82,17 +98,21 @@ pub fn sized_levels(
             });
             let mut config = level.clone();
             let mut advertised_bytes = None;
+            let mut random_loads_bytes = None;
             if let Some(m) = found {
                 let set_bytes = (level.ways * level.line_bytes).max(1);
-                let size = (m.size_bytes / set_bytes).max(1) * set_bytes;
+                let measured = m.streaming_size_bytes.unwrap_or(m.size_bytes);
+                let size = (measured / set_bytes).max(1) * set_bytes;
                 if size != level.size_bytes {
                     advertised_bytes = Some(level.size_bytes);
+                    random_loads_bytes = m.streaming_size_bytes.map(|_| m.size_bytes);
                     config.size_bytes = size;
                 }
             }
             SizedLevel {
                 config,
                 advertised_bytes,
+                random_loads_bytes,
             }
         })
         .collect()
@@ -138,6 +158,7 @@ mod tests {
             advertised_size_bytes: None,
             confidence: 0.9,
             method: String::new(),
+            streaming_size_bytes: None,
         }
     }
 
@@ -181,6 +202,27 @@ mod tests {
         );
         let text = describe_sizes(CacheSizes::Effective, &sized, Some(&machine()));
         assert!(text.starts_with("effective"), "{text}");
+    }
+
+    #[test]
+    fn the_last_levels_streaming_size_replaces_its_random_loads_size() {
+        let mut machine = machine();
+        let caches = &mut machine.measured.as_mut().unwrap().caches;
+        caches[3].streaming_size_bytes = Some(22 * MIB + 300 * KIB);
+        let sized = sized_levels(&levels(), &machine, CacheSizes::Effective);
+        assert_eq!(sized[2].config.size_bytes, 22 * MIB + 300 * KIB);
+        assert_eq!(sized[2].random_loads_bytes, Some(6 * MIB + 700 * KIB + 5));
+        assert_eq!(
+            sized[2].describe(),
+            format!(
+                "L3 {} (measured streaming; random loads {}; 32 MiB advertised)",
+                format_bytes(22 * MIB + 300 * KIB),
+                format_bytes(6 * MIB + 700 * KIB + 5)
+            )
+        );
+        assert!(sized[1].random_loads_bytes.is_none());
+        let advertised = sized_levels(&levels(), &machine, CacheSizes::Advertised);
+        assert_eq!(advertised[2].config.size_bytes, 32 * MIB);
     }
 
     #[test]

@@ -1,0 +1,261 @@
+//! How large a working set the last cache level still streams at its own bandwidth.
+//!
+//! The pointer chase sizes a level by latency: where random loads start to miss it. A
+//! sequential stream can find more of the level than that. On a guest of a shared host the
+//! difference is large (a Zen 3 guest with 32 MiB of L3 advertised: random loads miss past
+//! 4.8 MiB, in a step of 10x, while the triad keeps the L3's bandwidth to 11 MiB and reaches
+//! halfway to memory's near 16 MiB), because how much of the L3 a working set keeps depends
+//! on the access pattern and on what other tenants do to it. The models of loop kernels
+//! (`roofline`, `misses`) mostly see streams, so for them the last level's size is the one
+//! this curve measures.
+//!
+//! The curve is the triad on one thread over working sets from the last level's bandwidth
+//! working set to half of memory's, in time per 64 bytes of the working set, so that it
+//! rises like the other curves. The size is where it crosses the geometric mean of the
+//! level's time and memory's, interpolated in log-log between the points either side: a
+//! kernel whose traffic the simulation sends to the wrong side of that size is mispredicted
+//! by at most the square root of the two bandwidths' ratio, whichever side it falls.
+
+use crate::knee::{Knee, Point, geometric_sizes};
+
+/// Name of the curve.
+pub const STREAMING_CURVE: &str = "streaming_triad";
+
+/// Unit of the curve's values.
+pub const STREAMING_UNIT: &str = "ns per 64 B of the working set, triad on one thread";
+
+/// Memory must be at least this much slower than the level for a capacity to be read.
+const MIN_RATIO: f64 = 1.25;
+
+/// A point within this factor of the level's (memory's) time is still at the level
+/// (already at memory).
+const PLATEAU_SLACK: f64 = 1.1;
+
+/// Nanoseconds per 64 bytes of the working set at `gb_per_s` (triad bytes, 24 per element,
+/// over a working set of 24 bytes per element).
+pub fn ns_per_line(gb_per_s: f64) -> f64 {
+    64.0 / gb_per_s
+}
+
+/// Working sets of the sweep: from `first_bytes` to `last_bytes`, `per_octave` to the octave,
+/// in whole 4 KiB pages.
+pub fn streaming_spans(first_bytes: u64, last_bytes: u64, per_octave: u32) -> Vec<u64> {
+    if last_bytes < first_bytes {
+        return Vec::new();
+    }
+    geometric_sizes(first_bytes, last_bytes, per_octave, 4096)
+}
+
+/// The time, between the level's and memory's, at which the stream counts as left the level.
+fn threshold_ns(level_ns: f64, memory_ns: f64) -> f64 {
+    (level_ns * memory_ns).sqrt()
+}
+
+/// Index of the first point at or above the threshold whose successor (if any) is too: one
+/// slow point between two fast ones is a disturbance, not the level ending.
+fn crossing(points: &[Point], threshold: f64) -> Option<usize> {
+    (0..points.len()).find(|&i| {
+        points[i].value >= threshold && points.get(i + 1).is_none_or(|p| p.value >= threshold)
+    })
+}
+
+/// Whether the sweep has what it needs: two points past the crossing.
+pub fn streaming_sweep_done(points: &[Point], level_ns: f64, memory_ns: f64) -> bool {
+    let threshold = threshold_ns(level_ns, memory_ns);
+    let above = points.iter().rev().take_while(|p| p.value >= threshold);
+    above.count() >= 2
+}
+
+/// The streaming capacity as a knee of the curve (`before` the level's time, `after`
+/// memory's), or `None` when memory is not clearly slower, when the first point is already
+/// past the crossing, or when no point reaches it.
+pub fn streaming_knee(points: &[Point], level_ns: f64, memory_ns: f64) -> Option<Knee> {
+    if !(level_ns > 0.0 && memory_ns >= MIN_RATIO * level_ns) {
+        return None;
+    }
+    let threshold = threshold_ns(level_ns, memory_ns);
+    let i = crossing(points, threshold)?;
+    let (lo, hi) = (points.get(i.checked_sub(1)?)?, &points[i]);
+    let log = |v: u64| (v.max(1) as f64).ln();
+    let share =
+        ((threshold.ln() - lo.value.ln()) / (hi.value.ln() - lo.value.ln())).clamp(0.0, 1.0);
+    let size = (log(lo.size_bytes) + share * (log(hi.size_bytes) - log(lo.size_bytes))).exp();
+    let line = crate::CHASE_STRIDE_BYTES as u64;
+    let rise_start = points[..i]
+        .iter()
+        .rev()
+        .find(|p| p.value <= level_ns * PLATEAU_SLACK)
+        .unwrap_or(&points[0]);
+    let end = points[i..]
+        .iter()
+        .find(|p| p.value * PLATEAU_SLACK >= memory_ns)
+        .unwrap_or(&points[points.len() - 1]);
+    let agreeing = points
+        .iter()
+        .enumerate()
+        .filter(|(j, p)| (*j < i) == (p.value < threshold))
+        .count();
+    Some(Knee {
+        size_bytes: ((size as u64) / line).max(1) * line,
+        cliff_lo_bytes: lo.size_bytes,
+        cliff_hi_bytes: hi.size_bytes,
+        rise_start_bytes: rise_start.size_bytes,
+        rise_mid_bytes: lo.size_bytes,
+        end_bytes: end.size_bytes,
+        before: level_ns,
+        after: memory_ns,
+        ratio: memory_ns / level_ns,
+        confidence: agreeing as f64 / points.len() as f64,
+    })
+}
+
+/// What the curve found, in words, for the level named `level` (`L3`) whose pointer chase
+/// found `chase_bytes`.
+pub fn streaming_note(
+    level: &str,
+    knee: Option<&Knee>,
+    points: &[Point],
+    chase_bytes: u64,
+    level_ns: f64,
+    memory_ns: f64,
+) -> String {
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    let gbs = |ns: f64| 64.0 / ns;
+    let rates = format!(
+        "{:.1} GB/s in the {level}, {:.1} GB/s in memory",
+        gbs(level_ns),
+        gbs(memory_ns)
+    );
+    match (knee, points.last()) {
+        (Some(k), _) => format!(
+            "{level} streaming size {:.1} MiB: the triad on one thread ({rates}) runs at the {level}'s rate to {:.1} MiB and halfway (geometrically) to memory's at {:.1} MiB; the pointer chase's {:.1} MiB is where random loads miss; roofline and misses simulate the {level} at the streaming size",
+            mib(k.size_bytes),
+            mib(k.rise_start_bytes),
+            mib(k.size_bytes),
+            mib(chase_bytes)
+        ),
+        (None, _) if memory_ns < MIN_RATIO * level_ns => format!(
+            "{level} streaming size not measured: memory streams nearly as fast as the {level} ({rates})"
+        ),
+        (None, Some(last)) if last.value < threshold_ns(level_ns, memory_ns) => format!(
+            "{level} streaming size not measured: the triad kept the {level}'s rate to the largest working set swept, {:.1} MiB ({rates}); roofline and misses simulate the {level} at the pointer chase's {:.1} MiB",
+            mib(last.size_bytes),
+            mib(chase_bytes)
+        ),
+        (None, _) => format!(
+            "{level} streaming size not measured: the triad ran at memory's rate from the first working set swept ({rates}); roofline and misses simulate the {level} at the pointer chase's {:.1} MiB",
+            mib(chase_bytes)
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    fn curve(rates_gb_per_s: &[(f64, f64)]) -> Vec<Point> {
+        rates_gb_per_s
+            .iter()
+            .map(|&(mib, gbs)| Point {
+                size_bytes: (mib * MIB as f64) as u64,
+                value: ns_per_line(gbs),
+                median: ns_per_line(gbs),
+            })
+            .collect()
+    }
+
+    /// A Zen 3 guest's sweep (`cc -O2` triad, one thread): flat to 11 MiB, then a slow fall.
+    fn zen3_guest() -> Vec<Point> {
+        curve(&[
+            (2.83, 62.6),
+            (4.0, 62.8),
+            (5.66, 61.9),
+            (8.0, 61.1),
+            (11.31, 64.8),
+            (16.0, 42.8),
+            (22.63, 32.7),
+            (32.0, 25.9),
+            (45.25, 22.2),
+        ])
+    }
+
+    #[test]
+    fn a_gradual_fall_is_sized_where_it_crosses_the_geometric_mean() {
+        let (level, memory) = (ns_per_line(62.0), ns_per_line(17.0));
+        let knee = streaming_knee(&zen3_guest(), level, memory).unwrap();
+        // sqrt(62 x 17) = 32.5 GB/s is crossed between 22.6 and 32 MiB, near 22.6.
+        let mib = knee.size_bytes as f64 / MIB as f64;
+        assert!((22.63..24.0).contains(&mib), "{mib}");
+        assert_eq!(knee.rise_start_bytes, (11.31 * MIB as f64) as u64);
+        assert_eq!(knee.cliff_hi_bytes, 32 * MIB);
+        assert_eq!(knee.confidence, 1.0);
+        assert!(knee.ratio > 3.0);
+        assert!(streaming_sweep_done(&zen3_guest(), level, memory));
+        let note = streaming_note("L3", Some(&knee), &zen3_guest(), 5 * MIB, level, memory);
+        assert!(note.starts_with("L3 streaming size 22."), "{note}");
+        assert!(note.contains("to 11.3 MiB"), "{note}");
+    }
+
+    #[test]
+    fn a_sharp_step_is_sized_inside_it() {
+        let points = curve(&[
+            (4.0, 60.0),
+            (5.66, 60.0),
+            (8.0, 60.0),
+            (11.31, 15.0),
+            (16.0, 15.0),
+        ]);
+        let knee = streaming_knee(&points, ns_per_line(60.0), ns_per_line(15.0)).unwrap();
+        // Halfway in log between 8 and 11.31 MiB.
+        let mib = knee.size_bytes as f64 / MIB as f64;
+        assert!((mib - (8.0f64 * 11.31).sqrt()).abs() < 0.01, "{mib}");
+        assert_eq!(knee.end_bytes, (11.31 * MIB as f64) as u64);
+    }
+
+    #[test]
+    fn one_slow_point_does_not_end_the_level() {
+        let points = curve(&[
+            (4.0, 60.0),
+            (5.66, 20.0),
+            (8.0, 60.0),
+            (11.31, 15.0),
+            (16.0, 15.0),
+        ]);
+        let knee = streaming_knee(&points, ns_per_line(60.0), ns_per_line(15.0)).unwrap();
+        assert!(knee.size_bytes > 8 * MIB, "{}", knee.size_bytes);
+        assert_eq!(knee.confidence, 0.8);
+        assert!(!streaming_sweep_done(
+            &points[..3],
+            ns_per_line(60.0),
+            ns_per_line(15.0)
+        ));
+    }
+
+    #[test]
+    fn no_crossing_no_size() {
+        let (level, memory) = (ns_per_line(60.0), ns_per_line(15.0));
+        let flat = curve(&[(4.0, 60.0), (8.0, 58.0), (16.0, 59.0)]);
+        assert!(streaming_knee(&flat, level, memory).is_none());
+        let note = streaming_note("L3", None, &flat, 6 * MIB, level, memory);
+        assert!(note.contains("kept the L3's rate to the largest"), "{note}");
+        let slow = curve(&[(4.0, 15.0), (8.0, 15.0), (16.0, 15.0)]);
+        assert!(streaming_knee(&slow, level, memory).is_none());
+        let note = streaming_note("L3", None, &slow, 6 * MIB, level, memory);
+        assert!(note.contains("from the first working set"), "{note}");
+        let close = streaming_knee(&zen3_guest(), level, level * 1.1);
+        assert!(close.is_none());
+        assert!(streaming_knee(&[], level, memory).is_none());
+    }
+
+    #[test]
+    fn spans_are_whole_pages_between_the_ends() {
+        let spans = streaming_spans(3 * MIB, 64 * MIB, 2);
+        assert_eq!(spans.first(), Some(&(3 * MIB)));
+        assert!(*spans.last().unwrap() <= 64 * MIB);
+        assert!(spans.iter().all(|s| s % 4096 == 0));
+        assert!(spans.windows(2).all(|w| w[1] > w[0]));
+        assert!(streaming_spans(8 * MIB, 4 * MIB, 2).is_empty());
+    }
+}
