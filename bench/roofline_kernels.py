@@ -320,9 +320,11 @@ def sizes_only(path, out):
 
 
 def with_effective_caches(machine):
-    """`machine` with each data cache at the size the probe measured (whole sets), as
-    `roofline -m` simulates it, so that kerncraft is given the same hierarchy."""
-    measured = {c["level"]: c["size_bytes"] for c in (machine.get("measured") or {}).get("caches", [])
+    """`machine` with each data cache at the size the probe measured (whole sets; the last
+    level's streaming size where the probe has one), as `roofline -m` simulates it, so that
+    kerncraft is given the same hierarchy."""
+    measured = {c["level"]: c.get("streaming_size_bytes") or c["size_bytes"]
+                for c in (machine.get("measured") or {}).get("caches", [])
                 if c["kind"] != "instruction"}
     caches = []
     for c in machine["caches"]:
