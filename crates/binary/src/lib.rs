@@ -33,6 +33,7 @@ mod blocks;
 mod cache;
 mod classes;
 mod decode;
+mod demangle;
 mod elf;
 mod error;
 mod lines;
@@ -43,9 +44,8 @@ mod seeds;
 pub use blocks::{Block, EdgeKind, Exit, SplitMode, Succ};
 pub use cache::{CACHE_FILE_CAP_BYTES, cache_file_name, read_cache, write_cache};
 pub use classes::{CLASS_TABLE_CAP_BYTES, Class, ClassCounts, Classifier, TagCounts, tag};
-pub use elf::{
-    BINARY_CAP_BYTES, BinaryKind, Image, LoadSegment, PltRange, demangle, has_interpreter,
-};
+pub use demangle::demangle;
+pub use elf::{BINARY_CAP_BYTES, BinaryKind, Image, LoadSegment, PltRange, has_interpreter};
 pub use error::BinaryError;
 pub use lines::Frame;
 pub use loops::{ForestLoop, LoopKind, dominates, dominators, havlak_forest};

@@ -1,5 +1,6 @@
 //! Loop forests of fixture C programs compiled at test time with `cc -g` at -O0, -O2 and -O3:
-//! loop shapes (`loops.c`) and a switch-dispatch bytecode interpreter (`interp.c`).
+//! loop shapes (`loops.c`) and a switch-dispatch bytecode interpreter (`interp.c`); and the
+//! names of template class members in a C++ fixture (`templates.cpp`, built with `c++ -O1 -g`).
 
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
@@ -512,5 +513,24 @@ fn a_static_build_has_no_interpreter_and_a_dynamic_one_has() {
             Some(expected),
             "the first page holds the program headers"
         );
+    }
+}
+
+#[test]
+fn template_class_members_are_named_in_full() {
+    const TEMPLATES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/templates.cpp");
+    let dir = tempfile::tempdir().unwrap();
+    let Some(binary) = build(dir.path(), "c++", TEMPLATES, &["-O1"]) else {
+        return;
+    };
+    let program = analyse(&binary, SplitMode::Leaders);
+    let names: Vec<&str> = program.functions.iter().map(|f| f.name.as_str()).collect();
+    for name in [
+        "ns::Matrix<double, 3>::apply(int)",
+        "std::vector<int, std::allocator<int> >::push_back(int const&)",
+        // The demangler refuses its enable_if: the name is read alone, its parameters elided.
+        "ns::Matrix<double, 3>::at<int>(…)",
+    ] {
+        assert!(names.contains(&name), "no {name} among {names:#?}");
     }
 }
