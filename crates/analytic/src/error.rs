@@ -51,6 +51,12 @@ pub enum AnalyticError {
 }
 
 impl AnalyticError {
+    /// True when the message already tells the user to count with `loopscope simulate` (a count
+    /// too complex for the model), so that a caller adds no such hint of its own.
+    pub fn points_to_simulate(&self) -> bool {
+        matches!(self, AnalyticError::Sets(PolyError::TooComplex { .. }))
+    }
+
     /// True when the cause is in what the user gave.
     pub fn is_bad_input(&self) -> bool {
         match self {

@@ -117,6 +117,10 @@ pub struct MissesLevel {
     /// The intermediate sets, with `--explain`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub explain: Option<String>,
+    /// Whether `error` already speaks of the simulator (its cost, its refusal, or `loopscope
+    /// simulate` to count the level), so that the warning adds no hint of its own.
+    #[serde(skip)]
+    error_names_simulator: bool,
 }
 
 /// One reference's counts at one level.
@@ -381,6 +385,7 @@ impl MissesLevel {
             error: outcome.refs.as_ref().err().cloned(),
             model_error: None,
             explain: outcome.explain.clone(),
+            error_names_simulator: outcome.error_points_to_simulate,
         }
     }
 
@@ -475,7 +480,7 @@ fn simulate_within_limit(
         Ok(got) => got,
         Err(AnalyticError::Kernel(e)) => {
             for &l in missing {
-                append_error(
+                add_simulator_refusal(
                     report,
                     l,
                     &format!("the simulator cannot run it either: {e}"),
@@ -488,7 +493,7 @@ fn simulate_within_limit(
     let Some(stream) = stream.filter(|_| estimate.fits(limit_s)) else {
         let why = past_the_limit(&estimate);
         for &l in missing {
-            append_error(report, l, &why);
+            add_simulator_refusal(report, l, &why);
         }
         return Ok(Vec::new());
     };
@@ -514,10 +519,13 @@ fn past_the_limit(estimate: &SimulationEstimate) -> String {
     )
 }
 
-fn append_error(report: &mut MissesReport, level: usize, text: &str) {
-    if let Some(e) = &mut report.levels[level].error {
+/// Adds to a level's error why the simulator did not count it either.
+fn add_simulator_refusal(report: &mut MissesReport, level: usize, why: &str) {
+    let level = &mut report.levels[level];
+    if let Some(e) = &mut level.error {
         e.push_str("; ");
-        e.push_str(text);
+        e.push_str(why);
+        level.error_names_simulator = true;
     }
 }
 
@@ -581,8 +589,7 @@ fn warn_of_levels(report: &MissesReport, origin: &str, listener: &dyn Listener) 
             ));
         }
         if let Some(e) = &l.error {
-            // "simulating it would take ..." already says what the simulator would cost.
-            let hint = if e.contains("simulat") {
+            let hint = if l.error_names_simulator {
                 ""
             } else {
                 "; `loopscope simulate` counts it exactly"
@@ -858,13 +865,26 @@ mod tests {
     use super::*;
 
     fn level(name: &str, error: Option<&str>) -> MissesLevel {
+        modelled(
+            name,
+            error.map_or(Ok(Vec::new()), |e| Err(e.to_owned())),
+            false,
+        )
+    }
+
+    fn modelled(
+        name: &str,
+        refs: Result<Vec<crate::ReferenceMisses>, String>,
+        error_points_to_simulate: bool,
+    ) -> MissesLevel {
         let config = LevelConfig::new(name, 1024, 1, 64).unwrap();
         let outcome = LevelOutcome {
-            refs: error.map_or(Ok(Vec::new()), |e| Err(e.to_owned())),
+            refs,
             explain: None,
             duration_s: 0.0,
             formulas: None,
             chambers: None,
+            error_points_to_simulate,
         };
         MissesLevel::modelled(&config, &outcome)
     }
@@ -950,5 +970,48 @@ mod tests {
         // A level the model did not finish (simulated instead) is not the model's to differ.
         let fallback = report(vec![level("L1", Some("over the time limit"))], (64, 0));
         assert!(fallback.check_differences().is_empty());
+    }
+
+    /// The warnings a listener was given.
+    #[derive(Default)]
+    struct Warnings(std::sync::Mutex<Vec<String>>);
+
+    impl Listener for Warnings {
+        fn warn(&self, message: &str) {
+            self.0.lock().unwrap().push(message.to_owned());
+        }
+    }
+
+    #[test]
+    fn a_missing_level_points_to_simulate_unless_its_error_speaks_of_the_simulator() {
+        let too_complex = AnalyticError::Sets(loopscope_polyhedral::PolyError::TooComplex {
+            what: "vertices",
+            needed: 9,
+            limit: 8,
+        });
+        // The flag stands for these words: the warning must not repeat them.
+        assert!(too_complex.points_to_simulate());
+        assert!(too_complex.to_string().contains("`loopscope simulate`"));
+        let mut report = report(
+            vec![
+                level("L1", Some("stopped")),
+                level("L2", Some("stopped")),
+                modelled("L3", Err(too_complex.to_string()), true),
+            ],
+            (0, 0),
+        );
+        add_simulator_refusal(&mut report, 1, "simulating it would take about 9 s");
+        let warnings = Warnings::default();
+        warn_of_levels(&report, "k.c", &warnings);
+        let hint = "; `loopscope simulate` counts it exactly";
+        let got = warnings.0.into_inner().unwrap();
+        assert_eq!(got.len(), 3, "{got:?}");
+        assert!(got[0].ends_with(&format!("stopped{hint}")), "{}", got[0]);
+        assert!(
+            got[1].ends_with("stopped; simulating it would take about 9 s"),
+            "{}",
+            got[1]
+        );
+        assert!(!got[2].contains(hint), "{}", got[2]);
     }
 }

@@ -109,15 +109,17 @@ pub fn run_level_job(
     };
     if names.len() > 1 {
         let (refs, chambers) = with_chambers(&program, cache, budget, &ranges, &loaded, job);
+        let (refs, error_points_to_simulate) = handed_over(refs);
         return print_level(
             emit,
             0,
             LevelOutcome {
-                refs: refs.map_err(|e| e.to_string()),
+                refs,
                 explain: None,
                 duration_s: start.elapsed().as_secs_f64(),
                 formulas: None,
                 chambers,
+                error_points_to_simulate,
             },
         );
     }
@@ -130,17 +132,28 @@ pub fn run_level_job(
         within(fit_options(&loaded, &job.define, cache), range),
         job.explain,
     );
+    let (refs, error_points_to_simulate) = handed_over(refs);
     print_level(
         emit,
         0,
         LevelOutcome {
-            refs: refs.map_err(|e| e.to_string()),
+            refs,
             explain,
             duration_s: start.elapsed().as_secs_f64(),
             formulas,
             chambers: None,
+            error_points_to_simulate,
         },
     )
+}
+
+/// A level's result as the parent reads it: the error as its message, and whether that message
+/// already points to `loopscope simulate` (known here from the error's kind, not its words).
+fn handed_over<T>(result: Result<T, AnalyticError>) -> (Result<T, String>, bool) {
+    let points_to_simulate = result
+        .as_ref()
+        .is_err_and(AnalyticError::points_to_simulate);
+    (result.map_err(|e| e.to_string()), points_to_simulate)
 }
 
 /// A parameter of `--symbolic` and its range of interest, if given.
@@ -285,12 +298,16 @@ fn counts(
         third_counts: job.explain,
     };
     let printed = std::sync::Mutex::new(Ok(()));
-    let outcome = |refs, explain| LevelOutcome {
-        refs,
-        explain,
-        duration_s: start.elapsed().as_secs_f64(),
-        formulas: None,
-        chambers: None,
+    let outcome = |refs, explain| {
+        let (refs, error_points_to_simulate) = handed_over(refs);
+        LevelOutcome {
+            refs,
+            explain,
+            duration_s: start.elapsed().as_secs_f64(),
+            formulas: None,
+            chambers: None,
+            error_points_to_simulate,
+        }
     };
     let built = each_reference_at_levels(
         program,
@@ -305,7 +322,7 @@ fn counts(
         |level, parts| {
             let (refs, explain) = match parts {
                 Ok(parts) => joined(parts),
-                Err(e) => (Err(e.to_string()), None),
+                Err(e) => (Err(e), None),
             };
             let result = print_level(emit, level, outcome(refs, explain));
             let mut printed = printed.lock().unwrap_or_else(|e| e.into_inner());
@@ -316,7 +333,7 @@ fn counts(
     );
     if let Err(e) = built {
         for level in 0..caches.len() {
-            print_level(emit, level, outcome(Err(e.to_string()), None))?;
+            print_level(emit, level, outcome(Err(e.clone()), None))?;
         }
     }
     printed.into_inner().unwrap_or_else(|e| e.into_inner())
@@ -327,7 +344,9 @@ type ReferencePart = (Vec<ReferenceMisses>, Option<(Option<String>, String)>);
 
 /// A level's references joined: the counts in position order, and the level's line once (every
 /// reference's model has the same) followed by each reference's block.
-fn joined(parts: Vec<ReferencePart>) -> (Result<Vec<ReferenceMisses>, String>, Option<String>) {
+fn joined(
+    parts: Vec<ReferencePart>,
+) -> (Result<Vec<ReferenceMisses>, AnalyticError>, Option<String>) {
     let mut refs = Vec::with_capacity(parts.len());
     let (mut level, mut blocks): (Option<String>, Option<String>) = (None, None);
     for (r, e) in parts {

@@ -50,6 +50,10 @@ pub struct LevelOutcome {
     /// With several `symbolic` parameters: the counts as chambers, and the level's misses.
     #[serde(default)]
     pub chambers: Option<LevelChambers>,
+    /// Whether the error in `refs` already tells the user to count the level with `loopscope
+    /// simulate` ([`AnalyticError::points_to_simulate`](crate::AnalyticError)).
+    #[serde(default)]
+    pub error_points_to_simulate: bool,
 }
 
 /// Each reference's counts as chambers, and the level's misses.
@@ -314,6 +318,7 @@ fn failed(message: String, start: Instant) -> LevelOutcome {
         duration_s: start.elapsed().as_secs_f64(),
         formulas: None,
         chambers: None,
+        error_points_to_simulate: false,
     }
 }
 
@@ -388,6 +393,7 @@ mod tests {
                 duration_s: 0.5,
                 formulas: None,
                 chambers: None,
+                error_points_to_simulate: false,
             },
         })
         .unwrap()

@@ -449,6 +449,7 @@ fn model_value(
                 duration_s: 0.0,
                 formulas: None,
                 chambers: None,
+                error_points_to_simulate: e.points_to_simulate(),
             })
             .collect(),
         Ok(()) => model_levels(
