@@ -29,9 +29,9 @@ pub use exact::{
 pub use file::{PROFILE_CAP_BYTES, PROFILE_MAGIC, PROFILE_VERSION, Profile, Recording, build_id};
 pub use lcct::{Lcct, Node, NodeId, NodeKey, hot_threshold};
 pub use mix::{
-    BlockCost, BlockMap, Bound, Core, InstrType, MODEL_RELATIVE_ERROR, MapBlock, MixBy,
-    MixEstimate, MixOptions, MixReport, MixRow, PERF_DATA_CAP_BYTES, TypeCount, TypeCounts,
-    block_cost, build_mix, method, mix_of_perf_data,
+    BlockCost, BlockMap, Bound, Core, EXACT_COVERAGE_NOTE, InstrType, MODEL_RELATIVE_ERROR,
+    MapBlock, MixBy, MixEstimate, MixOptions, MixReport, MixRow, PERF_DATA_CAP_BYTES, TypeCount,
+    TypeCounts, block_cost, build_mix, method, mix_of_perf_data,
 };
 pub use naming::{NameValues, expand_output_name, has_placeholders};
 pub use patch::{

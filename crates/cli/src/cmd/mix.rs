@@ -3,7 +3,9 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use loopscope_profile::{InstrType, MixBy, MixOptions, Profile, build_mix, mix_of_perf_data};
+use loopscope_profile::{
+    EXACT_COVERAGE_NOTE, InstrType, MixBy, MixOptions, Profile, build_mix, mix_of_perf_data,
+};
 use loopscope_report::render_mix;
 
 use crate::cmd::{print_json, print_text};
@@ -71,7 +73,7 @@ pub fn run(args: &MixArgs, ui: &Ui) -> anyhow::Result<()> {
     };
     for note in &report.notes {
         // How an exact mix was counted is what the result is, not a caveat about it.
-        if report.estimate == "exact" && note.starts_with("exact: ") {
+        if note == EXACT_COVERAGE_NOTE {
             ui.done(note);
         } else {
             ui.warn(note);

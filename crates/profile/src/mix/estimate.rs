@@ -148,6 +148,10 @@ pub struct MixRow {
     pub cost: Option<BlockCost>,
 }
 
+/// The note of an exact mix saying what was counted: what the result is, not a caveat about it.
+pub const EXACT_COVERAGE_NOTE: &str =
+    "exact: every block execution from main's entry to its return was counted";
+
 /// The instruction mix of one recording.
 #[derive(Debug, Clone, Serialize)]
 pub struct MixReport {
@@ -666,7 +670,7 @@ fn mix_of_counts(run: &ExactRun, options: &MixOptions) -> Result<MixReport, Prof
             "{uncovered} block executions at addresses the analysis has no block for"
         ));
     }
-    notes.push("exact: every block execution from main's entry to its return was counted".into());
+    notes.push(EXACT_COVERAGE_NOTE.into());
     let firsts = first_counts(&analysed, &gathered, MixEstimate::Exact, None, Core::Intel);
     let mut report = assemble(&analysed, &firsts, options, None);
     report.event = "exact".into();

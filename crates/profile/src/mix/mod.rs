@@ -50,7 +50,8 @@ mod perfdata;
 
 pub use cost::{BlockCost, Bound, Core, block_cost};
 pub use estimate::{
-    MODEL_RELATIVE_ERROR, MixBy, MixEstimate, MixOptions, MixReport, MixRow, TypeCount, build_mix,
+    EXACT_COVERAGE_NOTE, MODEL_RELATIVE_ERROR, MixBy, MixEstimate, MixOptions, MixReport, MixRow,
+    TypeCount, build_mix,
 };
 pub use method::{BlockMap, InstrType, MapBlock, TypeCounts};
 pub use perfcheck::PERF_DATA_CAP_BYTES;
