@@ -3,8 +3,8 @@
 //!
 //! The curve `ln(value)` over `log2(size)` is cut into piecewise-constant segments by optimal
 //! partitioning (dynamic programming, a penalty per segment scaled by the noise). Segments that
-//! are wide (at least `min_plateau_octaves`) and flat are plateaus; consecutive plateaus whose
-//! levels differ by at least `min_rise_ratio` frame a knee.
+//! are wide (at least `min_plateau_octaves`, or half that when a cliff ends them) and flat are
+//! plateaus; consecutive plateaus whose levels differ by at least `min_rise_ratio` frame a knee.
 //!
 //! The knee's size is read from the miss fraction: each point's time is placed between the
 //! two plateaus in linear time (`t = hit + miss * penalty`, see [`miss_fraction`]). Where misses
@@ -214,7 +214,7 @@ fn drift(points: &[Point], seg: &Segment) -> f64 {
 }
 
 /// The plateaus of a curve: wide, flat segments, with adjacent ones of nearly equal level
-/// merged.
+/// merged. A flat segment half as wide counts too when a cliff ends it ([`ends_in_cliff`]).
 pub fn plateaus(points: &[Point], options: &KneeOptions) -> Vec<Segment> {
     // Wiggles the segmentation split off are not steps: merge neighbours within 12 %.
     let mut merged: Vec<Segment> = Vec::new();
@@ -231,7 +231,9 @@ pub fn plateaus(points: &[Point], options: &KneeOptions) -> Vec<Segment> {
     }
     let mut out: Vec<Segment> = Vec::new();
     for seg in merged {
-        let wide = octaves(points, seg.first, seg.last) >= options.min_plateau_octaves;
+        let width = octaves(points, seg.first, seg.last);
+        let wide = width >= options.min_plateau_octaves
+            || (width >= options.min_plateau_octaves / 2.0 && ends_in_cliff(points, &seg, options));
         let flat = drift(points, &seg).abs() <= options.max_plateau_drift.ln();
         if !(wide && flat) {
             continue;
@@ -244,6 +246,25 @@ pub fn plateaus(points: &[Point], options: &KneeOptions) -> Vec<Segment> {
         }
     }
     out
+}
+
+/// Whether the point after `seg` stands a whole step (`min_rise_ratio`) above its level: the
+/// end of a cache level as a cyclic walk meets it under LRU, or of a shared level a guest sees
+/// only part of. The flat stretch before such a cliff is that level's plateau even when it is
+/// narrow: the level before it may take most of the octaves between the two capacities to
+/// fill. Zen 3 and Zen 4 guests (L2 of 512 KiB or 1 MiB, 8 ways; an effective L3 of 3 to 8
+/// MiB) leave their L3 plateau more than an octave wide, but an Intel server core's 2 MiB,
+/// 16-way L2 whose replacement keeps hits past its capacity, over random 4 KiB pages, rises
+/// until about 4.5 MiB, and a guest may see only 6.7 MiB of the L3: a plateau of half an
+/// octave or less, which otherwise merged the L2 and L3 steps into one knee.
+fn ends_in_cliff(points: &[Point], seg: &Segment, options: &KneeOptions) -> bool {
+    // Two points, so one disturbed sample makes no cliff.
+    let after = &points[(seg.last + 1).min(points.len())..];
+    !after.is_empty()
+        && after
+            .iter()
+            .take(2)
+            .all(|p| p.value.ln() - seg.log_level >= options.min_rise_ratio.ln())
 }
 
 /// The knees of a code curve: [`find_knees`] over its points, each lowered to the least value
@@ -1170,6 +1191,24 @@ mod tests {
         assert_eq!(plausible_size(200 * KIB, 600 * KIB, 0.0), Some(512 * KIB));
         assert_eq!(plausible_size(32 * KIB, 32 * KIB, 0.0), Some(32 * KIB));
         assert_eq!(plausible_size(0, 0, 0.0), None);
+    }
+
+    #[test]
+    fn a_narrow_level_that_a_cliff_ends_is_a_plateau() {
+        // An L2 ramp (7.6 to 31 ns over 1.3 octaves from 2 MiB) ending 0.4 octave before a
+        // cliff to memory at 6.5 MiB: two knees, not one from 7.6 to 110 ns.
+        let ramp = |s: u64| {
+            let x = ((s as f64 / (2048 * KIB) as f64).log2() / 1.3).clamp(0.0, 1.0);
+            7.6 * (31.0f64 / 7.6).powf(x)
+        };
+        let cliff = 6656 * KIB;
+        let points: Vec<Point> = geometric_sizes(64 * KIB, 32 * 1024 * KIB, 24, 64)
+            .into_iter()
+            .map(|s| point(s, if s <= cliff { ramp(s) } else { 110.0 }))
+            .collect();
+        let knees = find_knees(&points, &KneeOptions::default());
+        assert_eq!(knees.len(), 2, "{knees:?}");
+        assert_eq!(knees[1].size_bytes, 6 * 1024 * KIB, "{knees:?}");
     }
 
     #[test]

@@ -763,8 +763,18 @@ mod tests {
     /// `curve` under one name: an indirect jump chain from 2 to 128 KiB, 24 sizes per
     /// octave, timed as a hit plus a miss penalty times the modelled miss fraction.
     fn modelled_chain(capacity_bytes: f64, ways: usize, replacement: Replacement) -> Curve {
+        modelled_chain_over(24, capacity_bytes, ways, replacement)
+    }
+
+    /// [`modelled_chain`] with `per_octave` sizes per octave.
+    fn modelled_chain_over(
+        per_octave: u32,
+        capacity_bytes: f64,
+        ways: usize,
+        replacement: Replacement,
+    ) -> Curve {
         let table = crate::placement::HitTable::new(ways, replacement, 400);
-        let points: Vec<Point> = crate::knee::geometric_sizes(2 * K, 128 * K, 24, 64)
+        let points: Vec<Point> = crate::knee::geometric_sizes(2 * K, 128 * K, per_octave, 64)
             .into_iter()
             .enumerate()
             .map(|(i, size)| {
@@ -843,6 +853,74 @@ mod tests {
         // residuals above a tenth of the step.
         for curve in fixture_curves(include_str!("../testdata/zen3_indirect_disturbed.json")) {
             assert!(indirect_fit(&curve, (32 * K, 8), Some(512 * K)).is_none());
+        }
+    }
+
+    /// Whether `found` lies within an eighth of `truth`.
+    fn within_an_eighth(found: u64, truth: u64) -> bool {
+        (found as f64 / truth as f64 - 1.0).abs() <= 0.125
+    }
+
+    #[test]
+    fn modelled_intel_chases_give_their_l1d_and_l2() {
+        // An Emerald Rapids guest's chase (crate::fixtures::intel): L1d 48 KiB 12-way, L2
+        // 2 MiB 16-way over random 4 KiB pages, 6.7 MiB of L3, swept as quick and full runs
+        // sweep, the L2 under LRU (its ramp 1.2 to 3 MiB) or a policy that keeps hits past
+        // the capacity (1.4 to 4.5 MiB, leaving the L3 plateau under half an octave).
+        use crate::fixtures::intel;
+        let machine = intel::machine();
+        for quick in [true, false] {
+            for replacement in [Replacement::Lru, Replacement::Random] {
+                for seed in 0..4 {
+                    let curves = intel::chase_curves(quick, replacement, seed);
+                    let levels = assign_levels(&machine, &curves);
+                    let run = format!("quick {quick}, {replacement:?}, seed {seed}");
+                    let size = |level: u8| {
+                        levels
+                            .knees
+                            .iter()
+                            .find(|l| l.level == level)
+                            .map(|l| l.knee.size_bytes)
+                    };
+                    let l1 = size(1).unwrap_or(0);
+                    assert!(within_an_eighth(l1, intel::L1D.0), "{run}: L1d {l1}");
+                    let l2 = size(2).unwrap_or(0);
+                    assert!(within_an_eighth(l2, intel::L2.0), "{run}: L2 {l2}");
+                    // The L3's step is a level of its own, not merged into the L2's.
+                    let l3 = size(3).unwrap_or(0);
+                    assert!(
+                        (4 * 1024 * K..=8 * 1024 * K).contains(&l3),
+                        "{run}: L3 {l3}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_modelled_intel_l1i_is_found() {
+        // A 32 KiB, 8-way L1i, the indirect chain on the probe's fine grid (16 and 24 sizes
+        // per octave), beside the modelled chase that gives the L2.
+        use crate::fixtures::intel;
+        let machine = intel::machine();
+        for quick in [true, false] {
+            let (_, fine, _) = intel::budget(quick);
+            for replacement in [Replacement::Lru, Replacement::Random] {
+                let mut curves = intel::chase_curves(quick, Replacement::Lru, 0);
+                let (size, ways) = intel::L1I;
+                curves.push(modelled_chain_over(fine, size as f64, ways, replacement));
+                let levels = assign_levels(&machine, &curves);
+                let l1i = levels
+                    .knees
+                    .iter()
+                    .find(|l| l.kind == CacheKind::Instruction)
+                    .expect("an L1i");
+                assert_eq!(l1i.method, "indirect jump chain");
+                assert!(
+                    within_an_eighth(l1i.knee.size_bytes, size),
+                    "quick {quick}, {replacement:?}: {l1i:?}"
+                );
+            }
         }
     }
 }

@@ -221,4 +221,28 @@ mod tests {
         assert!(tlb_knees(&flat, &[32 << 10]).is_empty());
         assert!(page_walk_note(&[]).contains("no step"));
     }
+
+    #[test]
+    fn a_modelled_intel_guest_shows_its_dtlb_and_stlb() {
+        // An Emerald Rapids guest (crate::fixtures::intel): a 64-entry DTLB, a 2048-entry
+        // STLB, the lines filling the 48 KiB L1d at 768 pages and the 2 MiB L2 over random
+        // pages from about 16384; the data caches are those the modelled chase gives.
+        use crate::fixtures::intel;
+        use crate::placement::Replacement;
+        for quick in [true, false] {
+            let curves = intel::chase_curves(quick, Replacement::Lru, 0);
+            let levels = crate::levels::assign_levels(&intel::machine(), &curves);
+            let data_caches: Vec<u64> = levels.knees.iter().map(|l| l.knee.size_bytes).collect();
+            for seed in 0..4 {
+                let points = intel::page_walk(quick, seed);
+                let knees = tlb_knees(&points, &data_caches);
+                let pages: Vec<u64> = knees.iter().map(|k| k.size_bytes / 4096).collect();
+                assert_eq!(
+                    pages,
+                    vec![intel::DTLB.0, intel::STLB.0],
+                    "quick {quick}, seed {seed}: {data_caches:?} {knees:?}"
+                );
+            }
+        }
+    }
 }
