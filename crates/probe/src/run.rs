@@ -1121,9 +1121,7 @@ impl StreamingSweep<'_> {
         let (Some(at_level), Some(at_memory)) = (self.triad(&level), self.triad("MEM")) else {
             return Ok(None);
         };
-        // Other work only ever slows a kernel: the level's time is the fastest of its own
-        // measurement and the sweep's points.
-        let mut level_ns = ns_per_line(at_level.gb_per_s);
+        let level_ns = ns_per_line(at_level.gb_per_s);
         let memory_ns = ns_per_line(at_memory.gb_per_s);
         let spans = streaming_spans(
             (at_level.working_set_bytes as f64 * std::f64::consts::SQRT_2) as u64,
@@ -1143,7 +1141,6 @@ impl StreamingSweep<'_> {
                 self.budget.kernel_time,
                 self.budget.kernel_trials.max(SWEEP_TRIALS),
             )?;
-            level_ns = level_ns.min(ns_per_line(s.gb_per_s));
             points.push(Point {
                 size_bytes: s.working_set_bytes,
                 value: ns_per_line(s.gb_per_s),
