@@ -210,7 +210,14 @@ fn probe_section(probe: &Figure<'_, ProbeReport>, machine: &Machine) -> Result<S
                  <td class=\"num\">{:.2}</td></tr>",
                 escape_html(&format!("L{}", c.level)),
                 escape_html(c.kind.name()),
-                format_bytes(c.size_bytes),
+                match c.streaming_size_bytes {
+                    Some(b) => format!(
+                        "{} (streaming {})",
+                        format_bytes(c.size_bytes),
+                        format_bytes(b)
+                    ),
+                    None => format_bytes(c.size_bytes),
+                },
                 c.latency_ns,
                 c.latency_cycles,
                 c.advertised_size_bytes

@@ -63,7 +63,7 @@ const KERNELS: [BundledKernel; 3] = [
     BundledKernel {
         name: "2d-5pt",
         source: include_str!("../../../../examples/kernels/2d-5pt.c"),
-        define: &[("M", 1000), ("N", 1000)],
+        define: &[("M", 700), ("N", 700)],
     },
     BundledKernel {
         name: "stride-conflict",
@@ -131,6 +131,9 @@ pub struct CacheLine {
     pub size_bytes: u64,
     /// Load-to-use latency.
     pub latency_ns: f64,
+    /// The last level's streaming size, which the models simulate, when measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub streaming_size_bytes: Option<u64>,
 }
 
 /// One kernel's roofline.
@@ -371,6 +374,7 @@ impl Demo<'_> {
                 name: format!("L{}{}", c.level, c.kind.suffix()),
                 size_bytes: c.size_bytes,
                 latency_ns: c.latency_ns,
+                streaming_size_bytes: c.streaming_size_bytes,
             });
         }
         self.summary.peak_gflops_dp = report.measured.peak_gflops.as_ref().map(|p| p.dp);
@@ -732,8 +736,12 @@ fn render_summary(s: &DemoSummary) -> String {
             .caches
             .iter()
             .map(|c| {
+                let streaming = c
+                    .streaming_size_bytes
+                    .map(|b| format!(" (streaming {})", format_bytes(b)))
+                    .unwrap_or_default();
                 format!(
-                    "{} {} {:.1} ns",
+                    "{} {} {:.1} ns{streaming}",
                     c.name,
                     format_bytes(c.size_bytes),
                     c.latency_ns
