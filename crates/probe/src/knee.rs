@@ -214,7 +214,7 @@ fn drift(points: &[Point], seg: &Segment) -> f64 {
 }
 
 /// The plateaus of a curve: wide, flat segments, with adjacent ones of nearly equal level
-/// merged. A flat segment half as wide counts too when a cliff ends it ([`ends_in_cliff`]).
+/// merged. A flat segment half as wide counts too when a cliff ends it (`ends_in_cliff`).
 pub fn plateaus(points: &[Point], options: &KneeOptions) -> Vec<Segment> {
     // Wiggles the segmentation split off are not steps: merge neighbours within 12 %.
     let mut merged: Vec<Segment> = Vec::new();
