@@ -42,7 +42,7 @@ pub use ranks::{RankLoop, RankMerge, merge_reports};
 pub use recording::{Mapping, ObjectRef, Sample, TargetExit};
 pub use sample::{
     DEFAULT_BUFFER_BYTES, DEFAULT_FREQUENCY_HZ, DEFAULT_STACK_BYTES, EventChoice, Exec,
-    MAX_STACK_BYTES, SampleOptions, SampledEvent, SampledRun, record_sampled,
+    MAX_STACK_BYTES, MIN_STACK_BYTES, SampleOptions, SampledEvent, SampledRun, record_sampled,
 };
 pub use sites::{CodeIndex, Place};
 pub use threads::{ThreadActivity, ThreadSample, ThreadTime};

@@ -9,8 +9,8 @@ use std::time::Instant;
 use clap::{Args, ValueEnum};
 use loopscope_profile::{
     DEFAULT_FREQUENCY_HZ, DEFAULT_STACK_BYTES, EventChoice, ExactOptions, MAX_STACK_BYTES,
-    NameValues, PatchOptions, Profile, SampleOptions, expand_output_name, has_placeholders,
-    measure_trap_cost, record_exact, record_patch, record_sampled,
+    MIN_STACK_BYTES, NameValues, PatchOptions, Profile, SampleOptions, expand_output_name,
+    has_placeholders, measure_trap_cost, record_exact, record_patch, record_sampled,
 };
 
 use crate::failure::bad_input;
@@ -83,7 +83,8 @@ pub struct RecordArgs {
     #[arg(
         long,
         value_name = "N",
-        value_parser = clap::value_parser!(u32).range(8..=i64::from(MAX_STACK_BYTES)),
+        value_parser = clap::value_parser!(u32)
+            .range(i64::from(MIN_STACK_BYTES)..=i64::from(MAX_STACK_BYTES)),
         help = stack_bytes_help()
     )]
     pub stack_bytes: Option<u32>,
@@ -121,7 +122,7 @@ fn event_help() -> String {
 
 fn freq_help() -> String {
     with_default(
-        "Samples per second and thread (sample back-end)",
+        &format!("Samples per second and thread (sample back-end; 1 to {MAX_FREQUENCY_HZ})"),
         DEFAULT_FREQUENCY_HZ,
     )
 }
@@ -129,19 +130,24 @@ fn freq_help() -> String {
 fn stack_bytes_help() -> String {
     with_default(
         &format!(
-            "Bytes of user stack copied with each sample for unwinding (sample back-end; up to \
-             {MAX_STACK_BYTES}): deeper call chains are cut, their callers missing"
+            "Bytes of user stack copied with each sample for unwinding (sample back-end; \
+             {MIN_STACK_BYTES} to {MAX_STACK_BYTES}): deeper call chains are cut, their callers \
+             missing"
         ),
         DEFAULT_STACK_BYTES,
     )
 }
 
+/// Highest `--freq`: Linux's default `perf_event_max_sample_rate`, above which the kernel
+/// refuses or throttles the rate.
+const MAX_FREQUENCY_HZ: u64 = 100_000;
+
 /// Runs `record`.
 pub fn run(args: &RecordArgs, ui: &Ui) -> anyhow::Result<()> {
     let freq = args.freq.unwrap_or(DEFAULT_FREQUENCY_HZ);
-    if freq == 0 || freq > 100_000 {
+    if freq == 0 || freq > MAX_FREQUENCY_HZ {
         return Err(bad_input(format!(
-            "--freq {freq}: expected 1 to 100000 samples per second"
+            "--freq {freq}: expected 1 to {MAX_FREQUENCY_HZ} samples per second"
         )));
     }
     let backend = if args.exact {
@@ -385,8 +391,12 @@ mod tests {
             "{stack}"
         );
         assert!(
-            stack.contains(&format!("up to {MAX_STACK_BYTES})")),
+            stack.contains(&format!("{MIN_STACK_BYTES} to {MAX_STACK_BYTES})")),
             "{stack}"
+        );
+        assert!(
+            freq.contains(&format!("1 to {MAX_FREQUENCY_HZ})")),
+            "{freq}"
         );
         let event = line_of(&help, "--event");
         let name = DEFAULT_EVENT.to_possible_value().unwrap();

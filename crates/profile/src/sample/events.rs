@@ -8,7 +8,7 @@ use perf_event::events::{Hardware, Software};
 use perf_event::{Builder, Clock, Counter, ReadFormat, SampleFlag, SampleSkid, Sampler};
 
 use super::records::{self, Queue};
-use super::{MAX_STACK_BYTES, SampleOptions, SampledEvent, maps};
+use super::{MAX_STACK_BYTES, MIN_STACK_BYTES, SampleOptions, SampledEvent, maps};
 use crate::ProfileError;
 
 /// Registers copied with each sample, by their bit in the x86-64 `perf_regs` numbering:
@@ -50,9 +50,9 @@ pub(super) fn check_options(options: &SampleOptions) -> Result<(), ProfileError>
             options.frequency_hz
         ));
     }
-    if !(8..=MAX_STACK_BYTES).contains(&options.stack_bytes) {
+    if !(MIN_STACK_BYTES..=MAX_STACK_BYTES).contains(&options.stack_bytes) {
         return bad(format!(
-            "a user-stack copy of {} bytes is outside 8..={MAX_STACK_BYTES}",
+            "a user-stack copy of {} bytes is outside {MIN_STACK_BYTES}..={MAX_STACK_BYTES}",
             options.stack_bytes
         ));
     }

@@ -31,6 +31,8 @@ pub const DEFAULT_FREQUENCY_HZ: u64 = 1000;
 /// Bytes of user stack copied with each sample when the caller has no preference: deep
 /// enough for the call chains of numerical code, small enough to keep the copy cheap.
 pub const DEFAULT_STACK_BYTES: u32 = 16 * 1024;
+/// Smallest user-stack copy per sample: one 8-byte word, as the kernel copies whole words.
+pub const MIN_STACK_BYTES: u32 = 8;
 /// Largest user-stack copy per sample the kernel accepts (`sample_stack_user` below
 /// `u16::MAX`, a multiple of 8).
 pub const MAX_STACK_BYTES: u32 = 65528;
