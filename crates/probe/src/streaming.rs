@@ -146,6 +146,10 @@ pub fn streaming_note(
         (None, _) if memory_ns < MIN_RATIO * level_ns => format!(
             "{level} streaming size not measured: memory streams nearly as fast as the {level} ({rates})"
         ),
+        (None, None) => format!(
+            "{level} streaming size not measured: no working set lies between the {level}'s and memory's bandwidth working sets; roofline and misses simulate the {level} at the pointer chase's {:.1} MiB",
+            mib(chase_bytes)
+        ),
         (None, Some(last)) if last.value < threshold_ns(level_ns, memory_ns) => format!(
             "{level} streaming size not measured: the triad kept the {level}'s rate to the largest working set swept, {:.1} MiB ({rates}); roofline and misses simulate the {level} at the pointer chase's {:.1} MiB",
             mib(last.size_bytes),
@@ -260,6 +264,8 @@ mod tests {
         let close = streaming_knee(&zen3_guest(), level, level * 1.1);
         assert!(close.is_none());
         assert!(streaming_knee(&[], level, memory).is_none());
+        let note = streaming_note("L3", None, &[], 6 * MIB, level, memory);
+        assert!(note.contains("no working set lies between"), "{note}");
     }
 
     #[test]
