@@ -67,6 +67,12 @@ fn check_cache(
             ));
         }
     }
+    if cache.size_bytes > MAX_CACHE_BYTES {
+        return Err(bad(
+            &format!("{key}.size_bytes"),
+            format!("({name}) is {}: {SIZE_RANGE}", cache.size_bytes),
+        ));
+    }
     if !cache.line_bytes.is_power_of_two() {
         return Err(bad(
             &format!("{key}.line_bytes"),
@@ -86,6 +92,26 @@ fn check_cache(
         ));
     }
     Ok(())
+}
+
+/// Largest cache size a file may give: far above any cache built (about 1 GiB per socket),
+/// and small enough that every model's set and line counts stay within their integers.
+const MAX_CACHE_BYTES: u64 = 1 << 40;
+
+const SIZE_RANGE: &str = "expected a size in bytes from 1 to 2^40 (1 TiB)";
+
+/// A cache size, when given, is from 1 byte to [`MAX_CACHE_BYTES`].
+fn check_size(
+    key: &str,
+    size_bytes: Option<u64>,
+    bad: &dyn Fn(&str, String) -> MachineError,
+) -> Result<(), MachineError> {
+    match size_bytes {
+        Some(size) if size == 0 || size > MAX_CACHE_BYTES => {
+            Err(bad(key, format!("is {size}: {SIZE_RANGE}")))
+        }
+        _ => Ok(()),
+    }
 }
 
 fn check_measured(
@@ -124,12 +150,12 @@ fn check_measured(
                 ));
             }
         }
-        if c.streaming_size_bytes == Some(0) {
-            return Err(bad(
-                &format!("{key}.streaming_size_bytes"),
-                "is 0: expected a size in bytes above 0".into(),
-            ));
-        }
+        check_size(&format!("{key}.size_bytes"), Some(c.size_bytes), bad)?;
+        check_size(
+            &format!("{key}.streaming_size_bytes"),
+            c.streaming_size_bytes,
+            bad,
+        )?;
     }
     if let Some(p) = &measured.peak_gflops {
         positive("measured.peak_gflops.dp".into(), p.dp)?;
@@ -168,6 +194,42 @@ fn with_level(error: MachineError, level: &str) -> MachineError {
 mod tests {
     use super::*;
     use crate::{Bandwidth, CacheKind, Measured, PeakGflops};
+
+    #[test]
+    fn cache_sizes_beyond_a_tebibyte_or_zero_are_refused() {
+        let mut m = good();
+        m.caches[1] = Cache::new(2, CacheKind::Unified, 1 << 41, 64, 16, 1);
+        assert!(
+            message(&m).starts_with("m.toml: `caches[1].size_bytes` (L2) is 2199023255552: expected a size in bytes from 1 to 2^40"),
+            "{}",
+            message(&m)
+        );
+        let measured = |size_bytes, streaming_size_bytes| {
+            let mut m = good();
+            m.measured.as_mut().unwrap().caches = vec![crate::MeasuredCache {
+                level: 2,
+                kind: CacheKind::Unified,
+                size_bytes,
+                latency_cycles: 12.0,
+                latency_ns: 4.0,
+                advertised_size_bytes: None,
+                confidence: 0.5,
+                method: String::new(),
+                streaming_size_bytes,
+            }];
+            m
+        };
+        assert!(validate(&measured(1 << 20, Some(1 << 24)), Path::new("m.toml")).is_ok());
+        assert!(
+            message(&measured(1 << 20, Some(0)))
+                .starts_with("m.toml: `measured.caches[0].streaming_size_bytes` is 0: expected")
+        );
+        assert!(
+            message(&measured(1 << 20, Some(1 << 62)))
+                .contains("`measured.caches[0].streaming_size_bytes` is 4611686018427387904")
+        );
+        assert!(message(&measured(1 << 62, None)).contains("`measured.caches[0].size_bytes`"));
+    }
 
     fn good() -> Machine {
         let mut m = Machine::unknown();
