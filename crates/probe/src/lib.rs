@@ -85,8 +85,8 @@ pub use recompile::{
 pub use run::{Curve, ProbeOptions, ProbeReport, ProgressFn, curve_knees, run_probe};
 pub use simd::Simd;
 pub use streaming::{
-    STREAMING_CURVE, STREAMING_UNIT, ns_per_line, streaming_knee, streaming_note, streaming_spans,
-    streaming_sweep_done,
+    NoStreamingSize, STREAMING_CURVE, STREAMING_UNIT, ns_per_line, streaming_knee, streaming_note,
+    streaming_spans, streaming_sweep_done,
 };
 pub use threads::on_each_cpu;
 pub use tlb::{PAGE_WALK_CURVE, page_walk_note, page_walk_spans, tlb_knees};

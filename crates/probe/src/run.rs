@@ -1100,8 +1100,7 @@ struct StreamingSweep<'a> {
 
 impl StreamingSweep<'_> {
     /// Sets the last data level's `streaming_size_bytes` when the sweep finds it, notes what
-    /// it found either way, and returns the curve; nothing when the chase did not reach the
-    /// machine's last level or either end's triad is missing.
+    /// it found or why it did not sweep, and returns the curve when it swept.
     fn run(
         &self,
         caches: &mut [MeasuredCache],
@@ -1115,12 +1114,55 @@ impl StreamingSweep<'_> {
             .max_by_key(|c| c.level)
             .filter(|c| last_advertised.is_none_or(|l| l == c.level))
         else {
+            notes.push(
+                "streaming size not measured: the pointer chase did not find the last cache level"
+                    .into(),
+            );
             return Ok(None);
         };
         let level = format!("L{}", last.level);
         let (Some(at_level), Some(at_memory)) = (self.triad(&level), self.triad("MEM")) else {
+            notes.push(format!(
+                "{level} streaming size not measured: no one-thread triad was measured in the \
+                 {level} and in memory to sweep between"
+            ));
             return Ok(None);
         };
+        let level_ns = ns_per_line(at_level.gb_per_s);
+        let memory_ns = ns_per_line(at_memory.gb_per_s);
+        let points = self.sweep(at_level, at_memory, stop)?;
+        if stop.load(Ordering::Relaxed) {
+            notes.push(format!(
+                "{level} streaming size not measured: the sweep was interrupted"
+            ));
+            return Ok(None);
+        }
+        let found = streaming_knee(&points, level_ns, memory_ns);
+        notes.push(streaming_note(
+            &level,
+            found.as_ref().map_err(|why| *why),
+            &points,
+            last.size_bytes,
+            level_ns,
+            memory_ns,
+        ));
+        last.streaming_size_bytes = found.as_ref().ok().map(|k| k.size_bytes);
+        Ok(Some(Curve {
+            name: STREAMING_CURVE.into(),
+            unit: STREAMING_UNIT.into(),
+            points,
+            knees: found.into_iter().collect(),
+        }))
+    }
+
+    /// The triad's points from the level's working set ×√2 to half of memory's, until two
+    /// points past the crossing or `stop`.
+    fn sweep(
+        &self,
+        at_level: &Bandwidth,
+        at_memory: &Bandwidth,
+        stop: &AtomicBool,
+    ) -> Result<Vec<Point>, ProbeError> {
         let level_ns = ns_per_line(at_level.gb_per_s);
         let memory_ns = ns_per_line(at_memory.gb_per_s);
         let spans = streaming_spans(
@@ -1147,22 +1189,7 @@ impl StreamingSweep<'_> {
                 median: ns_per_line(s.median_gb_per_s),
             });
         }
-        let knee = streaming_knee(&points, level_ns, memory_ns);
-        notes.push(streaming_note(
-            &level,
-            knee.as_ref(),
-            &points,
-            last.size_bytes,
-            level_ns,
-            memory_ns,
-        ));
-        last.streaming_size_bytes = knee.map(|k| k.size_bytes);
-        Ok(Some(Curve {
-            name: STREAMING_CURVE.into(),
-            unit: STREAMING_UNIT.into(),
-            points,
-            knees: knee.into_iter().collect(),
-        }))
+        Ok(points)
     }
 
     /// The single-thread triad at `level`'s working set.

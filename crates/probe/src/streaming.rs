@@ -57,11 +57,12 @@ fn level_time(points: &[Point], level_ns: f64) -> f64 {
     points.iter().map(|p| p.value).fold(level_ns, f64::min)
 }
 
-/// Index of the first point at or above the threshold whose successor (if any) is too: one
-/// slow point between two fast ones is a disturbance, not the level ending.
+/// Index of the first point at or above the threshold whose successor is too: one slow point
+/// between two fast ones is a disturbance, not the level ending, and one slow last point is
+/// not yet a confirmed end.
 fn crossing(points: &[Point], threshold: f64) -> Option<usize> {
     (0..points.len()).find(|&i| {
-        points[i].value >= threshold && points.get(i + 1).is_none_or(|p| p.value >= threshold)
+        points[i].value >= threshold && points.get(i + 1).is_some_and(|p| p.value >= threshold)
     })
 }
 
@@ -72,18 +73,43 @@ pub fn streaming_sweep_done(points: &[Point], level_ns: f64, memory_ns: f64) -> 
     above.count() >= 2
 }
 
+/// Why a sweep gave no streaming size.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum NoStreamingSize {
+    /// Memory's triad is less than 1.25x slower than the level's.
+    MemoryAsFast,
+    /// No working set lies between the level's and memory's bandwidth working sets.
+    NothingSwept,
+    /// The first two points are already past the crossing.
+    FromTheFirst,
+    /// No two points in a row reach the crossing, up to this largest working set swept.
+    NotReached {
+        /// The largest working set swept.
+        largest_bytes: u64,
+    },
+}
+
 /// The streaming capacity as a knee of the curve (`before` the level's time, `after`
-/// memory's), or `None` when memory is not clearly slower, when the first point is already
-/// past the crossing, or when no point reaches it. `level_ns` and `memory_ns` are the triad's
-/// times at the level's and memory's bandwidth working sets.
-pub fn streaming_knee(points: &[Point], level_ns: f64, memory_ns: f64) -> Option<Knee> {
+/// memory's), or why there is none. `level_ns` and `memory_ns` are the triad's times at the
+/// level's and memory's bandwidth working sets.
+pub fn streaming_knee(
+    points: &[Point],
+    level_ns: f64,
+    memory_ns: f64,
+) -> Result<Knee, NoStreamingSize> {
     let level_ns = level_time(points, level_ns);
     if !(level_ns > 0.0 && memory_ns >= MIN_RATIO * level_ns) {
-        return None;
+        return Err(NoStreamingSize::MemoryAsFast);
     }
+    let Some(last) = points.last() else {
+        return Err(NoStreamingSize::NothingSwept);
+    };
     let threshold = threshold_ns(level_ns, memory_ns);
-    let i = crossing(points, threshold)?;
-    let (lo, hi) = (points.get(i.checked_sub(1)?)?, &points[i]);
+    let i = crossing(points, threshold).ok_or(NoStreamingSize::NotReached {
+        largest_bytes: last.size_bytes,
+    })?;
+    let lo = &points[i.checked_sub(1).ok_or(NoStreamingSize::FromTheFirst)?];
+    let hi = &points[i];
     let log = |v: u64| (v.max(1) as f64).ln();
     let share =
         ((threshold.ln() - lo.value.ln()) / (hi.value.ln() - lo.value.ln())).clamp(0.0, 1.0);
@@ -97,14 +123,20 @@ pub fn streaming_knee(points: &[Point], level_ns: f64, memory_ns: f64) -> Option
     let end = points[i..]
         .iter()
         .find(|p| p.value * PLATEAU_SLACK >= memory_ns)
-        .unwrap_or(&points[points.len() - 1]);
+        .unwrap_or(last);
     let agreeing = points
         .iter()
         .enumerate()
         .filter(|(j, p)| (*j < i) == (p.value < threshold))
         .count();
-    Some(Knee {
-        size_bytes: ((size as u64) / line).max(1) * line,
+    Ok(Knee {
+        // Between the two points, whatever a NaN share made of it.
+        size_bytes: ((size as u64).clamp(
+            lo.size_bytes.min(hi.size_bytes),
+            lo.size_bytes.max(hi.size_bytes),
+        ) / line)
+            .max(1)
+            * line,
         cliff_lo_bytes: lo.size_bytes,
         cliff_hi_bytes: hi.size_bytes,
         rise_start_bytes: rise_start.size_bytes,
@@ -121,7 +153,7 @@ pub fn streaming_knee(points: &[Point], level_ns: f64, memory_ns: f64) -> Option
 /// found `chase_bytes`.
 pub fn streaming_note(
     level: &str,
-    knee: Option<&Knee>,
+    found: Result<&Knee, NoStreamingSize>,
     points: &[Point],
     chase_bytes: u64,
     level_ns: f64,
@@ -135,31 +167,34 @@ pub fn streaming_note(
         gbs(level_ns),
         gbs(memory_ns)
     );
-    match (knee, points.last()) {
-        (Some(k), _) => format!(
-            "{level} streaming size {:.1} MiB: the triad on one thread ({rates}) runs at the {level}'s rate to {:.1} MiB and halfway (geometrically) to memory's at {:.1} MiB; the pointer chase's {:.1} MiB is where random loads miss; roofline and misses simulate the {level} at the streaming size",
-            mib(k.size_bytes),
-            mib(k.rise_start_bytes),
-            mib(k.size_bytes),
-            mib(chase_bytes)
+    let why = match found {
+        Ok(k) => {
+            return format!(
+                "{level} streaming size {:.1} MiB: the triad on one thread ({rates}) runs at the {level}'s rate to {:.1} MiB and halfway (geometrically) to memory's at {:.1} MiB; the pointer chase's {:.1} MiB is where random loads miss; roofline and misses simulate the {level} at the streaming size",
+                mib(k.size_bytes),
+                mib(k.rise_start_bytes),
+                mib(k.size_bytes),
+                mib(chase_bytes)
+            );
+        }
+        Err(NoStreamingSize::MemoryAsFast) => {
+            format!("memory streams nearly as fast as the {level} ({rates})")
+        }
+        Err(NoStreamingSize::NothingSwept) => {
+            format!("no working set lies between the {level}'s and memory's bandwidth working sets")
+        }
+        Err(NoStreamingSize::FromTheFirst) => {
+            format!("the triad ran at memory's rate from the first working set swept ({rates})")
+        }
+        Err(NoStreamingSize::NotReached { largest_bytes }) => format!(
+            "the triad did not fall halfway to memory's rate twice in a row up to the largest working set swept, {:.1} MiB ({rates})",
+            mib(largest_bytes)
         ),
-        (None, _) if memory_ns < MIN_RATIO * level_ns => format!(
-            "{level} streaming size not measured: memory streams nearly as fast as the {level} ({rates})"
-        ),
-        (None, None) => format!(
-            "{level} streaming size not measured: no working set lies between the {level}'s and memory's bandwidth working sets; roofline and misses simulate the {level} at the pointer chase's {:.1} MiB",
-            mib(chase_bytes)
-        ),
-        (None, Some(last)) if last.value < threshold_ns(level_ns, memory_ns) => format!(
-            "{level} streaming size not measured: the triad kept the {level}'s rate to the largest working set swept, {:.1} MiB ({rates}); roofline and misses simulate the {level} at the pointer chase's {:.1} MiB",
-            mib(last.size_bytes),
-            mib(chase_bytes)
-        ),
-        (None, _) => format!(
-            "{level} streaming size not measured: the triad ran at memory's rate from the first working set swept ({rates}); roofline and misses simulate the {level} at the pointer chase's {:.1} MiB",
-            mib(chase_bytes)
-        ),
-    }
+    };
+    format!(
+        "{level} streaming size not measured: {why}; roofline and misses simulate the {level} at the pointer chase's {:.1} MiB",
+        mib(chase_bytes)
+    )
 }
 
 #[cfg(test)]
@@ -207,7 +242,7 @@ mod tests {
         assert_eq!(knee.confidence, 1.0);
         assert!(knee.ratio > 3.0);
         assert!(streaming_sweep_done(&zen3_guest(), level, memory));
-        let note = streaming_note("L3", Some(&knee), &zen3_guest(), 5 * MIB, level, memory);
+        let note = streaming_note("L3", Ok(&knee), &zen3_guest(), 5 * MIB, level, memory);
         assert!(
             note.starts_with(&format!("L3 streaming size {mib:.1} MiB:")),
             "{note}"
@@ -253,19 +288,49 @@ mod tests {
     #[test]
     fn no_crossing_no_size() {
         let (level, memory) = (ns_per_line(60.0), ns_per_line(15.0));
+        let note =
+            |points: &[Point], why| streaming_note("L3", Err(why), points, 6 * MIB, level, memory);
         let flat = curve(&[(4.0, 60.0), (8.0, 58.0), (16.0, 59.0)]);
-        assert!(streaming_knee(&flat, level, memory).is_none());
-        let note = streaming_note("L3", None, &flat, 6 * MIB, level, memory);
-        assert!(note.contains("kept the L3's rate to the largest"), "{note}");
+        let why = streaming_knee(&flat, level, memory).unwrap_err();
+        assert_eq!(
+            why,
+            NoStreamingSize::NotReached {
+                largest_bytes: 16 * MIB
+            }
+        );
+        assert!(note(&flat, why).contains("up to the largest working set swept, 16.0 MiB"));
+        // One slow last point is not yet the level's end.
+        let one_slow = curve(&[(4.0, 60.0), (8.0, 58.0), (16.0, 15.0)]);
+        assert!(matches!(
+            streaming_knee(&one_slow, level, memory),
+            Err(NoStreamingSize::NotReached { .. })
+        ));
+        assert!(!streaming_sweep_done(&one_slow, level, memory));
         let slow = curve(&[(4.0, 15.0), (8.0, 15.0), (16.0, 15.0)]);
-        assert!(streaming_knee(&slow, level, memory).is_none());
-        let note = streaming_note("L3", None, &slow, 6 * MIB, level, memory);
-        assert!(note.contains("from the first working set"), "{note}");
+        let why = streaming_knee(&slow, level, memory).unwrap_err();
+        assert_eq!(why, NoStreamingSize::FromTheFirst);
+        assert!(note(&slow, why).contains("from the first working set"));
         let close = streaming_knee(&zen3_guest(), level, level * 1.1);
-        assert!(close.is_none());
-        assert!(streaming_knee(&[], level, memory).is_none());
-        let note = streaming_note("L3", None, &[], 6 * MIB, level, memory);
-        assert!(note.contains("no working set lies between"), "{note}");
+        assert_eq!(close.unwrap_err(), NoStreamingSize::MemoryAsFast);
+        let why = streaming_knee(&[], level, memory).unwrap_err();
+        assert_eq!(why, NoStreamingSize::NothingSwept);
+        let text = note(&[], why);
+        assert!(text.contains("no working set lies between"), "{text}");
+        assert!(text.ends_with("at the pointer chase's 6.0 MiB"), "{text}");
+    }
+
+    #[test]
+    fn nan_and_unsorted_points_give_a_size_between_two_points_or_none() {
+        let (level, memory) = (ns_per_line(60.0), ns_per_line(15.0));
+        let mut points = zen3_guest();
+        points[5].value = f64::NAN;
+        points[6].value = f64::INFINITY;
+        if let Ok(knee) = streaming_knee(&points, level, memory) {
+            assert!(knee.size_bytes >= 2 * MIB && knee.size_bytes <= 46 * MIB);
+        }
+        points.reverse();
+        let _ = streaming_knee(&points, level, memory);
+        let _ = streaming_knee(&points, f64::NAN, f64::INFINITY);
     }
 
     #[test]

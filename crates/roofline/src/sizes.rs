@@ -74,8 +74,9 @@ fn level_number(name: &str) -> Option<u8> {
 
 /// `levels` (built from `machine`'s advertised data caches) with each size replaced, under
 /// [`CacheSizes::Effective`], by the data or unified size the probe measured for that level
-/// (for the last level, the size a stream finds when the probe measured it, else where random
-/// loads miss), rounded down to whole sets of the level's ways and lines (at least one set).
+/// (for the last measured level, the size a stream finds when the probe measured it, at most
+/// the advertised size, else where random loads miss), rounded down to whole sets of the
+/// level's ways and lines (at least one set).
 /// Other choices, and levels without a measured size, stay as they are.
 pub fn sized_levels(
     levels: &[LevelConfig],
@@ -88,6 +89,12 @@ pub fn sized_levels(
         .filter(|_| sizes == CacheSizes::Effective)
         .map(|m| m.caches.as_slice())
         .unwrap_or_default();
+    // The streaming size belongs to the last measured data level only.
+    let last_measured = measured
+        .iter()
+        .filter(|c| c.kind != CacheKind::Instruction)
+        .map(|c| c.level)
+        .max();
     levels
         .iter()
         .map(|level| {
@@ -101,11 +108,15 @@ pub fn sized_levels(
             let mut random_loads_bytes = None;
             if let Some(m) = found {
                 let set_bytes = (level.ways * level.line_bytes).max(1);
-                let measured = m.streaming_size_bytes.unwrap_or(m.size_bytes);
-                let size = (measured / set_bytes).max(1) * set_bytes;
+                // A stream cannot keep more than the level holds.
+                let streaming = m
+                    .streaming_size_bytes
+                    .filter(|_| Some(m.level) == last_measured)
+                    .map(|s| s.min(level.size_bytes));
+                let size = (streaming.unwrap_or(m.size_bytes) / set_bytes).max(1) * set_bytes;
                 if size != level.size_bytes {
                     advertised_bytes = Some(level.size_bytes);
-                    random_loads_bytes = m.streaming_size_bytes.map(|_| m.size_bytes);
+                    random_loads_bytes = streaming.map(|_| m.size_bytes);
                     config.size_bytes = size;
                 }
             }
@@ -223,6 +234,15 @@ mod tests {
         assert!(sized[1].random_loads_bytes.is_none());
         let advertised = sized_levels(&levels(), &machine, CacheSizes::Advertised);
         assert_eq!(advertised[2].config.size_bytes, 32 * MIB);
+        // At most the advertised size; and only on the last measured level.
+        let caches = &mut machine.measured.as_mut().unwrap().caches;
+        caches[3].streaming_size_bytes = Some(40 * MIB);
+        caches[2].streaming_size_bytes = Some(8 * MIB);
+        let sized = sized_levels(&levels(), &machine, CacheSizes::Effective);
+        assert_eq!(sized[2].config.size_bytes, 32 * MIB);
+        assert_eq!(sized[2].advertised_bytes, None);
+        assert_eq!(sized[1].config.size_bytes, 768 * KIB);
+        assert!(sized[1].random_loads_bytes.is_none());
     }
 
     #[test]
