@@ -11,8 +11,8 @@ use loopscope_cache::{
 use loopscope_kernel::{LoadedKernel, Program, Silent};
 use proptest::prelude::*;
 
-/// One access: (addr, size_bytes, write, reference).
-type Access = (u64, u32, bool, u32);
+mod common;
+use common::Access;
 
 const REFERENCES: usize = 4;
 
@@ -67,38 +67,13 @@ fn compare(spec: &str, accesses: &[Access], arrays: &[Range<u64>]) -> Result<(),
 }
 
 fn stream() -> impl Strategy<Value = Vec<Access>> {
-    prop::collection::vec(
-        (
-            0u64..4096,
-            prop::sample::select(vec![1u32, 4, 8, 8, 8, 16, 40]),
-            any::<bool>(),
-            0u32..REFERENCES as u32,
-        ),
-        1..600,
-    )
+    common::stream(4096, REFERENCES as u32, 600)
 }
 
-/// Up to three levels, line sizes not shrinking downwards: (sets, ways, line_bytes) each.
 fn geometry() -> impl Strategy<Value = Vec<(u64, u64, u64)>> {
-    prop::collection::vec(
-        (
-            prop::sample::select(vec![1u64, 2, 3, 4, 8]),
-            prop::sample::select(vec![1u64, 2, 4, 5, 8]),
-            prop::sample::select(vec![16u64, 32, 64]),
-        ),
-        1..4,
-    )
-    .prop_map(|mut levels| {
-        let mut line = 0;
-        for l in &mut levels {
-            l.2 = l.2.max(line);
-            line = l.2;
-        }
-        levels
-    })
+    common::geometry(vec![1, 2, 3, 4, 8], vec![1, 2, 4, 5, 8])
 }
 
-/// `levels` as a spec: the first with `first`, the others with `lower`, all with `policy`.
 fn spec(levels: &[(u64, u64, u64)], policy: &str, first: &str, lower: &str) -> String {
     levels
         .iter()

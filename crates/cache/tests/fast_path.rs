@@ -5,41 +5,20 @@
 use loopscope_cache::{Hierarchy, LevelStats, MemoryStats, parse_cache_spec};
 use proptest::prelude::*;
 
-/// One access: (addr, size_bytes, write, reference).
-type Access = (u64, u32, bool, u32);
+mod common;
+use common::Access;
 
 fn stream() -> impl Strategy<Value = Vec<Access>> {
-    prop::collection::vec(
-        (
-            0u64..2048,
-            prop::sample::select(vec![1u32, 4, 8, 8, 8, 16, 40]),
-            any::<bool>(),
-            0u32..5,
-        ),
-        1..500,
-    )
+    common::stream(2048, 5, 500)
 }
 
-/// Up to three levels, line sizes not shrinking downwards: (sets, ways, line_bytes) each.
 fn geometry() -> impl Strategy<Value = Vec<(u64, u64, u64)>> {
-    prop::collection::vec(
-        (
-            // Numbers of sets other than powers of two index by remainder.
-            prop::sample::select(vec![1u64, 2, 3, 4, 6, 8]),
-            // Every associativity the fast path has its own copy for, and others.
-            prop::sample::select(vec![1u64, 2, 3, 4, 5, 8, 12, 16]),
-            prop::sample::select(vec![16u64, 32, 64]),
-        ),
-        1..4,
+    common::geometry(
+        // Numbers of sets other than powers of two index by remainder.
+        vec![1, 2, 3, 4, 6, 8],
+        // Every associativity the fast path has its own copy for, and others.
+        vec![1, 2, 3, 4, 5, 8, 12, 16],
     )
-    .prop_map(|mut levels| {
-        let mut line = 0;
-        for l in &mut levels {
-            l.2 = l.2.max(line);
-            line = l.2;
-        }
-        levels
-    })
 }
 
 fn spec(levels: &[(u64, u64, u64)], options: &str) -> String {
