@@ -317,3 +317,65 @@ fn probe_out_then_machine_roofline_and_misses_agree() {
         assert!(found, "{level}: {gb} GB/s is not among the file's runs");
     }
 }
+
+/// The rate the prediction gives `level`'s traffic, in GB/s.
+fn rate_of(v: &serde_json::Value, level: &str) -> f64 {
+    v["prediction"]["levels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["name"] == level)
+        .and_then(|l| l["bandwidth_gb_per_s"].as_f64())
+        .unwrap_or_else(|| panic!("no {level} rate in {}", v["prediction"]))
+}
+
+#[test]
+fn each_kernel_gets_the_l3_bandwidth_of_its_own_share_of_written_bytes() {
+    // probe's L3 store kernel at 60 GB/s of stores, 120 counting write-allocate: 50 % written.
+    let with_store = MACHINE.replace(
+        "gb_per_s = 80.0\n",
+        "gb_per_s = 80.0\n\n[[measured.bandwidth]]\nlevel = \"L3\"\nkernel = \"store\"\n\
+         threads = 2\nworking_set_bytes = 2097152\ngb_per_s = 60.0\n\
+         gb_per_s_with_write_allocate = 120.0\n",
+    );
+    assert_ne!(with_store, MACHINE);
+    let file = machine_file(&with_store);
+    let m = file.path().to_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let sum = dir.path().join("sum.c");
+    std::fs::write(
+        &sum,
+        "double a[N];\ndouble s;\nfor (int i = 0; i < N; ++i)\n    s += a[i];\n",
+    )
+    .unwrap();
+    // 1 MiB of loads alone, in the L3: the load kernel's bandwidth.
+    let loads = json(&["roofline", sum.to_str().unwrap(), "-D", "N=131072", "-m", m]);
+    assert_eq!(rate_of(&loads, "L3"), 80.0);
+    // The triad at 2 MiB fills four lines and writes one back per eight iterations: 20 %
+    // written, between the two kernels in time per byte.
+    let triad = triad();
+    let mixed = json(&["roofline", triad.as_str(), "-D", "N=65536", "-m", m]);
+    let expected = 1.0 / (0.6 / 80.0 + 0.4 / 120.0);
+    let rate = rate_of(&mixed, "L3");
+    assert!((rate - expected).abs() < 1e-6, "{rate} against {expected}");
+    let text = String::from_utf8_lossy(
+        &loopscope(&["roofline", triad.as_str(), "-D", "N=65536", "-m", m]).stdout,
+    )
+    .into_owned();
+    assert!(
+        text.contains("L3 80 GB/s at 0 % written … 120 GB/s at 50 %"),
+        "{text}"
+    );
+    // --bandwidth overrides the level whatever its mix.
+    let fixed = json(&[
+        "roofline",
+        triad.as_str(),
+        "-D",
+        "N=65536",
+        "-m",
+        m,
+        "--bandwidth",
+        "L3=70",
+    ]);
+    assert_eq!(rate_of(&fixed, "L3"), 70.0);
+}

@@ -3,7 +3,9 @@
 
 use std::fmt::Write;
 
-use loopscope_roofline::{Analysis, BandwidthFn, Counts, KernelInput, Limit, Roofline};
+use loopscope_roofline::{
+    Analysis, BandwidthFn, Counts, KernelInput, Limit, MixBandwidth, Roofline,
+};
 
 use crate::{Align, Table};
 
@@ -103,6 +105,7 @@ fn render_inputs(out: &mut String, analysis: &Analysis, counts: Option<&Counts>)
     );
     for (index, ceiling) in ceilings.levels.iter().enumerate() {
         let bandwidth = match ceiling.bandwidth {
+            _ if !ceiling.mixes.is_empty() => mixes_text(&ceiling.mixes),
             BandwidthFn::Constant { gb_per_s } => format!("{} GB/s", number(gb_per_s)),
             BandwidthFn::Linear {
                 slope_per_s,
@@ -142,6 +145,18 @@ fn render_inputs(out: &mut String, analysis: &Analysis, counts: Option<&Counts>)
             out,
             "  rounding   paper: B/Ppeak and Peff/Ppeak to 2 decimals, k to 2"
         );
+    }
+}
+
+/// `76.7 GB/s at 0 % written … 138.2 GB/s at 50 %`: the range a level's bandwidth spans by
+/// the share of written bytes (the level table shows the one each kernel gets).
+fn mixes_text(mixes: &[MixBandwidth]) -> String {
+    let point = |m: &MixBandwidth| (number(m.gb_per_s), (m.write_share * 100.0).round());
+    match (mixes.first().map(point), mixes.last().map(point)) {
+        (Some((low, low_share)), Some((high, high_share))) => {
+            format!("{low} GB/s at {low_share} % written … {high} GB/s at {high_share} %")
+        }
+        _ => String::new(),
     }
 }
 

@@ -1,10 +1,11 @@
 //! What the machine offers: peak and effective FLOP rates and one bandwidth per level.
 
-use loopscope_machine::{Machine, Measured};
+use loopscope_machine::{Bandwidth, Machine, Measured};
 use serde::Serialize;
 
-use crate::pairs::level_pairs;
-use crate::{Level, RooflineError};
+use crate::mixes::{MixBandwidth, bandwidth_at_share, measured_mixes};
+use crate::pairs::{level_pairs, plural};
+use crate::{Level, LevelTraffic, RooflineError};
 
 /// A level's effective bandwidth, possibly depending on the access volume (eq. 14).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -49,6 +50,30 @@ pub struct LevelCeiling {
     /// Bandwidth of stores alone, when they go through ports of their own (L1): the level's
     /// time is then the longer of its loads over `bandwidth` and its stores over this.
     pub store: Option<StoreBandwidth>,
+    /// probe's bandwidths at several shares of written bytes (levels beyond L1), by write
+    /// share: a kernel whose traffic through the level knows its write-backs is timed at the
+    /// bandwidth of its own share ([`LevelCeiling::gb_per_s_for`]). Empty: `bandwidth` alone.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mixes: Vec<MixBandwidth>,
+}
+
+impl LevelCeiling {
+    /// The bandwidth `traffic` through this level runs at: at its share of written bytes
+    /// when the level has [`Self::mixes`] and the traffic knows its write-backs (and the level
+    /// has no store ports of its own), else `bandwidth` at the traffic's access volume.
+    pub fn gb_per_s_for(&self, traffic: &LevelTraffic) -> f64 {
+        let by_share = match (traffic.store_bytes, &self.store) {
+            (Some(written), None) if traffic.bytes > 0 => {
+                let share = written.min(traffic.bytes) as f64 / traffic.bytes as f64;
+                bandwidth_at_share(&self.mixes, share)
+            }
+            _ => None,
+        };
+        by_share.unwrap_or_else(|| {
+            self.bandwidth
+                .gb_per_s(traffic.volume_bytes.unwrap_or(traffic.bytes))
+        })
+    }
 }
 
 /// A level's store bandwidth and where it came from.
@@ -137,6 +162,7 @@ impl Ceilings {
             bandwidth,
             source: source.into(),
             store: None,
+            mixes: Vec::new(),
         };
         match self.levels.iter_mut().find(|c| c.level == level) {
             Some(slot) => {
@@ -195,10 +221,11 @@ impl Ceilings {
         self.levels.iter().find(|c| c.level == level)
     }
 
-    /// Takes every level's bandwidth from `probe`'s measurements; see [`best_bandwidths`]. L1
-    /// takes probe's `load` and `store` runs as its ports, those with vectors of
-    /// `l1_vector_bytes` when given and recorded (the width the kernel is built for: L1's
-    /// bandwidth depends on it), else the fastest.
+    /// Takes every level's bandwidth from `probe`'s measurements; see [`best_bandwidths`].
+    /// Levels beyond L1 also take probe's kernels by write share, when it timed several with
+    /// the same threads ([`LevelCeiling::mixes`]). L1 takes probe's `load` and `store` runs as
+    /// its ports, those with vectors of `l1_vector_bytes` when given and recorded (the width
+    /// the kernel is built for: L1's bandwidth depends on it), else the fastest.
     pub fn add_measured(
         &mut self,
         measured: &Measured,
@@ -206,12 +233,29 @@ impl Ceilings {
         file: &str,
         l1_vector_bytes: Option<u32>,
     ) -> Result<(), RooflineError> {
-        for (level, gb_per_s, how) in best_bandwidths(measured, threads) {
+        for (level, gb_per_s, run) in best_runs(measured, threads) {
+            let mixes = match level {
+                Level::Cache(1) => Vec::new(),
+                _ => measured_mixes(measured, level, run.threads),
+            };
+            let how = if mixes.is_empty() {
+                describe_run(run)
+            } else {
+                let kernels: Vec<&str> = mixes.iter().map(|m| m.kernel.as_str()).collect();
+                format!(
+                    "measured {} kernels, {}, by the share of written bytes",
+                    kernels.join(", "),
+                    plural(run.threads, "thread")
+                )
+            };
             self.set_bandwidth(
                 level,
                 BandwidthFn::Constant { gb_per_s },
                 format!("{file}: {how}"),
             )?;
+            if let Some(slot) = self.levels.iter_mut().find(|c| c.level == level) {
+                slot.mixes = mixes;
+            }
         }
         // L1's load and store ports apart, when probe timed both: a store that hits L1 moves
         // no write-allocate line, so the best run counting one overstates L1.
@@ -302,7 +346,15 @@ fn positive(what: &str, value: f64) -> Result<(), RooflineError> {
 /// figures), the highest, counting write-allocate traffic (the paper counts a store twice).
 /// Returns `(level, GB/s, description)`.
 pub fn best_bandwidths(measured: &Measured, threads: Option<u32>) -> Vec<(Level, f64, String)> {
-    let mut best: Vec<(Level, f64, String, u32)> = Vec::new();
+    best_runs(measured, threads)
+        .into_iter()
+        .map(|(level, gb_per_s, run)| (level, gb_per_s, describe_run(run)))
+        .collect()
+}
+
+/// [`best_bandwidths`]' runs: per level, its bandwidth and the run it came from.
+fn best_runs(measured: &Measured, threads: Option<u32>) -> Vec<(Level, f64, &Bandwidth)> {
+    let mut best: Vec<(Level, f64, &Bandwidth)> = Vec::new();
     for run in &measured.bandwidth {
         let Ok(level) = run.level.parse::<Level>() else {
             continue;
@@ -314,21 +366,24 @@ pub fn best_bandwidths(measured: &Measured, threads: Option<u32>) -> Vec<(Level,
         if !(gb_per_s.is_finite() && gb_per_s > 0.0) {
             continue;
         }
-        let plural = if run.threads == 1 { "" } else { "s" };
-        let how = format!(
-            "measured {} kernel, {} thread{plural}",
-            run.kernel, run.threads
-        );
         match best.iter_mut().find(|b| b.0 == level) {
-            Some(slot) if (run.threads, gb_per_s) > (slot.3, slot.1) => {
-                *slot = (level, gb_per_s, how, run.threads);
+            Some(slot) if (run.threads, gb_per_s) > (slot.2.threads, slot.1) => {
+                *slot = (level, gb_per_s, run);
             }
             Some(_) => {}
-            None => best.push((level, gb_per_s, how, run.threads)),
+            None => best.push((level, gb_per_s, run)),
         }
     }
     best.sort_by_key(|b| b.0);
-    best.into_iter().map(|(l, b, h, _)| (l, b, h)).collect()
+    best
+}
+
+fn describe_run(run: &Bandwidth) -> String {
+    format!(
+        "measured {} kernel, {}",
+        run.kernel,
+        plural(run.threads, "thread")
+    )
 }
 
 /// The floating-point precision a kernel computes in, which picks its compute peak.

@@ -13,6 +13,7 @@ use loopscope_machine::Machine;
 use serde::Serialize;
 
 use crate::kernel_file::kernel_error;
+use crate::pairs::plural;
 use crate::sizes::{CacheSizes, SizedLevel, describe_sizes, sized_levels};
 use crate::{
     Analysis, BASELINE_VECTOR_BYTES, Ceilings, Counts, HarnessKernel, KernelHarness, Level,
@@ -744,10 +745,6 @@ fn cores_of(machine: &Machine, threads: u32) -> u32 {
     threads
         .div_ceil(machine.threads_per_core.max(1))
         .clamp(1, machine.cores.max(1))
-}
-
-fn plural(count: u32, noun: &str) -> String {
-    format!("{count} {noun}{}", if count == 1 { "" } else { "s" })
 }
 
 /// `1 thread`, `40 threads on 20 cores (2 threads per core)` when threads share cores, or

@@ -38,9 +38,12 @@ pub fn simulated_traffic(
         .zip(&warm)
         .enumerate()
         .map(|(index, (after, before))| {
-            let bytes =
-                (after.fill_bytes - before.fill_bytes) + (after.write_bytes - before.write_bytes);
-            (outer_level(levels, index), bytes)
+            let written_bytes = after.write_bytes - before.write_bytes;
+            Boundary {
+                level: outer_level(levels, index),
+                bytes: (after.fill_bytes - before.fill_bytes) + written_bytes,
+                written_bytes,
+            }
         })
         .collect();
     Ok(assemble(kernel, &program, accessed, boundary, timed))
@@ -54,6 +57,17 @@ pub(crate) struct AccessBytes {
     pub(crate) store: u64,
 }
 
+/// Bytes crossing a cache level's outer boundary in one run, as traffic of the next level out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Boundary {
+    /// The next level out, whose traffic these bytes are.
+    pub(crate) level: Level,
+    /// Fills (write-allocate fills included) and write-backs.
+    pub(crate) bytes: u64,
+    /// Of `bytes`, the write-backs: the level's bandwidth depends on their share.
+    pub(crate) written_bytes: u64,
+}
+
 /// The traffic of one run: `accessed` bytes between the registers and L1 (listed only when
 /// `timed(L1)`, as the paper does not time L1), then the bytes crossing each cache level's outer
 /// boundary, listed when non-zero or when `timed` says the level has a bandwidth.
@@ -61,7 +75,7 @@ pub(crate) fn assemble(
     kernel: &Kernel,
     program: &Program,
     accessed: AccessBytes,
-    boundary: Vec<(Level, u64)>,
+    boundary: Vec<Boundary>,
     timed: impl Fn(Level) -> bool,
 ) -> Traffic {
     let mut traffic_levels = Vec::new();
@@ -71,9 +85,12 @@ pub(crate) fn assemble(
             ..level_traffic(Level::Cache(1), accessed.load + accessed.store)
         });
     }
-    for (outer, bytes) in boundary {
-        if bytes > 0 || timed(outer) {
-            traffic_levels.push(level_traffic(outer, bytes));
+    for crossing in boundary {
+        if crossing.bytes > 0 || timed(crossing.level) {
+            traffic_levels.push(LevelTraffic {
+                store_bytes: Some(crossing.written_bytes),
+                ..level_traffic(crossing.level, crossing.bytes)
+            });
         }
     }
     Traffic {

@@ -54,6 +54,7 @@ mod error;
 mod harness;
 mod kernel_file;
 mod level;
+mod mixes;
 mod model;
 mod modelled;
 mod pairs;
@@ -76,6 +77,7 @@ pub use error::RooflineError;
 pub use harness::{HarnessArray, HarnessKernel, HarnessRun, harness_source, run_harness};
 pub use kernel_file::{KernelHarness, simulated_accesses, simulated_traffic};
 pub use level::Level;
+pub use mixes::MixBandwidth;
 pub use model::{Classic, LevelTime, Limit, Prediction, classic, predict};
 pub use modelled::{ModelledLevel, check_model_caches, modelled_traffic};
 pub use procedure::{

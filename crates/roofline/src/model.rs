@@ -145,7 +145,7 @@ pub fn predict(traffic: &Traffic, ceilings: &Ceilings) -> Result<Prediction, Roo
 pub fn classic(traffic: &Traffic, ceilings: &Ceilings) -> Result<Classic, RooflineError> {
     traffic.validate()?;
     let outer = traffic.levels.last().ok_or(RooflineError::NoTimedLevel)?;
-    let bandwidth = bandwidth_at(ceilings, outer.level, outer.bytes, outer.volume_bytes)?;
+    let bandwidth = bandwidth_at(ceilings, outer)?;
     let peak = ceilings.peak_gflops;
     let flops = traffic.flops as f64;
     let bytes = outer.bytes as f64;
@@ -172,7 +172,7 @@ fn level_times(traffic: &Traffic, ceilings: &Ceilings) -> Result<Vec<LevelTime>,
         .levels
         .iter()
         .map(|l| {
-            let bandwidth = bandwidth_at(ceilings, l.level, l.bytes, l.volume_bytes)?;
+            let bandwidth = bandwidth_at(ceilings, l)?;
             let bytes = l.bytes as f64;
             let bytes_per_flop = (traffic.flops > 0).then(|| bytes / flops);
             let store = store_split(ceilings, l);
@@ -212,26 +212,29 @@ pub(crate) fn store_split(ceilings: &Ceilings, traffic: &LevelTraffic) -> Option
     Some((stored as f64, store.gb_per_s))
 }
 
-/// The bandwidth of `level` at its access volume; an error when the level moves bytes but has
-/// no bandwidth, or its bandwidth function is not positive there.
+/// The bandwidth `traffic` runs at through its level ([`crate::LevelCeiling::gb_per_s_for`]); an
+/// error when the level moves bytes but has no bandwidth, or its bandwidth is not positive
+/// there.
 pub(crate) fn bandwidth_at(
     ceilings: &Ceilings,
-    level: Level,
-    bytes: u64,
-    volume_bytes: Option<u64>,
+    traffic: &LevelTraffic,
 ) -> Result<Option<f64>, RooflineError> {
+    let level = traffic.level;
     let Some(ceiling) = ceilings.level(level) else {
-        return if bytes == 0 {
+        return if traffic.bytes == 0 {
             Ok(None)
         } else {
-            Err(RooflineError::MissingBandwidth { level, bytes })
+            Err(RooflineError::MissingBandwidth {
+                level,
+                bytes: traffic.bytes,
+            })
         };
     };
-    let volume = volume_bytes.unwrap_or(bytes);
-    let gb_per_s = ceiling.bandwidth.gb_per_s(volume);
+    let gb_per_s = ceiling.gb_per_s_for(traffic);
     if gb_per_s.is_finite() && gb_per_s > 0.0 {
         Ok(Some(gb_per_s))
     } else {
+        let volume = traffic.volume_bytes.unwrap_or(traffic.bytes);
         Err(RooflineError::NotPositive {
             what: format!("the {level} bandwidth at an access volume of {volume} bytes"),
             value: gb_per_s,

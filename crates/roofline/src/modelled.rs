@@ -26,7 +26,7 @@ use loopscope_analytic::ReferenceMisses;
 use loopscope_cache::{LevelConfig, Replacement};
 use loopscope_kernel::{AccessKind, EXPLICIT_STEPS, Kernel, Layout, Program};
 
-use crate::kernel_file::{AccessBytes, assemble, kernel_error, outer_level};
+use crate::kernel_file::{AccessBytes, Boundary, assemble, kernel_error, outer_level};
 use crate::{Level, RooflineError, Traffic};
 
 /// What the model gave for one cache level.
@@ -39,6 +39,8 @@ pub struct ModelledLevel {
     /// Bytes crossing the level's outer boundary in one warm run (fills and write-backs), or
     /// why the level could not be modelled.
     pub bytes: Result<u64, String>,
+    /// Of [`Self::bytes`], the write-backs (0 when the level could not be modelled).
+    pub written_bytes: u64,
     /// Seconds the model took for this level.
     pub duration_s: f64,
 }
@@ -62,20 +64,33 @@ pub fn modelled_traffic(
         .iter()
         .zip(per_level)
         .enumerate()
-        .map(|(index, (config, (refs, duration_s)))| ModelledLevel {
-            name: config.name.clone(),
-            outer: outer_level(levels, index),
-            bytes: refs.clone().map(|refs| {
-                let capacity_lines = config.size_bytes / config.line_bytes.max(1);
-                let lines = warm_run_lines(&refs, capacity_lines, kernel, &written);
-                lines.saturating_mul(config.line_bytes)
-            }),
-            duration_s: *duration_s,
+        .map(|(index, (config, (refs, duration_s)))| {
+            let capacity_lines = config.size_bytes / config.line_bytes.max(1);
+            let lines = refs
+                .as_ref()
+                .map(|refs| warm_run_lines(refs, capacity_lines, kernel, &written))
+                .map_err(String::clone);
+            ModelledLevel {
+                name: config.name.clone(),
+                outer: outer_level(levels, index),
+                written_bytes: lines
+                    .as_ref()
+                    .map_or(0, |l| l.written.saturating_mul(config.line_bytes)),
+                bytes: lines.map(|l| l.moved.saturating_mul(config.line_bytes)),
+                duration_s: *duration_s,
+            }
         })
         .collect();
-    let boundary: Vec<(Level, u64)> = modelled
+    let boundary: Vec<Boundary> = modelled
         .iter()
-        .filter_map(|m| m.bytes.as_ref().ok().map(|b| (m.outer, *b)))
+        .filter_map(|m| {
+            let bytes = *m.bytes.as_ref().ok()?;
+            Some(Boundary {
+                level: m.outer,
+                bytes,
+                written_bytes: m.written_bytes,
+            })
+        })
         .collect();
     let traffic = assemble(
         kernel,
@@ -144,29 +159,42 @@ fn warm_run_lines(
     capacity_lines: u64,
     kernel: &Kernel,
     written: &[bool],
-) -> u64 {
+) -> WarmLines {
     let count = |v: i128| u64::try_from(v.max(0)).unwrap_or(u64::MAX);
     let footprint_lines = refs
         .iter()
         .map(|r| count(r.compulsory))
         .fold(0, u64::saturating_add);
     let compulsory_recur = footprint_lines > capacity_lines;
-    refs.iter()
-        .map(|r| {
-            let misses = if compulsory_recur {
-                count(r.misses())
-            } else {
-                count(r.conflict)
-            };
-            let array = kernel.arrays.iter().position(|a| a.name == r.array);
-            let factor = if array.is_some_and(|i| written.get(i) == Some(&true)) {
-                2
-            } else {
-                1
-            };
-            misses.saturating_mul(factor)
-        })
-        .fold(0, u64::saturating_add)
+    let mut lines = WarmLines::default();
+    for r in refs {
+        let misses = if compulsory_recur {
+            count(r.misses())
+        } else {
+            count(r.conflict)
+        };
+        let array = kernel.arrays.iter().position(|a| a.name == r.array);
+        let written_back = if array.is_some_and(|i| written.get(i) == Some(&true)) {
+            misses
+        } else {
+            0
+        };
+        lines.moved = lines
+            .moved
+            .saturating_add(misses)
+            .saturating_add(written_back);
+        lines.written = lines.written.saturating_add(written_back);
+    }
+    lines
+}
+
+/// Lines crossing a level's outer boundary in a warm run.
+#[derive(Debug, Clone, Copy, Default)]
+struct WarmLines {
+    /// Fills and write-backs.
+    moved: u64,
+    /// Of those, write-backs.
+    written: u64,
 }
 
 /// Bytes the kernel's references access in one run (the traffic between registers and L1).
@@ -226,8 +254,10 @@ mod tests {
         assert_eq!(written, [false, true]);
         let refs = [reference("a", 10, 3), reference("b", 6, 1)];
         // 16 distinct lines: in a 16-line level they stay; only conflicts recur.
-        assert_eq!(warm_run_lines(&refs, 16, &kernel, &written), 3 + 2);
+        let lines = warm_run_lines(&refs, 16, &kernel, &written);
+        assert_eq!((lines.moved, lines.written), (3 + 2, 1));
         // In a 15-line level they are all missed again; `b`'s lines also go back out.
-        assert_eq!(warm_run_lines(&refs, 15, &kernel, &written), 13 + 2 * 7);
+        let lines = warm_run_lines(&refs, 15, &kernel, &written);
+        assert_eq!((lines.moved, lines.written), (13 + 2 * 7, 7));
     }
 }

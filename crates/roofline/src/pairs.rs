@@ -1,5 +1,5 @@
 //! The `KEY=VALUE,KEY=VALUE` syntax shared by `--counts`, `--bandwidth` and `--volume`, with
-//! 1-based columns for error messages.
+//! 1-based columns for error messages, and the plural of a counted noun for descriptions.
 
 use crate::{Level, RooflineError};
 
@@ -86,4 +86,9 @@ pub(crate) fn level_pairs<T>(
         out.push((level, parsed));
     }
     Ok(out)
+}
+
+/// `1 thread`, `2 threads`: a count with its noun.
+pub(crate) fn plural(count: u32, noun: &str) -> String {
+    format!("{count} {noun}{}", if count == 1 { "" } else { "s" })
 }

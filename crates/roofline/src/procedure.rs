@@ -211,8 +211,8 @@ pub fn boundaries(
         if store_split(ceilings, inner).is_some() || store_split(ceilings, outer).is_some() {
             continue;
         }
-        let b_inner = bandwidth_at(ceilings, inner.level, inner.bytes, inner.volume_bytes)?;
-        let b_outer = bandwidth_at(ceilings, outer.level, outer.bytes, outer.volume_bytes)?;
+        let b_inner = bandwidth_at(ceilings, inner)?;
+        let b_outer = bandwidth_at(ceilings, outer)?;
         let (Some(b_inner), Some(b_outer)) = (b_inner, b_outer) else {
             continue;
         };
