@@ -68,7 +68,8 @@ pub(crate) fn measured_mixes(measured: &Measured, level: Level, threads: u32) ->
 pub(crate) fn bandwidth_at_share(mixes: &[MixBandwidth], write_share: f64) -> Option<f64> {
     let first = mixes.first()?;
     let last = mixes.last()?;
-    if !(write_share > first.write_share) {
+    // A NaN share takes the first point too.
+    if write_share.is_nan() || write_share <= first.write_share {
         return Some(first.gb_per_s);
     }
     if write_share >= last.write_share {
