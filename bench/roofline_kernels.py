@@ -30,6 +30,10 @@ errors:
 - `model`: `extended` with the traffic from the analytic cache model (`--traffic model`, spec
   000) instead of the simulator, against the same measurement; levels the model cannot do
   within 20 s come from the simulator (the script says which).
+- `probe`: no calibration, what `roofline KERNEL -m FILE --threads 1 --cflags=-O2` (the
+  prediction of `--measure`) gives with the machine file as probe wrote it: its one-thread
+  bandwidths (each level's at the kernel's share of written bytes), Peff, and L1 ports at the
+  harness's 16-byte vectors.
 
 kerncraft 0.8.18's RooflineFLOP (bench/.venv, created on first run) predicts the same kernel
 files with a machine file holding the same calibrated bandwidths and cache sizes (bench/roofline.py
@@ -353,6 +357,8 @@ def main():
     if CACHES == "effective":
         machine = with_effective_caches(machine)
     # The file's sizes without its bandwidths: every ceiling comes from the calibration below.
+    # The `probe` column takes the file as it is, as a user who runs `roofline -m FILE` does.
+    probe_file = machine_file
     machine_file = sizes_only(machine_file, os.path.join(tmp, "sizes.toml"))
     sizes = {c["level"]: c["size_bytes"] for c in machine["caches"] if c["kind"] != "instruction"}
     base_n = base_sizes(sizes)
@@ -397,7 +403,8 @@ def main():
     every = ["-m", machine_file, "--bandwidth"] + [every[0]] + every[1:]
 
     print(f"\n{'kernel':<16}{'set':<5}{'params':<16}{'measured':>9}"
-          + "".join(f"{c:>9}{'err':>8}" for c in ("extended", "paper", "classic", "model"))
+          + "".join(f"{c:>9}{'err':>8}"
+                    for c in ("extended", "paper", "classic", "model", "probe"))
           + f"{'kerncraft':>10}{'err':>8}  limit (kerncraft)")
     rows = []
     for name, file, params, level in cases:
@@ -409,10 +416,13 @@ def main():
                          *peaks, *again)
         modelled = roofline(loopscope, kernel, params, "--traffic", "model", "--time-limit", "20",
                             *every, *peaks, *again)
+        direct = roofline(loopscope, kernel, params, "-m", probe_file, "--threads", "1",
+                          "--cflags=-O2", *again)
         if "simulator" in modelled["kernel"]["traffic_source"]:
             print(f"  {file} {level}: traffic from the {modelled['kernel']['traffic_source']}")
         predicted = [out["prediction"]["gflops"], paper["prediction"]["gflops"],
-                     out["classic"]["gflops"], modelled["prediction"]["gflops"]]
+                     out["classic"]["gflops"], modelled["prediction"]["gflops"],
+                     direct["prediction"]["gflops"]]
         errors = [(p - rate) / rate for p in predicted]
         kc, kc_limit = kerncraft_predict(kerncraft, kerncraft_file, kernel, params)
         e_kc = None if kc is None or kc_limit == "CPU" else (kc - rate) / rate
@@ -425,7 +435,7 @@ def main():
               + f"{kc_text}{e_kc_text}  {out['prediction']['limit']} ({kc_limit})")
 
     med = lambda xs: 100 * statistics.median(abs(x) for x in xs)
-    names = ("extended", "paper", "classic", "model traffic")
+    names = ("extended", "paper", "classic", "model traffic", "probe's bandwidths")
 
     def summary(label, subset):
         print(f"median |error|, {label}: "
