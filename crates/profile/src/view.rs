@@ -336,7 +336,8 @@ fn sampled_tree(profile: &Profile, run: &SampledRun, objects: &[Object]) -> (Lcc
     let mut leaves = Vec::with_capacity(run.samples.len());
     for s in &run.samples {
         let mut at = Lcct::ROOT;
-        for (depth, &address) in s.stack.iter().enumerate().rev() {
+        let mapped = |pc: u64| run.mapping_at(s.pid, s.time_ns, pc).is_some();
+        for (depth, &address) in real_frames(&s.stack, mapped).iter().enumerate().rev() {
             // A return address is the instruction after the call; the call is one byte back.
             let pc = if depth == 0 {
                 address
@@ -364,6 +365,19 @@ fn sampled_tree(profile: &Profile, run: &SampledRun, objects: &[Object]) -> (Lcc
     let (tree, map) = tree.rerooted(is_main);
     let leaves = leaves.into_iter().map(|l| map[l as usize]).collect();
     (tree, leaves)
+}
+
+/// A sample's frames without the outer ones that lie in no mapped code: past code without
+/// unwind information the unwinder follows the frame pointer register, which such code need
+/// not keep, and reads return addresses that are not. The sample then hangs from the outermost
+/// real frame, as a stack cut short does. The innermost frame stays whatever it is: the
+/// sampled instruction was running.
+fn real_frames(stack: &[u64], mapped: impl Fn(u64) -> bool) -> &[u64] {
+    let outermost = (1..stack.len())
+        .rev()
+        .find(|&depth| mapped(stack[depth].wrapping_sub(1)))
+        .unwrap_or(0);
+    stack.get(..=outermost).unwrap_or(&[])
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -658,6 +672,25 @@ impl Labeller<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn outer_frames_in_no_mapped_code_are_dropped() {
+        let mapped = |pc: u64| (0x1000..0x2000).contains(&pc);
+        // main's caller read from a frame pointer that code without unwind information did
+        // not keep: 0x7fff... is on the stack, not code.
+        assert_eq!(
+            real_frames(&[0x1100, 0x1200, 0x7fff_0000, 0x10], mapped),
+            [0x1100, 0x1200]
+        );
+        // A sampled instruction outside every mapping (JIT code) stays, alone.
+        assert_eq!(real_frames(&[0x9000, 0x7fff_0000], mapped), [0x9000]);
+        // An unmapped frame between real ones stays: only the outer end is trimmed.
+        assert_eq!(
+            real_frames(&[0x1100, 0x9000, 0x1200], mapped),
+            [0x1100, 0x9000, 0x1200]
+        );
+        assert!(real_frames(&[], mapped).is_empty());
+    }
 
     #[test]
     fn plt_names_are_demangled_with_their_version() {
