@@ -66,6 +66,21 @@ pub enum ProfileError {
         /// The build-id of the file now.
         found: String,
     },
+    /// A binary without a build-id whose loaded code is not the code recorded.
+    #[error(
+        "{}: no build-id, and its loaded code {found} differs from the recorded {recorded} \
+         (rebuilt since `record`?)",
+        path.display()
+    )]
+    ContentMismatch {
+        /// The binary.
+        path: PathBuf,
+        /// The content identity in the profile.
+        recorded: String,
+        /// The content identity of the file now (`unreadable` when it could not be read, its
+        /// build-id when it has one now).
+        found: String,
+    },
     /// Profiles that cannot be merged (another back-end, none at all).
     #[error("{0}")]
     Merge(String),
@@ -81,6 +96,7 @@ impl ProfileError {
             ProfileError::Command { .. }
             | ProfileError::BadProfile { .. }
             | ProfileError::BuildIdMismatch { .. }
+            | ProfileError::ContentMismatch { .. }
             | ProfileError::PerfUnavailable { .. }
             | ProfileError::Options { .. }
             | ProfileError::Merge(_) => true,

@@ -82,6 +82,7 @@ impl Profile {
             .map(|path| ObjectRef {
                 path: path.to_owned(),
                 build_id: build_id(Path::new(path)),
+                content_id: None,
             })
             .collect();
         Profile {
@@ -223,6 +224,7 @@ mod tests {
             objects: vec![ObjectRef {
                 path: "/bin/true".into(),
                 build_id: Some("abcd".into()),
+                content_id: None,
             }],
             threads: Vec::new(),
             tsc_hz: 2.5e9,

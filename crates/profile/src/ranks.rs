@@ -409,6 +409,7 @@ mod tests {
             program: Some(ObjectRef {
                 path: "/work/app".into(),
                 build_id: Some("aa11".into()),
+                content_id: None,
             }),
             exit: TargetExit::Exited(0),
             events: 5,
@@ -494,6 +495,7 @@ mod tests {
         other.program = Some(ObjectRef {
             path: "/work/other".into(),
             build_id: Some("bb22".into()),
+            content_id: None,
         });
         let reports = vec![
             ("a.prof".to_owned(), report(1.0, None)),

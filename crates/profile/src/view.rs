@@ -151,8 +151,15 @@ fn open_objects(
             continue;
         }
         let image = Image::open(path)?;
-        if let Some(refusal) = o.build_id_mismatch(path, image.build_id.as_deref()) {
+        if let Some(refusal) = o.identity_mismatch(path, image.build_id.as_deref()) {
             return Err(refusal);
+        }
+        if o.unverifiable() {
+            notes.push(format!(
+                "{}: no build-id, and the profile predates identifying such files by their \
+                 code: it cannot be verified to be the build that was recorded",
+                o.path
+            ));
         }
         let program = Program::analyze(
             &image,
@@ -192,6 +199,7 @@ pub fn build_report(profile: &Profile, rule: HotRule) -> Result<ProfileReport, P
             let objects = open_objects(profile, &used, &mut notes)?;
             let (tree, leaves) = sampled_tree(profile, run, &objects);
             let threads = sampled_threads(run, &leaves);
+            notes.extend(run.few_samples_note());
             if let Some(note) = truncated_note(run) {
                 notes.push(note);
             }
@@ -550,14 +558,11 @@ fn program_of(profile: &Profile) -> Option<ObjectRef> {
                 .iter()
                 .find(|m| m.pid == exec.pid)?
                 .path;
-            let build_id = profile
-                .objects
-                .iter()
-                .find(|o| &o.path == path)
-                .and_then(|o| o.build_id.clone());
+            let recorded = profile.objects.iter().find(|o| &o.path == path);
             Some(ObjectRef {
                 path: path.clone(),
-                build_id,
+                build_id: recorded.and_then(|o| o.build_id.clone()),
+                content_id: recorded.and_then(|o| o.content_id.clone()),
             })
         }
     }

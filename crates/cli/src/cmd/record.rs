@@ -44,9 +44,10 @@ pub enum Event {
 /// Arguments of `record`.
 #[derive(Debug, Args)]
 pub struct RecordArgs {
-    /// How to watch the program.
-    #[arg(long, value_enum, default_value = "sample")]
-    pub backend: Backend,
+    /// How to watch the program [default: sample]. An option rather than a clap default, so
+    /// that `--exact` can refuse a back-end given with it.
+    #[arg(long, value_enum, help = "How to watch the program [default: sample]")]
+    pub backend: Option<Backend>,
     /// Where to write the profile; `%r` is the process's rank under mpirun or srun
     /// (OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID; 0 without), `%p` loopscope's process id,
     /// `%h` the host name, `%%` a percent sign: `-o 'prof.%r'`.
@@ -150,11 +151,7 @@ pub fn run(args: &RecordArgs, ui: &Ui) -> anyhow::Result<()> {
             "--freq {freq}: expected 1 to {MAX_FREQUENCY_HZ} samples per second"
         )));
     }
-    let backend = if args.exact {
-        Backend::Ptrace
-    } else {
-        args.backend
-    };
+    let backend = chosen_backend(args)?;
     const SAMPLES_HOW: &str = "sets how the sample back-end samples";
     for (given, flag, purpose) in [
         (args.event.is_some(), "--event", SAMPLES_HOW),
@@ -187,6 +184,8 @@ pub fn run(args: &RecordArgs, ui: &Ui) -> anyhow::Result<()> {
     }
     let output = output_path(&args.output, ui)?;
     check_writable(&output)?;
+    let search_path = std::env::var_os("PATH");
+    refuse_output_over_program(&output, &args.command, search_path.as_deref())?;
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     if let Err(e) = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst)) {
@@ -194,7 +193,6 @@ pub fn run(args: &RecordArgs, ui: &Ui) -> anyhow::Result<()> {
             "cannot catch Ctrl-C ({e}); an interrupted run loses its profile"
         ));
     }
-    let search_path = std::env::var_os("PATH");
     let native_wall_ns = if args.native {
         Some(run_native(&args.command, search_path.as_deref())?)
     } else {
@@ -220,7 +218,11 @@ pub fn run(args: &RecordArgs, ui: &Ui) -> anyhow::Result<()> {
                 stack_bytes: args.stack_bytes.unwrap_or(DEFAULT_STACK_BYTES),
                 ..SampleOptions::default()
             };
-            Profile::sampled(text, record_sampled(&args.command, &options, &stop)?)
+            let run = record_sampled(&args.command, &options, &stop)?;
+            if let Some(warning) = event_fallback_warning(args.event, run.event) {
+                ui.warn(warning);
+            }
+            Profile::sampled(text, run)
         }
         Backend::Ptrace => {
             let trap_cost = if args.no_calibrate {
@@ -248,12 +250,104 @@ pub fn run(args: &RecordArgs, ui: &Ui) -> anyhow::Result<()> {
         }
     };
     profile.native_wall_ns = native_wall_ns;
+    profile.identify_unversioned_objects();
     profile.write(&output)?;
     ui.done(summary(&profile, &output));
+    if let loopscope_profile::Recording::Sample(run) = &profile.recording
+        && let Some(note) = run.few_samples_note()
+    {
+        ui.warn(note);
+    }
     if stop.load(Ordering::SeqCst) {
         std::process::exit(130);
     }
     Ok(())
+}
+
+/// The back-end `--backend` and `--exact` choose together. `--exact` is the ptrace back-end with
+/// a marker per block, so it goes with `--backend ptrace` or none; with another back-end one of
+/// the two flags would be silently dropped.
+fn chosen_backend(args: &RecordArgs) -> anyhow::Result<Backend> {
+    match (args.exact, args.backend) {
+        (false, backend) => Ok(backend.unwrap_or(Backend::Sample)),
+        (true, None | Some(Backend::Ptrace)) => Ok(Backend::Ptrace),
+        (true, Some(Backend::Patch)) => Err(bad_input(
+            "--exact and --backend patch: --exact counts blocks with the ptrace back-end; \
+             for the patch back-end's block counts use --backend patch --blocks",
+        )),
+        (true, Some(Backend::Sample)) => Err(bad_input(
+            "--exact and --backend sample: --exact counts every block with the ptrace back-end, \
+             the sample back-end does not count; give one of the two",
+        )),
+    }
+}
+
+/// A profile written over the program it profiles would destroy the program: `-o` naming the
+/// executable the command runs, through whatever path (a link, `./` or not), is refused before
+/// anything runs. Compared by device and inode, so another spelling of the same file is caught.
+/// Any other ELF file is refused too: a profile never replaces a binary on purpose.
+fn refuse_output_over_program(
+    output: &std::path::Path,
+    command: &[OsString],
+    search_path: Option<&std::ffi::OsStr>,
+) -> anyhow::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let Some(first) = command.first() else {
+        return Ok(());
+    };
+    // A command that cannot be found is the back-end's error to report, with its own wording.
+    let Ok(out) = std::fs::metadata(output) else {
+        return Ok(());
+    };
+    let program = loopscope_profile::resolve_command(first, search_path)
+        .ok()
+        .and_then(|p| std::fs::metadata(p).ok());
+    if program.is_some_and(|p| (out.dev(), out.ino()) == (p.dev(), p.ino())) {
+        return Err(bad_input(format!(
+            "-o {}: that is the program `{}` runs; the profile would overwrite it (choose \
+             another -o)",
+            output.display(),
+            first.to_string_lossy()
+        )));
+    }
+    if is_elf(output) {
+        return Err(bad_input(format!(
+            "-o {}: an ELF binary is there; the profile would overwrite it (choose another -o, \
+             or remove the file first)",
+            output.display()
+        )));
+    }
+    Ok(())
+}
+
+fn is_elf(path: &std::path::Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok_and(|()| magic == *b"\x7fELF")
+}
+
+/// The warning for an `--event` the processor could not count, naming the event sampled
+/// instead; `None` when the asked event (or `auto`'s choice) was used.
+fn event_fallback_warning(
+    asked: Option<Event>,
+    used: loopscope_profile::SampledEvent,
+) -> Option<String> {
+    use loopscope_profile::SampledEvent;
+    let (flag, wanted) = match asked? {
+        Event::Auto => return None,
+        Event::Instructions => ("instructions", SampledEvent::Instructions),
+        Event::CacheMisses => ("cache-misses", SampledEvent::CacheMissesWithInstructions),
+        Event::CpuClock => ("cpu-clock", SampledEvent::CpuClock),
+    };
+    (used != wanted).then(|| {
+        format!(
+            "--event {flag}: the kernel refused it (this processor, or virtual machine, offers \
+             no hardware counter for it); sampled {} instead",
+            used.name()
+        )
+    })
 }
 
 /// The patch back-end's runtime library: `LOOPSCOPE_PATCH_RUNTIME` if set, else the one cargo

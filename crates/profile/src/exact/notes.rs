@@ -23,6 +23,7 @@ pub fn exact_notes(
 ) -> Vec<String> {
     let mut notes = Vec::new();
     notes.extend(unmatched_note(run));
+    notes.extend(trap_cost_note(run));
     if run.patch.is_some() {
         notes.extend(slowdown_note(overhead));
         notes.extend(openmp_note(run, programs));
@@ -42,6 +43,50 @@ fn unmatched_note(run: &ExactRun) -> Option<String> {
             events + unmatched
         )
     })
+}
+
+/// Above this share of the time measured between markers being the trap cost subtracted, what
+/// is left is of the order of the cost's own swing between runs (it changes with the machine's
+/// load by tens of percent), and small loops' times are uncertain.
+const UNCERTAIN_CORRECTION_SHARE: f64 = 0.5;
+
+/// The ptrace back-end's calibrated trap cost, when subtracting it per marker removed most of
+/// what was measured: then the times left are differences of two large, noisy figures.
+fn trap_cost_note(run: &ExactRun) -> Option<String> {
+    let cost = run.trap_cost?.cycles_per_event;
+    let mut tree = crate::Lcct::new();
+    for t in &run.threads {
+        tree.merge(&t.tree);
+    }
+    let (mut measured, mut subtracted, mut mostly_cost) = (0u64, 0u64, 0usize);
+    for node in tree.nodes.iter().skip(1) {
+        let removed = node.self_time.min(node.events_charged.saturating_mul(cost));
+        measured += node.self_time;
+        subtracted += removed;
+        if node.self_time > 0 && removed * 2 > node.self_time {
+            mostly_cost += 1;
+        }
+    }
+    let share = subtracted as f64 / measured.max(1) as f64;
+    if share <= UNCERTAIN_CORRECTION_SHARE {
+        return None;
+    }
+    let ms = |cycles: u64| cycles as f64 / run.tsc_hz * 1e3;
+    let nodes = match mostly_cost {
+        1 => "1 node".to_owned(),
+        n => format!("{n} nodes"),
+    };
+    Some(format!(
+        "the trap cost subtracted ({cost} cycles per marker, measured before the run) is \
+         {:.1} % of the time measured between markers ({:.1} of {:.1} ms); it changes with the \
+         machine's load by tens of percent between runs, so the times of small loops and \
+         functions are uncertain ({nodes} lost more than half their time to it, \
+         some may show 0 s): take counts from this profile and times from the sample back-end \
+         or --backend patch",
+        100.0 * share,
+        ms(subtracted),
+        ms(measured)
+    ))
 }
 
 fn slowdown_note(overhead: &Overhead) -> Option<String> {
@@ -179,6 +224,44 @@ mod tests {
             exact_notes(&traced, &overhead(Some(40.0), 0.05), &[]).is_empty(),
             "the ptrace back-end subtracts its trap cost and says so in its measure line"
         );
+    }
+
+    #[test]
+    fn a_trap_cost_that_is_most_of_the_measured_time_makes_small_loops_uncertain() {
+        // One loop of 1000 markers: 3.5 million cycles measured, 3 million of them trap cost.
+        let mut t = ThreadState::new(1, 1, 0).finish();
+        let node = t.tree.child(
+            crate::Lcct::ROOT,
+            NodeKey::Function {
+                object: 0,
+                address: 0x1000,
+            },
+        );
+        t.tree.nodes[node as usize].self_time = 3_500_000;
+        t.tree.nodes[node as usize].events_charged = 1000;
+        let mut traced = run(vec![t], false);
+        traced.trap_cost = Some(crate::TrapCost {
+            cycles_per_event: 3000,
+            events: 20_000,
+        });
+        let notes = exact_notes(&traced, &overhead(None, 0.9), &[]);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].starts_with(
+                "the trap cost subtracted (3000 cycles per marker, measured before the run) is \
+                 85.7 % of the time measured between markers (3.0 of 3.5 ms)"
+            ),
+            "{notes:?}"
+        );
+        assert!(
+            notes[0].contains("(1 node lost more than half"),
+            "{notes:?}"
+        );
+        traced.trap_cost = Some(crate::TrapCost {
+            cycles_per_event: 1000,
+            events: 20_000,
+        });
+        assert!(exact_notes(&traced, &overhead(None, 0.9), &[]).is_empty());
     }
 
     #[test]

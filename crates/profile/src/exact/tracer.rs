@@ -373,6 +373,7 @@ impl Tracer {
                 self.objects.push(ObjectRef {
                     path: exe.display().to_string(),
                     build_id: program.build_id.clone(),
+                    content_id: None,
                 });
                 let prepared = self.prepare(pid, &memory, program, object, bias)?;
                 let prepared = Rc::new(prepared);

@@ -440,7 +440,7 @@ fn open_files(
     for (&i, file) in order {
         let analysed = Analysed::open(file, &objects[i].path)?;
         if let Some(refusal) =
-            objects[i].build_id_mismatch(file, analysed.program.build_id.as_deref())
+            objects[i].identity_mismatch(file, analysed.program.build_id.as_deref())
         {
             if binary != Some(file.as_path()) {
                 return Err(refusal);

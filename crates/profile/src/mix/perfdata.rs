@@ -238,6 +238,7 @@ pub(crate) fn read_perf_data(path: &Path) -> Result<PerfData, ProfileError> {
         .map(|path| ObjectRef {
             path: path.to_owned(),
             build_id: ids.get(path).cloned(),
+            content_id: None,
         })
         .collect();
     Ok(data)

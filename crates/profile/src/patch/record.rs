@@ -156,8 +156,14 @@ pub fn record_patch(
     let objects = planned
         .iter()
         .map(|p| ObjectRef {
-            path: p.path.display().to_string(),
+            // As the other back-ends name it (the kernel's path of the mapped file), so that
+            // `report` finds it from any directory.
+            path: std::fs::canonicalize(&p.path)
+                .unwrap_or_else(|_| p.path.clone())
+                .display()
+                .to_string(),
             build_id: p.build_id.clone(),
+            content_id: None,
         })
         .collect();
     let blocks = if options.count_blocks {

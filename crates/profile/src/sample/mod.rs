@@ -229,7 +229,32 @@ pub struct SampledRun {
     pub buffer_bytes: u64,
 }
 
+/// Below this many samples a share's standard error can pass 11 % (`0.5 / sqrt(n)`), too
+/// coarse to rank loops by: `record` and `report` say so.
+const FEW_SAMPLES: usize = 20;
+
 impl SampledRun {
+    /// What to do about a run that gave fewer than [`FEW_SAMPLES`] samples (one shorter than a
+    /// few sampling periods): `None` when it gave enough.
+    pub fn few_samples_note(&self) -> Option<String> {
+        let n = self.samples.len();
+        if n >= FEW_SAMPLES {
+            return None;
+        }
+        let what = match n {
+            0 => "no samples".to_owned(),
+            1 => "only 1 sample".to_owned(),
+            n => format!("only {n} samples"),
+        };
+        Some(format!(
+            "{what} at {} Hz in a run of {:.3} s: the program ran for too few sampling periods \
+             to show where its time goes; record with a higher --freq, or with --backend patch \
+             or ptrace, which count every loop however short the run",
+            self.frequency_hz,
+            self.wall_ns as f64 * 1e-9
+        ))
+    }
+
     /// The mapping of process `pid` that held `address` at `time_ns`: among the mappings
     /// the process had after its last `exec` before `time_ns`, the latest one containing
     /// the address.
