@@ -154,3 +154,47 @@ fn rows_fit_the_terminal() {
     let piped = text(&loopscope(&["loops", binary]).stdout);
     assert!(longest_line(&piped) > 140, "{piped}");
 }
+
+#[test]
+fn report_shortens_names_and_full_names_keeps_them_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(binary) = fixture(dir.path()) else {
+        return;
+    };
+    let profile = dir.path().join("sort.prof");
+    let recorded = Command::new(env!("CARGO_BIN_EXE_loopscope"))
+        .args([
+            "record",
+            "-q",
+            "--backend",
+            "ptrace",
+            "--no-calibrate",
+            "-o",
+        ])
+        .arg(&profile)
+        .arg("--")
+        .arg(&binary)
+        .arg("20000")
+        .output()
+        .unwrap();
+    assert!(recorded.status.success(), "{}", text(&recorded.stderr));
+    let profile = profile.to_str().unwrap();
+    for by in ["context", "loop"] {
+        let out = report(&["report", profile, "--all", "--by", by]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let short = text(&out.stdout);
+        assert!(short.contains("std::__introsort_loop<…>(…)"), "{short}");
+        assert!(!short.contains("std::allocator"), "{short}");
+        let out = report(&["report", profile, "--all", "--by", by, "--full-names"]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let full = text(&out.stdout);
+        assert!(full.contains("std::allocator<double>"), "{full}");
+    }
+}
+
+fn report(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_loopscope"))
+        .args(args)
+        .output()
+        .unwrap()
+}

@@ -5,7 +5,7 @@ use loopscope_binary::Frame;
 use loopscope_profile::{ProfileReport, TreeNode};
 
 use crate::roofline_text::format_seconds;
-use crate::table::{Align, Table};
+use crate::table::{Align, Table, TextLayout, fit_name};
 
 /// Which nodes a view shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,7 +66,7 @@ pub fn source_text(file: Option<&str>, line: Option<u32>, inlined: &[Frame]) -> 
     Some(text)
 }
 
-fn name_cell(node: &TreeNode, depth: usize) -> String {
+fn name_cell(node: &TreeNode, depth: usize, layout: &TextLayout) -> String {
     let tag = match node.kind {
         "loop" => "[L]",
         "root" => "",
@@ -80,7 +80,7 @@ fn name_cell(node: &TreeNode, depth: usize) -> String {
             if node.irreducible { " irr" } else { "" }
         )
     } else {
-        with_library(&node.name, node.object.as_deref())
+        with_library(&fit_name(&node.name, layout, None), node.object.as_deref())
     };
     format!("{}{tag} {name}", "  ".repeat(depth))
         .trim_end()
@@ -138,8 +138,13 @@ pub fn render_profile_header(report: &ProfileReport) -> String {
 }
 
 /// The tree as an indented table: self % (incl %), times, and for exact profiles the entries
-/// and trips of every loop.
-pub fn render_profile_tree(report: &ProfileReport, filter: NodeFilter) -> String {
+/// and trips of every loop. Function names are shortened (`std::sort<…>(…)`) unless `layout`
+/// asks for them whole.
+pub fn render_profile_tree(
+    report: &ProfileReport,
+    filter: NodeFilter,
+    layout: &TextLayout,
+) -> String {
     let sampled = report.backend == "sample";
     let mut header = vec!["node", "self %", "incl %"];
     if sampled {
@@ -157,7 +162,7 @@ pub fn render_profile_tree(report: &ProfileReport, filter: NodeFilter) -> String
     }
     let mut rows = Vec::new();
     walk(&report.tree, 0, filter, &mut |node, depth| {
-        rows.push(tree_row(node, depth, sampled))
+        rows.push(tree_row(node, depth, sampled, layout))
     });
     for row in rows {
         table.row(row);
@@ -180,9 +185,9 @@ fn walk(
     }
 }
 
-fn tree_row(node: &TreeNode, depth: usize, sampled: bool) -> Vec<String> {
+fn tree_row(node: &TreeNode, depth: usize, sampled: bool, layout: &TextLayout) -> Vec<String> {
     let mut row = vec![
-        name_cell(node, depth),
+        name_cell(node, depth, layout),
         percent(node.self_share),
         percent(node.inclusive_share),
     ];
@@ -205,8 +210,13 @@ fn tree_row(node: &TreeNode, depth: usize, sampled: bool) -> Vec<String> {
     row
 }
 
-/// One row per function and loop, summed over the contexts it was reached in.
-pub fn render_profile_by_loop(report: &ProfileReport, filter: NodeFilter) -> String {
+/// One row per function and loop, summed over the contexts it was reached in; names as in
+/// [`render_profile_tree`].
+pub fn render_profile_by_loop(
+    report: &ProfileReport,
+    filter: NodeFilter,
+    layout: &TextLayout,
+) -> String {
     #[derive(Default)]
     struct Sum {
         kind: &'static str,
@@ -284,8 +294,8 @@ pub fn render_profile_by_loop(report: &ProfileReport, filter: NodeFilter) -> Str
         }
         let name = key.split('\u{0}').next().unwrap_or("").to_owned();
         let name = match &s.function {
-            Some(f) if s.kind == "loop" => format!("{name} in {f}"),
-            _ => with_library(&name, key.split('\u{0}').nth(1)),
+            Some(f) if s.kind == "loop" => format!("{name} in {}", fit_name(f, layout, None)),
+            _ => with_library(&fit_name(&name, layout, None), key.split('\u{0}').nth(1)),
         };
         let mut row = vec![
             format!("{} {name}", if s.kind == "loop" { "[L]" } else { "[F]" }),

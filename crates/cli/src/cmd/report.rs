@@ -16,6 +16,7 @@ use loopscope_report::{
 
 use crate::cmd::{print_json, print_text};
 use crate::failure::bad_input;
+use crate::inputs::text_layout;
 use crate::ui::Ui;
 
 /// How nodes are grouped.
@@ -56,6 +57,10 @@ pub struct ReportArgs {
     /// Show every node, hot or not.
     #[arg(long)]
     pub all: bool,
+    /// Show function names whole (with template arguments, parameter lists and return types),
+    /// as `--json` always does; the tables shorten them to `std::sort<…>(…)`.
+    #[arg(long)]
+    pub full_names: bool,
     /// Group by calling context (tree) or by loop (flat).
     #[arg(long, value_enum, default_value = "context")]
     pub by: By,
@@ -103,8 +108,8 @@ pub fn run(args: &ReportArgs, ui: &Ui) -> anyhow::Result<()> {
         return print_text(&render_profile_dot(&report, filter));
     }
     let body = match args.by {
-        By::Context => render_profile_tree(&report, filter),
-        By::Loop => render_profile_by_loop(&report, filter),
+        By::Context => render_profile_tree(&report, filter, &text_layout(args.full_names)),
+        By::Loop => render_profile_by_loop(&report, filter, &text_layout(args.full_names)),
     };
     print_text(&format!("{}\n{body}", render_profile_header(&report)))
 }
@@ -201,8 +206,8 @@ fn run_merged(args: &ReportArgs, rule: HotRule, ui: &Ui) -> anyhow::Result<()> {
         return print_text(&render_profile_dot(&merge.merged, filter));
     }
     let body = match args.by {
-        By::Context => render_profile_tree(&merge.merged, filter),
-        By::Loop => render_profile_by_loop(&merge.merged, filter),
+        By::Context => render_profile_tree(&merge.merged, filter, &text_layout(args.full_names)),
+        By::Loop => render_profile_by_loop(&merge.merged, filter, &text_layout(args.full_names)),
     };
     print_text(&format!(
         "{}\n{body}\n{}",
