@@ -44,6 +44,24 @@ pub enum Exit {
     Stop,
 }
 
+impl Exit {
+    /// The name `--json` and serde spell it with: `fall-through`, `no-return-call`, ...
+    pub fn name(self) -> &'static str {
+        match self {
+            Exit::FallThrough => "fall-through",
+            Exit::Branch => "branch",
+            Exit::Jump => "jump",
+            Exit::TailCall => "tail-call",
+            Exit::Table => "table",
+            Exit::UnknownJump => "unknown-jump",
+            Exit::Call => "call",
+            Exit::NoReturnCall => "no-return-call",
+            Exit::Return => "return",
+            Exit::Stop => "stop",
+        }
+    }
+}
+
 /// Which way an edge leaves its source block's last instruction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -225,4 +243,29 @@ fn link(
         Flow::Return => Exit::Return,
         Flow::Stop => Exit::Stop,
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Exit;
+
+    #[test]
+    fn exit_names_are_the_json_names() {
+        let every = [
+            Exit::FallThrough,
+            Exit::Branch,
+            Exit::Jump,
+            Exit::TailCall,
+            Exit::Table,
+            Exit::UnknownJump,
+            Exit::Call,
+            Exit::NoReturnCall,
+            Exit::Return,
+            Exit::Stop,
+        ];
+        for exit in every {
+            let json = serde_json::to_string(&exit).unwrap();
+            assert_eq!(json, format!("\"{}\"", exit.name()));
+        }
+    }
 }

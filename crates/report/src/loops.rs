@@ -150,7 +150,7 @@ pub fn render_blocks(function: &Function, layout: &TextLayout) -> String {
         ];
         row.extend(class_cells(&b.classes));
         row.push((b.tags.simd128 + b.tags.simd256 + b.tags.simd512).to_string());
-        row.push(format!("{:?}", b.exit).to_lowercase());
+        row.push(b.exit.name().to_owned());
         row.push(succs(b));
         row.push(innermost_loop(function, i as u32).map_or("-".into(), |id| id.to_string()));
         table.row(row);
