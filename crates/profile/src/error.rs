@@ -53,6 +53,15 @@ pub enum ProfileError {
         /// Where and what is wrong.
         what: String,
     },
+    /// A sampled profile whose stacks make a deeper tree than a report shows.
+    #[error(
+        "the samples' stacks make a tree {depth} levels deep, past the limit of {} (see docs/limits.md)",
+        crate::MAX_TREE_DEPTH
+    )]
+    TreeTooDeep {
+        /// The depth reached.
+        depth: usize,
+    },
     /// A binary on disk is not the one that was recorded.
     #[error(
         "{}: build-id {found} differs from the recorded {recorded} (rebuilt since `record`?)",
@@ -95,6 +104,7 @@ impl ProfileError {
         match self {
             ProfileError::Command { .. }
             | ProfileError::BadProfile { .. }
+            | ProfileError::TreeTooDeep { .. }
             | ProfileError::BuildIdMismatch { .. }
             | ProfileError::ContentMismatch { .. }
             | ProfileError::PerfUnavailable { .. }

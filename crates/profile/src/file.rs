@@ -182,14 +182,16 @@ impl Profile {
             }
             _ => return Err(bad("line 1: no format version after the magic word".into())),
         }
-        serde_json::from_slice(&bytes[newline + 1..]).map_err(|e| {
+        let profile: Profile = serde_json::from_slice(&bytes[newline + 1..]).map_err(|e| {
             let what = if e.is_eof() {
                 "truncated (the JSON ends early)".to_owned()
             } else {
                 format!("damaged: {e}")
             };
             bad(format!("line {}: {what}", e.line() + 1))
-        })
+        })?;
+        crate::check::check_profile(&profile).map_err(|what| bad(format!("damaged: {what}")))?;
+        Ok(profile)
     }
 }
 

@@ -5,6 +5,7 @@
 //! [`ProfileError`]s. Rendering belongs to `loopscope-report`.
 #![deny(missing_docs)]
 
+mod check;
 mod command;
 mod error;
 mod exact;
@@ -21,6 +22,7 @@ mod threads;
 mod tsc;
 mod view;
 
+pub use check::MAX_TREE_DEPTH;
 pub use command::resolve_command;
 pub use error::ProfileError;
 pub use exact::{

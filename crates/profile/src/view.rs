@@ -198,6 +198,9 @@ pub fn build_report(profile: &Profile, rule: HotRule) -> Result<ProfileReport, P
             let used = vec![true; profile.objects.len()];
             let objects = open_objects(profile, &used, &mut notes)?;
             let (tree, leaves) = sampled_tree(profile, run, &objects);
+            if let Some(depth) = crate::check::too_deep(&tree) {
+                return Err(ProfileError::TreeTooDeep { depth });
+            }
             let threads = sampled_threads(run, &leaves);
             notes.extend(run.few_samples_note());
             if let Some(note) = truncated_note(run) {

@@ -15,6 +15,8 @@ mod spawn;
 mod tracker;
 mod unwind;
 
+pub(crate) use unwind::MAX_FRAMES;
+
 use std::ffi::OsString;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;

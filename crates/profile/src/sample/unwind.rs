@@ -19,7 +19,7 @@ pub(super) type Unwinder = UnwinderX86_64<Arc<[u8]>>;
 pub(super) type RuleCache = CacheX86_64;
 
 /// Deepest stack kept: deeper ones are cut and marked truncated.
-const MAX_FRAMES: usize = 1024;
+pub(crate) const MAX_FRAMES: usize = 1024;
 
 /// The path perf gives the vDSO's mapping.
 const VDSO_PATH: &str = "[vdso]";
