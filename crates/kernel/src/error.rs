@@ -47,6 +47,19 @@ pub enum KernelError {
         /// reads, `declare it in the kernel file (double s;) or give it with -D s=VALUE`.
         fix: String,
     },
+    /// A subscript leaves its array's declared extent at some iteration the kernel executes
+    /// with the given parameter values.
+    #[error("{origin}:{line}:{column}: {message}")]
+    OutOfBounds {
+        /// The kernel file.
+        origin: String,
+        /// 1-based line of the reference.
+        line: u32,
+        /// 1-based column of the reference.
+        column: u32,
+        /// The reference, the subscript's range, the array and its extent.
+        message: String,
+    },
     /// The kernel file could not be read.
     #[error("{origin}: cannot read: {message}")]
     Io {

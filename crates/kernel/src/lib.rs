@@ -47,6 +47,7 @@ mod listener;
 mod load;
 mod parser;
 mod stream;
+mod subscripts;
 mod work;
 
 pub use affine::{Affine, Sym};
@@ -62,4 +63,5 @@ pub use load::{
 };
 pub use parser::{parse_kernel, parse_kernel_with_values};
 pub use stream::{Access, AccessStream, Program};
+pub use subscripts::ENUMERATED_STEPS;
 pub use work::{AccessEstimate, EXPLICIT_STEPS};

@@ -51,6 +51,7 @@ impl LoadedKernel {
         for (i, j) in layout.overlaps() {
             listener.warn(&overlap_warning(&kernel, &layout, i, j));
         }
+        kernel.check_subscripts(&params)?;
         kernel.check_addresses(&params, &layout)?;
         let estimate = kernel.estimate_accesses(&params)?;
         if estimate.exact && estimate.accesses > u128::from(u64::MAX) {

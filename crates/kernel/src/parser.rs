@@ -191,9 +191,7 @@ impl Parser {
     /// One top-level or body item; declarations give no node.
     fn item(&mut self) -> Result<Option<Node>, KernelError> {
         self.operators = 0;
-        if matches!(self.peek(), Tok::Ident(k) if k == "const" || k == "static") {
-            self.next();
-        }
+        self.skip_qualifiers();
         if self.elem_type().is_some() {
             return self.declaration();
         }
@@ -212,9 +210,18 @@ impl Parser {
         }
     }
 
+    /// `const` and `static`, in any order and number (`static const`, `const static`): C allows
+    /// them around the type and they change nothing the tools model.
+    fn skip_qualifiers(&mut self) {
+        while matches!(self.peek(), Tok::Ident(k) if k == "const" || k == "static") {
+            self.next();
+        }
+    }
+
     fn declaration(&mut self) -> Result<Option<Node>, KernelError> {
         let elem = self.elem_type().unwrap_or(ElemType::Double);
         self.next();
+        self.skip_qualifiers();
         let mut node = None;
         loop {
             let (name, pos) = self.ident("a variable name")?;

@@ -608,3 +608,22 @@ proptest! {
         prop_assert_eq!(got, naive(&kernel, &params, &layout));
     }
 }
+
+#[test]
+fn qualifiers_may_be_combined_in_any_order() {
+    for decl in [
+        "static const double a[N];",
+        "const static double a[N];",
+        "static double const a[N];",
+        "const double a[N];",
+    ] {
+        let text = format!("{decl}\nfor (int i = 0; i < N; ++i) a[i] = 1.0;\n");
+        let k = parse_kernel(&text, "q.c").unwrap_or_else(|e| panic!("{decl}: {e}"));
+        assert_eq!(k.arrays[0].name, "a", "{decl}");
+        assert_eq!(
+            k.arrays[0].elem,
+            loopscope_kernel::ElemType::Double,
+            "{decl}"
+        );
+    }
+}
