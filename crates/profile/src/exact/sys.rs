@@ -146,6 +146,20 @@ pub fn set_registers(tid: i32, regs: &Registers) -> io::Result<()> {
     request(libc::PTRACE_SETREGS, tid, 0, regs as *const _ as usize).map(drop)
 }
 
+/// Whether `tid` is a thread of another thread's process (not a process's first thread).
+/// A thread that cannot be looked up is taken as one, as threads are the common case.
+pub fn is_thread(tid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{tid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("Tgid:"))
+                .and_then(|v| v.trim().parse::<i32>().ok())
+        })
+        .is_none_or(|tgid| tgid != tid)
+}
+
 /// Stops one thread of a process with `SIGSTOP`.
 pub fn stop_thread(pid: i32, tid: i32) -> io::Result<()> {
     // SAFETY: tgkill takes plain integers.

@@ -77,14 +77,20 @@ pub struct ExactRun {
     pub patch: Option<crate::PatchSummary>,
 }
 
-/// A program analysed and ready to be armed in any process that maps it at `bias`.
+/// A program's analysis, done once however many processes execute it.
+struct Analysed {
+    object: u32,
+    program: Rc<Program>,
+}
+
+/// A program armed in one address space (one `exec`; shared by the processes forked from it,
+/// which map it at the same addresses with the same scratch page): the markers at their
+/// runtime addresses, with their displaced copies.
 struct Instrumented {
     object: u32,
-    program: Program,
+    program: Rc<Program>,
     sites: HashMap<u64, Armed>,
     main_entry: Option<u64>,
-    /// Static start address of each counted block (empty unless blocks are counted).
-    counted: Vec<u64>,
 }
 
 /// One marker as armed in the target: its roles, the byte under it and how to resume.
@@ -97,6 +103,11 @@ struct Armed {
 struct Process {
     memory: Memory,
     program: Option<Rc<Instrumented>>,
+    /// A process that just executed a program is instrumented at its first instruction, where
+    /// it can run the `mmap` that maps its scratch page (at the `exec` stop it is still inside
+    /// the system call, which would overwrite the result): the address with an `int3` on it
+    /// and the byte that was there.
+    entry_trap: Option<(u64, u8)>,
     armed: bool,
     /// Where `main` returns to, with the byte under the marker put there: analysis ends
     /// when `main` does (spec §3.5).
@@ -112,7 +123,10 @@ struct Tracer {
     thread_process: HashMap<i32, i32>,
     fresh_threads: std::collections::HashSet<i32>,
     objects: Vec<ObjectRef>,
-    programs: HashMap<String, Rc<Instrumented>>,
+    /// Every program analysed, by path.
+    analysed: HashMap<String, Analysed>,
+    /// Static start address of each counted block, by object (empty unless blocks are counted).
+    counted: HashMap<u32, Vec<u64>>,
     finished: Vec<ThreadTree>,
     exit: Option<TargetExit>,
     analysis_cycles: u64,
@@ -205,7 +219,8 @@ impl Tracer {
             thread_process: HashMap::new(),
             fresh_threads: Default::default(),
             objects: Vec::new(),
-            programs: HashMap::new(),
+            analysed: HashMap::new(),
+            counted: HashMap::new(),
             finished: Vec::new(),
             exit: None,
             analysis_cycles: 0,
@@ -220,16 +235,16 @@ impl Tracer {
     /// The block counters of every program, by object.
     fn block_counts(&mut self) -> Vec<BlockCounts> {
         let mut out: Vec<BlockCounts> = self
-            .programs
-            .values()
-            .filter(|p| !p.counted.is_empty())
-            .map(|p| BlockCounts {
-                object: p.object,
-                starts: p.counted.clone(),
+            .counted
+            .iter()
+            .filter(|(_, starts)| !starts.is_empty())
+            .map(|(&object, starts)| BlockCounts {
+                object,
+                starts: starts.clone(),
                 executions: self
                     .block_counts
-                    .remove(&p.object)
-                    .unwrap_or_else(|| vec![0; p.counted.len()]),
+                    .remove(&object)
+                    .unwrap_or_else(|| vec![0; starts.len()]),
             })
             .collect();
         out.sort_by_key(|b| b.object);
@@ -285,6 +300,13 @@ impl Tracer {
             Stop::Killed(signal) => self.thread_ended(tid, TargetExit::Signaled(signal), now),
             Stop::Event(e) if e == libc::PTRACE_EVENT_CLONE => {
                 let new = sys::event_message(tid).map_err(system("ptrace(GETEVENTMSG)"))? as i32;
+                if !sys::is_thread(new) {
+                    // `clone` without `CLONE_THREAD`: a process of its own, perhaps sharing
+                    // its parent's memory, as a vfork child does.
+                    self.forked(tid, new, now)?;
+                    self.resume(tid, 0);
+                    return Ok(());
+                }
                 let pid = self.thread_process[&tid];
                 self.threads
                     .insert(new, ThreadState::new(pid as u32, new as u32, now));
@@ -298,10 +320,7 @@ impl Tracer {
                 self.resume(tid, 0);
             }
             Stop::Event(e) if e == libc::PTRACE_EVENT_EXEC => {
-                // The thread that executed is now the process's only one, with the leader's id.
-                let pid = self.thread_process[&tid];
-                self.processes.remove(&pid);
-                self.instrument(pid)?;
+                self.executed(tid, now)?;
                 self.resume(tid, 0);
             }
             Stop::Event(_) => self.resume(tid, 0),
@@ -331,6 +350,81 @@ impl Tracer {
         }
     }
 
+    /// Process `pid` executed another program. The thread that did is now its only one, with
+    /// the process's id (its former id in the event message); the other threads are gone
+    /// without all of them reporting it. Their trees end here, the old program's; the thread
+    /// starts a new tree in the new program, which is instrumented at its first instruction.
+    fn executed(&mut self, pid: i32, now: u64) -> Result<(), ProfileError> {
+        let former = sys::event_message(pid).map_err(system("ptrace(GETEVENTMSG)"))? as i32;
+        let old_process = self
+            .thread_process
+            .get(&former)
+            .or_else(|| self.thread_process.get(&pid))
+            .copied()
+            .unwrap_or(pid);
+        let gone: Vec<i32> = self
+            .thread_process
+            .iter()
+            .filter(|&(_, &p)| p == old_process || p == pid)
+            .map(|(&t, _)| t)
+            .collect();
+        for tid in gone {
+            self.thread_process.remove(&tid);
+            self.fresh_threads.remove(&tid);
+            if let Some(state) = self.threads.remove(&tid) {
+                self.finished.push(state.finish_at(now));
+            }
+        }
+        self.processes.remove(&old_process);
+        self.processes.remove(&pid);
+        self.threads
+            .insert(pid, ThreadState::new(pid as u32, pid as u32, tsc_now()));
+        self.thread_process.insert(pid, pid);
+        let memory = Memory::open(pid).map_err(system("open /proc/PID/mem"))?;
+        let entry = sys::registers(pid).map_err(system("ptrace(GETREGS)"))?.rip;
+        let mut original = [0u8];
+        memory
+            .read(entry, &mut original)
+            .map_err(system("reading code"))?;
+        arm(&memory, [entry])?;
+        self.processes.insert(
+            pid,
+            Process {
+                memory,
+                program: None,
+                entry_trap: Some((entry, original[0])),
+                armed: false,
+                main_return: None,
+                finished: false,
+            },
+        );
+        Ok(())
+    }
+
+    /// The first instruction of a program just executed trapped: it runs as it was, and the
+    /// program is instrumented before it does.
+    fn entered(&mut self, pid: i32, mut regs: sys::Registers) -> Result<(), ProfileError> {
+        let Some(process) = self.processes.get_mut(&pid) else {
+            return Ok(());
+        };
+        let Some((entry, original)) = process.entry_trap.take() else {
+            return Ok(());
+        };
+        process
+            .memory
+            .write(entry, &[original])
+            .map_err(system("restoring code"))?;
+        regs.rip = entry;
+        sys::set_registers(pid, &regs).map_err(system("ptrace(SETREGS)"))?;
+        self.instrument(pid)?;
+        // Nothing ran since the exec: the time so far was the tracer's.
+        if let Some(state) = self.threads.get_mut(&pid) {
+            state.last_tsc = tsc_now();
+        }
+        self.resume(pid, 0);
+        Ok(())
+    }
+
     fn forked(&mut self, parent_tid: i32, child: i32, now: u64) -> Result<(), ProfileError> {
         let parent_pid = self.thread_process[&parent_tid];
         let (program, armed, main_return, finished) = match self.processes.get(&parent_pid) {
@@ -343,6 +437,7 @@ impl Tracer {
             Process {
                 memory,
                 program,
+                entry_trap: None,
                 armed,
                 main_return,
                 finished,
@@ -362,30 +457,35 @@ impl Tracer {
         let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
             .map_err(system("readlink /proc/PID/exe"))?;
         let bias = load_bias(pid, &exe)?;
-        let analysed = match self.programs.get(&exe.display().to_string()) {
-            Some(p) => p.clone(),
-            None => {
-                let began = Instant::now();
-                let image = Image::open(&exe)?;
-                let program = Program::analyze(&image, &Options::default());
-                self.static_analysis += began.elapsed();
-                let object = self.objects.len() as u32;
-                self.objects.push(ObjectRef {
-                    path: exe.display().to_string(),
-                    build_id: program.build_id.clone(),
-                    content_id: None,
-                });
-                let prepared = self.prepare(pid, &memory, program, object, bias)?;
-                let prepared = Rc::new(prepared);
-                self.programs
-                    .insert(exe.display().to_string(), prepared.clone());
-                prepared
-            }
+        let path = exe.display().to_string();
+        let first = !self.analysed.contains_key(&path);
+        if first {
+            let began = Instant::now();
+            let image = Image::open(&exe)?;
+            let program = Program::analyze(&image, &Options::default());
+            self.static_analysis += began.elapsed();
+            let object = self.objects.len() as u32;
+            self.objects.push(ObjectRef {
+                path: path.clone(),
+                build_id: program.build_id.clone(),
+                content_id: None,
+            });
+            let program = Rc::new(program);
+            self.analysed
+                .insert(path.clone(), Analysed { object, program });
+        }
+        let (object, program) = {
+            let a = &self.analysed[&path];
+            (a.object, a.program.clone())
         };
+        // Each `exec` is a new address space (and, for a position-independent program, a new
+        // bias): the markers are planned and the displaced copies written again.
+        let analysed = Rc::new(self.prepare(pid, &memory, program, object, bias, first)?);
         let armed = analysed.main_entry.is_none();
         let process = Process {
             memory,
             program: Some(analysed.clone()),
+            entry_trap: None,
             armed,
             main_return: None,
             finished: false,
@@ -398,14 +498,16 @@ impl Tracer {
         Ok(())
     }
 
-    /// Reads the original bytes, plans how each marker resumes and writes the displaced copies.
+    /// Reads the original bytes, plans how each marker resumes and writes the displaced copies;
+    /// the sites are counted the `first` time the program is.
     fn prepare(
         &mut self,
         pid: i32,
         memory: &Memory,
-        program: Program,
+        program: Rc<Program>,
         object: u32,
         bias: u64,
+        first: bool,
     ) -> Result<Instrumented, ProfileError> {
         let read_instr = |address: u64| {
             let mut bytes = [0u8; 15];
@@ -421,13 +523,10 @@ impl Tracer {
             },
             self.count_blocks,
         );
-        let counted = if self.count_blocks {
-            counted_blocks(&program)
-        } else {
-            Vec::new()
-        };
-        if self.count_blocks {
+        if first && self.count_blocks {
+            let counted = counted_blocks(&program);
             self.block_counts.insert(object, vec![0; counted.len()]);
+            self.counted.insert(object, counted);
         }
         let lowest = program.segments.iter().map(|s| s.vaddr).min().unwrap_or(0) + bias;
         let scratch_bytes = (sites.len() as u64 * COPY_BYTES).div_ceil(4096) * 4096;
@@ -446,7 +545,7 @@ impl Tracer {
                     .write(copy, &bytes)
                     .map_err(system("writing displaced code"))?;
             }
-            if resume == Resume::Step {
+            if resume == Resume::Step && first {
                 self.stepped_sites += 1;
             }
             let mut original = [0u8];
@@ -462,20 +561,29 @@ impl Tracer {
                 },
             );
         }
-        self.sites += armed.len() as u64;
+        if first {
+            self.sites += armed.len() as u64;
+        }
         let main_entry = program.function("main").map(|f| f.address + bias);
         Ok(Instrumented {
             object,
             program,
             sites: armed,
             main_entry,
-            counted,
         })
     }
 
     /// A thread stopped on an `int3`: ours (a marker) or the program's own.
     fn trap(&mut self, tid: i32, now: u64) -> Result<(), ProfileError> {
         let pid = self.thread_process[&tid];
+        if let Some(process) = self.processes.get(&pid)
+            && let Some((entry, _)) = process.entry_trap
+        {
+            let regs = sys::registers(tid).map_err(system("ptrace(GETREGS)"))?;
+            if tid == pid && regs.rip.wrapping_sub(1) == entry {
+                return self.entered(pid, regs);
+            }
+        }
         let Some(program) = self.processes.get(&pid).and_then(|p| p.program.clone()) else {
             self.resume(tid, libc::SIGTRAP);
             return Ok(());
@@ -613,6 +721,9 @@ impl Tracer {
     /// Restores every program's code, stops and detaches every thread, and closes the trees.
     fn detach_all(&mut self, stopped: i32, event: Stop) {
         for process in self.processes.values() {
+            if let Some((entry, original)) = process.entry_trap {
+                let _ = process.memory.write(entry, &[original]);
+            }
             if let Some(program) = &process.program {
                 for (&address, marker) in &program.sites {
                     let _ = process.memory.write(address, &[marker.original]);
@@ -654,11 +765,18 @@ impl Tracer {
             return;
         }
         let pid = self.thread_process[&tid];
-        let Some(program) = self.processes.get(&pid).and_then(|p| p.program.as_ref()) else {
+        let Some(process) = self.processes.get(&pid) else {
             return;
         };
+        let ours = |at: u64| {
+            process.entry_trap.is_some_and(|(entry, _)| entry == at)
+                || process
+                    .program
+                    .as_ref()
+                    .is_some_and(|p| p.sites.contains_key(&at))
+        };
         if let Ok(mut regs) = sys::registers(tid)
-            && program.sites.contains_key(&regs.rip.wrapping_sub(1))
+            && ours(regs.rip.wrapping_sub(1))
         {
             regs.rip -= 1;
             let _ = sys::set_registers(tid, &regs);
