@@ -242,3 +242,140 @@ fn damaged_truncated_and_foreign_profiles_are_one_line_each() {
     std::fs::write(&damaged, other).unwrap();
     assert_bad_input(&loopscope(["report", d]), "format version 9");
 }
+
+/// A small exact profile of a program that no longer exists (its code is named by address),
+/// as JSON to damage: main, a loop in it, a function called from the loop.
+fn exact_profile_json() -> serde_json::Value {
+    use loopscope_profile::{ExactRun, Lcct, NodeKey, ObjectRef, Profile, TargetExit, ThreadTree};
+    let mut tree = Lcct::new();
+    let main = tree.procedure_node(
+        Lcct::ROOT,
+        NodeKey::Function {
+            object: 0,
+            address: 0x1000,
+        },
+    );
+    let outer = tree.child(main, NodeKey::Loop { object: 0, id: 0 });
+    let f = tree.procedure_node(
+        outer,
+        NodeKey::Function {
+            object: 0,
+            address: 0x2000,
+        },
+    );
+    for (node, cycles) in [(main, 1000), (outer, 5000), (f, 3000)] {
+        let n = &mut tree.nodes[node as usize];
+        (n.self_time, n.entries, n.events_charged) = (cycles, 1, 2);
+    }
+    let run = ExactRun {
+        objects: vec![ObjectRef {
+            path: "/nonexistent/loopscope-hostile/a.out".into(),
+            build_id: None,
+            content_id: None,
+        }],
+        threads: vec![ThreadTree {
+            pid: 1,
+            tid: 1,
+            tree,
+            events: 6,
+            unmatched_events: 0,
+        }],
+        tsc_hz: 2.0e9,
+        analysis_cycles: 100,
+        sites: 4,
+        stepped_sites: 0,
+        trap_cost: None,
+        exit: TargetExit::Exited(0),
+        wall_ns: 1_000_000,
+        static_analysis_ns: 1000,
+        blocks: Vec::new(),
+        patch: None,
+    };
+    serde_json::to_value(Profile::exact(vec!["a.out".into()], run)).unwrap()
+}
+
+#[test]
+fn profiles_with_impossible_trees_or_values_are_refused_naming_the_field() {
+    use serde_json::{Value, json};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.profile");
+    let p = path.to_str().unwrap();
+    let write = |profile: &Value| {
+        let text = format!("loopscope-profile 1\n{profile}");
+        std::fs::write(&path, text).unwrap();
+    };
+    write(&exact_profile_json());
+    let out = loopscope(["report", p]);
+    assert!(
+        out.status.success(),
+        "the undamaged profile: {}",
+        stderr(&out)
+    );
+    // A chain of distinct functions deeper than any recorded tree (recursion folds).
+    let deep = |nodes: &mut Vec<Value>| {
+        let first = nodes.len();
+        nodes[3]["children"] = json!([first]);
+        for k in 0..2000 {
+            let id = first + k;
+            nodes.push(json!({
+                "key": {"kind": "function", "object": 0, "address": 0x3000 + k},
+                "parent": if k == 0 { 3 } else { id - 1 },
+                "children": if k < 1999 { json!([id + 1]) } else { json!([]) },
+                "self_time": 1, "self_samples": 0, "events_charged": 1, "entries": 1,
+                "header_executions": 0, "back_edges": 0, "exits": 0,
+                "trips_min": null, "trips_max": null
+            }));
+        }
+    };
+    let cases: [(fn(&mut Vec<Value>), &str); 8] = [
+        (|n| n.clear(), "tree.nodes: empty"),
+        (|n| n[1]["parent"] = json!(1), "1 names 1 as its parent"),
+        (
+            |n| n[1]["children"] = json!([99999]),
+            "nodes[1].children: 99999 is not a node",
+        ),
+        (
+            |n| n[1]["children"] = json!([0]),
+            "nodes[1].children: 0 is not after 1",
+        ),
+        (
+            |n| n[1]["key"]["object"] = json!(7),
+            "nodes[1].key.object is 7, but the profile lists 1 object",
+        ),
+        (
+            |n| {
+                n[2]["self_time"] = json!(u64::MAX);
+                n[3]["self_time"] = json!(u64::MAX);
+            },
+            "nodes[2].self_time: the counts add up past 2^64",
+        ),
+        (
+            |n| n[2]["trips_min"] = json!(9),
+            "nodes[2]: trips_min 9 and trips_max null are not a range",
+        ),
+        (
+            deep,
+            "levels deep, past the limit of 1024 (see docs/limits.md)",
+        ),
+    ];
+    for (damage, needle) in cases {
+        let mut profile = exact_profile_json();
+        let nodes = profile["recording"]["threads"][0]["tree"]["nodes"]
+            .as_array_mut()
+            .unwrap();
+        damage(nodes);
+        write(&profile);
+        for command in ["report", "mix"] {
+            let out = loopscope([command, p]);
+            assert_bad_input(&out, needle);
+            assert_bad_input(&out, "p.profile: damaged: recording.threads[0].tree.nodes");
+        }
+    }
+    let mut profile = exact_profile_json();
+    profile["recording"]["tsc_hz"] = json!(0.0);
+    write(&profile);
+    assert_bad_input(
+        &loopscope(["report", "--json", p]),
+        "damaged: recording.tsc_hz is 0, not a rate (expected hertz, at least 1)",
+    );
+}
