@@ -43,33 +43,74 @@ pub const MAX_CHAIN_SCALARS: usize = 256;
 pub const BASELINE_VECTOR_BYTES: u64 = 16;
 
 /// The chained additions of one run of `kernel` at `params`, for a build whose vectors hold
-/// `vector_bytes` (the traffic functions assume [`BASELINE_VECTOR_BYTES`]).
+/// `vector_bytes` (the traffic functions assume [`BASELINE_VECTOR_BYTES`]). A build that may
+/// reassociate sums (`-ffast-math`) splits each into one vector of partial sums, as gcc
+/// vectorises a reduction with one vector accumulator: every chain then advances a vector's
+/// lanes per addition, and still waits for the one before.
 pub fn in_order_sums(
     kernel: &Kernel,
     params: &[i64],
     layout: &Layout,
     vector_bytes: u64,
+    reassociates: bool,
 ) -> Result<u64, RooflineError> {
     let program = Program::new(kernel, params, layout).map_err(kernel_error)?;
-    Ok(chained_adds(kernel, program.executions(), vector_bytes))
+    Ok(build_chains(kernel, program.executions(), vector_bytes, reassociates))
 }
 
 /// Additions on dependency chains over one run of `kernel`, each counted once per vector of
 /// chains that advance together; `executions` holds how often each statement runs.
 pub(crate) fn chained_adds(kernel: &Kernel, executions: &[u64], vector_bytes: u64) -> u64 {
+    build_chains(kernel, executions, vector_bytes, false)
+}
+
+fn build_chains(
+    kernel: &Kernel,
+    executions: &[u64],
+    vector_bytes: u64,
+    reassociates: bool,
+) -> u64 {
+    let lanes = |bytes: u64| (vector_bytes / bytes.max(1)).max(1);
     kernel
         .statements
         .iter()
         .zip(executions)
         .filter(|(s, _)| is_in_order_sum(s))
-        .map(|(s, &n)| n.div_ceil(side_by_side(kernel, s, vector_bytes)))
+        .map(|(s, &n)| {
+            let mut together = side_by_side(kernel, s, vector_bytes);
+            if let Some(target) = written(s).filter(|_| reassociates) {
+                together = together.max(lanes(kernel.arrays[target.array].elem.bytes()));
+            }
+            n.div_ceil(together)
+        })
         .fold(0u64, u64::saturating_add)
-        .saturating_add(scalar_chained_adds(kernel, executions))
+        .saturating_add(scalar_chained_adds(kernel, executions, |body| {
+            if reassociates {
+                lanes(widest_assigned_scalar(kernel, body))
+            } else {
+                1
+            }
+        }))
+}
+
+/// Bytes of the widest scalar `body` assigns (8 when it names none the kernel declares).
+fn widest_assigned_scalar(kernel: &Kernel, body: &[&Statement]) -> u64 {
+    body.iter()
+        .filter_map(|s| s.scalar_target.as_deref())
+        .filter_map(|name| kernel.scalars.iter().find(|(n, _)| n == name))
+        .map(|(_, elem)| elem.bytes())
+        .max()
+        .unwrap_or(8)
 }
 
 /// Additions on chains carried by scalars over one run: for each loop, its heaviest scalar
-/// cycle's operations per iteration times its iterations (rounded up).
-fn scalar_chained_adds(kernel: &Kernel, executions: &[u64]) -> u64 {
+/// cycle's operations per iteration times its iterations (rounded up), over `split(body)`
+/// partial sums.
+fn scalar_chained_adds(
+    kernel: &Kernel,
+    executions: &[u64],
+    split: impl Fn(&[&Statement]) -> u64,
+) -> u64 {
     // Each loop's own statements in textual order, with how often the first one runs.
     let mut bodies: HashMap<usize, (u64, Vec<&Statement>)> = HashMap::new();
     for (statement, &runs) in kernel.statements.iter().zip(executions) {
@@ -86,7 +127,8 @@ fn scalar_chained_adds(kernel: &Kernel, executions: &[u64]) -> u64 {
         .filter_map(|(runs, body)| {
             let (operations, iterations) = heaviest_cycle(&carried_graph(body)?)?;
             let adds = u128::from(operations) * u128::from(*runs);
-            let per_run = adds.div_ceil(u128::from(iterations));
+            let partial_sums = u128::from(iterations) * u128::from(split(body).max(1));
+            let per_run = adds.div_ceil(partial_sums);
             Some(u64::try_from(per_run).unwrap_or(u64::MAX))
         })
         .fold(0u64, u64::saturating_add)
@@ -283,6 +325,34 @@ mod tests {
                     for(int i=0; i<N; ++i)\n  for(int j=0; j<=i; ++j)\n    y[i] += a[i][j] * x[j];";
         // 1 + 2 + ... + 8 additions; the inner bounds depend on i, so nothing runs side by side.
         assert_eq!(chains(text, 8), (36, 36));
+    }
+
+    /// Chained additions at 16-byte vectors when the build may reassociate sums.
+    fn reassociated(text: &str, n: i64) -> u64 {
+        let kernel = parse_kernel(text, "test.c").unwrap();
+        let params = kernel.param_values(&[("N".into(), n)]).unwrap();
+        let layout = kernel.layout(&params, &[]).unwrap();
+        in_order_sums(&kernel, &params, &layout, BASELINE_VECTOR_BYTES, true).unwrap()
+    }
+
+    #[test]
+    fn reassociated_sums_advance_a_vector_of_partial_sums() {
+        // A row's sum splits into two partial sums of doubles, four of floats (counted over
+        // all the rows' additions).
+        let matvec = "double a[N][N], x[N], y[N];
+                      for(int i=0; i<N; ++i)\n  for(int j=0; j<N; ++j)\n    y[i] += a[i][j] * x[j];";
+        assert_eq!(reassociated(matvec, 10), 50);
+        let single = matvec.replace("double", "float");
+        assert_eq!(reassociated(&single, 10), 25);
+        // A dot product's scalar chain splits the same way.
+        let dot = "double a[N], b[N];\ndouble s;\nfor(int i=0; i<N; ++i)\n s += a[i] * b[i];";
+        assert_eq!(chains(dot, 16).0, 16);
+        assert_eq!(reassociated(dot, 16), 8);
+        // Chains already side by side gain nothing more.
+        let ijk = "double a[N][N], b[N][N], c[N][N];\n\
+                   for(int i=0; i<N; ++i)\n for(int j=0; j<N; ++j)\n  for(int k=0; k<N; ++k)\n\
+                   c[i][j] += a[i][k] * b[k][j];";
+        assert_eq!(reassociated(ijk, 8), 256);
     }
 
     #[test]

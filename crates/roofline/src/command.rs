@@ -472,8 +472,8 @@ fn kernel_traffic(
     Ok((traffic, input, to_measure))
 }
 
-/// The in-order sums as the build compiles them: none when it may reassociate them, and as
-/// many side by side as its vectors hold.
+/// The in-order sums as the build compiles them: as many side by side as its vectors hold, and
+/// each split into one vector of partial sums when it may reassociate them.
 fn for_build(
     mut traffic: Traffic,
     build: &Build,
@@ -484,15 +484,21 @@ fn for_build(
     if traffic.chained_adds == 0 {
         return Ok(traffic);
     }
+    let vector_bytes = build.vector_bytes.map_or(BASELINE_VECTOR_BYTES, u64::from);
     if build.reassociates {
-        listener.note("--cflags let the compiler reassociate floating-point sums: no chain term");
-        traffic.chained_adds = 0;
-    } else if let Some(bytes) = build
-        .vector_bytes
-        .filter(|&b| u64::from(b) != BASELINE_VECTOR_BYTES)
-    {
-        traffic.chained_adds =
-            in_order_sums(&loaded.kernel, &loaded.params, layout, u64::from(bytes))?;
+        listener.note(
+            "--cflags let the compiler reassociate floating-point sums: each in-order sum is \
+             timed as one vector of partial sums, as gcc vectorises a reduction",
+        );
+    }
+    if build.reassociates || vector_bytes != BASELINE_VECTOR_BYTES {
+        traffic.chained_adds = in_order_sums(
+            &loaded.kernel,
+            &loaded.params,
+            layout,
+            vector_bytes,
+            build.reassociates,
+        )?;
     }
     Ok(traffic)
 }

@@ -77,8 +77,8 @@ pub struct RooflineArgs {
     pub cc: PathBuf,
     /// The build the kernel is predicted and measured for, as compiler flags (default `-O2`, the
     /// x86-64 baseline's 16-byte vectors). `-ffast-math`/`-Ofast` let the compiler split
-    /// in-order sums (no chain term); `-march=native`/`-mavx2`/`-mavx512f` widen the vectors
-    /// (L1's ports from probe's runs at that width, more sums side by side).
+    /// in-order sums into one vector of partial sums; `-march=native`/`-mavx2`/`-mavx512f`
+    /// widen the vectors (L1's ports from probe's runs at that width, more sums side by side).
     #[arg(
         long,
         value_name = "FLAGS",
