@@ -294,6 +294,9 @@ fn exact_profile_json() -> serde_json::Value {
     serde_json::to_value(Profile::exact(vec!["a.out".into()], run)).unwrap()
 }
 
+/// A change to a profile's node list and the words its refusal must contain.
+type NodesDamage = (fn(&mut Vec<serde_json::Value>), &'static str);
+
 #[test]
 fn profiles_with_impossible_trees_or_values_are_refused_naming_the_field() {
     use serde_json::{Value, json};
@@ -327,7 +330,7 @@ fn profiles_with_impossible_trees_or_values_are_refused_naming_the_field() {
             }));
         }
     };
-    let cases: [(fn(&mut Vec<Value>), &str); 8] = [
+    let cases: [NodesDamage; 8] = [
         (|n| n.clear(), "tree.nodes: empty"),
         (|n| n[1]["parent"] = json!(1), "1 names 1 as its parent"),
         (

@@ -378,6 +378,9 @@ mod tests {
         Profile::exact(vec!["a.out".into()], run)
     }
 
+    /// A change to a valid tree and the words its refusal must contain.
+    type Damage = (fn(&mut Lcct), &'static str);
+
     fn refusal(damage: impl FnOnce(&mut Lcct)) -> String {
         let mut t = tree();
         damage(&mut t);
@@ -392,7 +395,7 @@ mod tests {
 
     #[test]
     fn broken_links_are_refused_naming_the_node() {
-        let cases: [(fn(&mut Lcct), &str); 9] = [
+        let cases: [Damage; 9] = [
             (|t| t.nodes.clear(), "nodes: empty"),
             (
                 |t| t.nodes[1].parent = Some(1),
@@ -415,7 +418,7 @@ mod tests {
                 "nodes[2].children: 3 is not after 5",
             ),
             (
-                |t| t.nodes[4].children.clear(),
+                |t| t.nodes[3].children.clear(),
                 "nodes: 6 nodes but 4 listed",
             ),
             (|t| t.nodes[0].key = function(1), "nodes[0]: not a root"),
@@ -433,7 +436,7 @@ mod tests {
 
     #[test]
     fn values_that_cannot_be_are_refused_naming_the_field() {
-        let cases: [(fn(&mut Lcct), &str); 6] = [
+        let cases: [Damage; 6] = [
             (
                 |t| {
                     t.nodes[1].key = NodeKey::Function {
