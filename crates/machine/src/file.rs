@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use crate::bounded::{MACHINE_FILE_CAP_BYTES, read_bounded};
+use crate::keys::check_known_keys;
 use crate::validate::validate;
 use crate::writing::{check_write_target, write_atomically};
 use crate::{Machine, MachineError};
@@ -15,8 +16,8 @@ pub fn to_toml(machine: &Machine) -> Result<String, MachineError> {
     toml::to_string_pretty(machine).map_err(|e| MachineError::Serialise(e.to_string()))
 }
 
-/// Parses a TOML machine file's text and checks what it describes (counts, clocks, cache
-/// geometries, measured figures); `path` names it in errors.
+/// Parses a TOML machine file's text and checks what it describes (no unknown key, counts,
+/// clocks, cache geometries, measured figures); `path` names it in errors.
 pub fn from_toml(text: &str, path: &Path) -> Result<Machine, MachineError> {
     let table: toml::Table = toml::from_str(text).map_err(|e| syntax_error(text, path, &e))?;
     match table.get("format_version") {
@@ -46,6 +47,7 @@ pub fn from_toml(text: &str, path: &Path) -> Result<Machine, MachineError> {
             });
         }
     }
+    check_known_keys(text, path, line_column)?;
     let machine: Machine = toml::from_str(text).map_err(|e| syntax_error(text, path, &e))?;
     validate(&machine, path)?;
     Ok(machine)
@@ -138,6 +140,65 @@ pub fn machine_to_update(
     Ok(existing)
 }
 
+/// A machine with every optional field set, for tests that cover the whole format.
+#[cfg(test)]
+pub(crate) fn full_sample() -> Machine {
+    use crate::{
+        Bandwidth, Cache, CacheKind, IsaFeature, Measured, MeasuredCache, PeakFlops, PeakGflops,
+    };
+    let mut m = Machine::unknown();
+    m.model = "Test CPU @ 2.00GHz".into();
+    m.vendor = "GenuineIntel".into();
+    m.microarchitecture = Some("family 0x6 model 0x55".into());
+    m.nominal_hz = Some(2_000_000_000);
+    m.tsc_hz = Some(2_000_000_000);
+    let mut l1 = Cache::new(1, CacheKind::Data, 32768, 64, 8, 2);
+    l1.replacement = Some("LRU".into());
+    l1.write_allocate = Some(true);
+    l1.write_back = Some(true);
+    m.caches.push(l1);
+    m.isa = vec![IsaFeature::Sse2, IsaFeature::Avx, IsaFeature::Fma];
+    m.peak_flops_per_cycle = PeakFlops::from_isa(&m.isa);
+    m.source = "test".into();
+    m.measured = Some(Measured {
+        caches: vec![MeasuredCache {
+            level: 1,
+            kind: CacheKind::Data,
+            size_bytes: 32768,
+            latency_cycles: 4.25,
+            latency_ns: 1.7,
+            advertised_size_bytes: Some(32768),
+            confidence: 0.93,
+            method: "pointer chase".into(),
+            streaming_size_bytes: Some(65536),
+        }],
+        bandwidth: vec![Bandwidth {
+            level: "MEM".into(),
+            kernel: "triad".into(),
+            threads: 2,
+            cores: Some(1),
+            working_set_bytes: 1 << 30,
+            gb_per_s: 17.5,
+            gb_per_s_with_write_allocate: Some(22.8),
+            method: "AVX2".into(),
+            vector_bytes: Some(32),
+        }],
+        peak_gflops: Some(PeakGflops {
+            dp: 32.0,
+            sp: 64.0,
+            threads: 1,
+            method: "FMA chains".into(),
+        }),
+        duration_s: 9.5,
+        partial: true,
+        notes: vec!["quick".into()],
+        core_hz: Some(2.1e9),
+        memory_latency_ns: Some(90.0),
+        add_latency_ns: Some(1.5),
+    });
+    m
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,6 +231,7 @@ mod tests {
                 kernel: "triad".into(),
                 threads: 2,
                 working_set_bytes: 1 << 30,
+                cores: None,
                 gb_per_s: 17.123456789,
                 gb_per_s_with_write_allocate: Some(22.8),
                 method: "AVX2".into(),

@@ -13,8 +13,8 @@ use std::path::Path;
 use yaml_rust2::{Yaml, YamlLoader};
 
 use crate::file::read_text;
-use crate::units::{parse_frequency_hz, parse_size_bytes};
-use crate::validate::validate;
+use crate::units::{format_bytes, parse_frequency_hz, parse_size_bytes};
+use crate::validate::{BANDWIDTH_KERNELS, validate};
 use crate::yaml_budget::check_expansion;
 use crate::yaml_positions::Positions;
 use crate::{Bandwidth, Cache, CacheKind, Machine, MachineError, Measured, PeakFlops};
@@ -133,6 +133,18 @@ impl Importer<'_> {
                 "no cache level (expected a list of levels with `cache per group`)",
             ));
         }
+        let peak = machine.peak_flops_per_cycle;
+        if peak.dp == 0 || peak.sp == 0 {
+            return Err(invalid(
+                self.path,
+                "FLOPs per cycle",
+                &format!(
+                    "DP total {} and SP total {}: expected both, 1 or more \
+                     (`FLOPs per cycle: {{DP: {{total: 16}}, SP: {{total: 32}}}}`)",
+                    peak.dp, peak.sp
+                ),
+            ));
+        }
         machine.sort_caches();
         validate(&machine, self.path)?;
         Ok(KerncraftImport {
@@ -238,9 +250,7 @@ impl Importer<'_> {
                 "cores per group" => cores = Some(self.count(value, &key_path)?),
                 "size per group" => {
                     let stated = self.size(value, &key_path)?;
-                    if cache.size_bytes == 0 {
-                        cache.size_bytes = stated;
-                    }
+                    check_stated_size(&cache, stated, &key_path, self.path)?;
                 }
                 _ => self.unmapped.push(key_path),
             }
@@ -268,6 +278,11 @@ impl Importer<'_> {
         Ok(cache)
     }
 
+    /// The benchmarked runs. kerncraft measures each level with one or more threads per
+    /// core (`measurements.L1.1`, `measurements.L1.2`); two groups can hold runs of the same
+    /// thread count on different cores (20 cores × 1 thread, 10 cores × 2). Each run keeps its
+    /// cores, and of runs with the same level, kernel and threads only the one with the
+    /// fewest threads per core is kept, as kerncraft's own model reads its benchmarks.
     fn benchmarks(&mut self, value: &Yaml, key: &str) -> Result<Vec<Bandwidth>, MachineError> {
         let mut bandwidth = Vec::new();
         for (section, content) in self.entries(value, key)? {
@@ -287,11 +302,18 @@ impl Importer<'_> {
                             "expected threads per core as a number",
                         )
                     })?;
+                    if smt == 0 {
+                        return Err(invalid(
+                            self.path,
+                            &run_path,
+                            "0 threads per core: expected 1 or more",
+                        ));
+                    }
                     self.run(run, &run_path, &level, smt, &mut bandwidth)?;
                 }
             }
         }
-        Ok(bandwidth)
+        Ok(fewest_threads_per_core(bandwidth))
     }
 
     /// One measurement series: bandwidth per kernel for each core count.
@@ -322,27 +344,39 @@ impl Importer<'_> {
                 self.unmapped.push(format!("{path}.{key}"));
             }
         }
+        for (key, list) in [(&total_key, &total), (&per_core_key, &per_core)] {
+            if let Some(list) = list {
+                self.same_length(list.len(), cores.len(), key)?;
+            }
+        }
+        if let Some(i) = cores.iter().position(|&c| c == 0) {
+            return Err(invalid(
+                self.path,
+                &format!("{path}.cores"),
+                &format!("entry {} is 0: expected 1 or more", i + 1),
+            ));
+        }
         let results_path = format!("{path}.results");
         for (kernel, values) in self.entries(&run["results"], &results_path)? {
             let kernel_path = format!("{results_path}.{kernel}");
+            if !BANDWIDTH_KERNELS.contains(&kernel.as_str()) {
+                self.unmapped.push(kernel_path);
+                continue;
+            }
             let rates = self.list(values, &kernel_path, Self::rate)?;
+            self.same_length(rates.len(), cores.len(), &kernel_path)?;
             for (i, gb_per_s) in rates.into_iter().enumerate() {
-                let Some(&core_count) = cores.get(i) else {
-                    return Err(invalid(
-                        self.path,
-                        &kernel_path,
-                        "more results than `cores`",
-                    ));
-                };
+                let core_count = cores[i];
                 let working_set_bytes = match (&total, &per_core) {
-                    (Some(t), _) if i < t.len() => t[i],
-                    (_, Some(p)) if i < p.len() => p[i] * u64::from(core_count),
+                    (Some(t), _) => t[i],
+                    (_, Some(p)) => p[i] * u64::from(core_count),
                     _ => 0,
                 };
                 out.push(Bandwidth {
                     level: level.to_owned(),
                     kernel: kernel.clone(),
-                    threads: core_count * smt,
+                    threads: core_count.saturating_mul(smt),
+                    cores: Some(core_count),
                     working_set_bytes,
                     gb_per_s,
                     gb_per_s_with_write_allocate: None,
@@ -352,6 +386,24 @@ impl Importer<'_> {
             }
         }
         Ok(())
+    }
+
+    /// A list beside `cores` has one entry per core count.
+    fn same_length(&self, found: usize, cores: usize, key: &str) -> Result<(), MachineError> {
+        if found == cores {
+            return Ok(());
+        }
+        Err(invalid(
+            self.path,
+            key,
+            &format!(
+                "{} for the {cores} core counts of `cores`: expected one per core count",
+                match found {
+                    1 => "1 entry".to_owned(),
+                    n => format!("{n} entries"),
+                }
+            ),
+        ))
     }
 
     fn entries<'y>(
@@ -472,6 +524,50 @@ impl Importer<'_> {
     }
 }
 
+/// A level's `size per group` agrees with its `cache per group` (sets × ways × cl_size) within
+/// the rounding of kerncraft's two decimals; a contradiction is refused rather than one of the
+/// two trusted silently.
+fn check_stated_size(
+    cache: &Cache,
+    stated: u64,
+    key: &str,
+    file: &Path,
+) -> Result<(), MachineError> {
+    let computed = cache.size_bytes;
+    if computed.abs_diff(stated) <= computed / 100 {
+        return Ok(());
+    }
+    Err(invalid(
+        file,
+        key,
+        &format!(
+            "{} contradicts `cache per group`: {} sets × {} ways × {} B lines = {}",
+            format_bytes(stated),
+            cache.sets,
+            cache.ways,
+            cache.line_bytes,
+            format_bytes(computed)
+        ),
+    ))
+}
+
+/// `runs` without those that another run of the same level, kernel and thread count made
+/// with fewer threads per core; each run's threads per core is `threads / cores`.
+fn fewest_threads_per_core(runs: Vec<Bandwidth>) -> Vec<Bandwidth> {
+    let per_core = |b: &Bandwidth| b.threads / b.cores.unwrap_or(1).max(1);
+    runs.iter()
+        .filter(|run| {
+            !runs.iter().any(|other| {
+                other.level == run.level
+                    && other.kernel == run.kernel
+                    && other.threads == run.threads
+                    && per_core(other) < per_core(run)
+            })
+        })
+        .cloned()
+        .collect()
+}
+
 /// The parts of a level's `cache per group` the simulator needs: ways and sets 1 or more, a
 /// line size (when given) that is a power of two.
 fn check_geometry(cache: &Cache, path: &str, file: &Path) -> Result<(), MachineError> {
@@ -501,6 +597,8 @@ mod tests {
     const SKYLAKE: &str = include_str!("../../../examples/machines/skylake-sp.yml");
     const HASWELL: &str = include_str!("../../../examples/machines/haswell-ep.yml");
     const BROKEN: &str = include_str!("../../../examples/machines/broken.yml");
+
+    const FLOPS: &str = "FLOPs per cycle: {DP: {total: 16}, SP: {total: 32}}\n";
 
     fn import(text: &str) -> Result<KerncraftImport, MachineError> {
         import_kerncraft_str(text, Path::new("m.yml"))
@@ -630,7 +728,7 @@ mod tests {
         }
         let err = import("clock: 2 GHz\n").unwrap_err().to_string();
         assert!(err.contains("`memory hierarchy`: no cache level"), "{err}");
-        let text = format!("memory hierarchy:\n{}", level("L1", good));
+        let text = format!("{FLOPS}memory hierarchy:\n{}", level("L1", good));
         assert_eq!(import(&text).unwrap().machine.caches[0].size_bytes, 32768);
     }
 
@@ -638,7 +736,7 @@ mod tests {
     fn integral_float_counts_are_whole_numbers_and_others_are_refused_by_position() {
         let file = |cores: &str| {
             format!(
-                "model name: null\nthreads per core: 2\nmemory hierarchy:\n  - level: L1\n    \
+                "{FLOPS}model name: null\nthreads per core: 2\nmemory hierarchy:\n  - level: L1\n    \
                  cache per group: {{sets: 64, ways: 8, cl_size: 64}}\n    cores per group: {cores}\n"
             )
         };
@@ -648,7 +746,7 @@ mod tests {
         for (cores, found) in [("1.5", "`1.5`"), ("-1.0", "`-1.0`"), ("-3", "-3")] {
             let err = import(&file(cores)).unwrap_err().to_string();
             assert!(
-                err.starts_with("m.yml:6:22: key `memory hierarchy[L1].cores per group`: expected a whole number")
+                err.starts_with("m.yml:7:22: key `memory hierarchy[L1].cores per group`: expected a whole number")
                     && err.ends_with(found),
                 "{cores}: {err}"
             );
@@ -657,6 +755,88 @@ mod tests {
         assert_eq!(
             err,
             "m.yml:1:10: key `sockets`: expected a whole number, found `2.5`"
+        );
+    }
+
+    /// A file of one L1 and the given benchmarks.
+    fn with_benchmarks(measurements: &str) -> String {
+        format!(
+            "{FLOPS}threads per core: 2\nsockets: 1\ncores per socket: 4\nmemory hierarchy:\n  \
+             - level: L1\n    cache per group: {{sets: 64, ways: 8, cl_size: 64}}\n\
+             benchmarks:\n  measurements:\n    L1:\n{measurements}"
+        )
+    }
+
+    #[test]
+    fn runs_keep_their_cores_and_the_fewest_threads_per_core() {
+        let text = with_benchmarks(
+            "      1:\n        cores: [1, 2]\n        results: {load: [10 GB/s, 20 GB/s]}\n\
+             \x20       size per core: [16 kB, 16 kB]\n\
+             \x20     2:\n        cores: [1, 2]\n        results: {load: [11 GB/s, 22 GB/s]}\n\
+             \x20       size per core: [16 kB, 16 kB]\n",
+        );
+        let machine = import(&text).unwrap().machine;
+        let runs: Vec<_> = machine
+            .measured
+            .unwrap()
+            .bandwidth
+            .iter()
+            .map(|b| (b.threads, b.cores, b.gb_per_s))
+            .collect();
+        // Two threads on two cores (the one-per-core group) beat two threads on one core.
+        assert_eq!(
+            runs,
+            [(1, Some(1), 10.0), (2, Some(2), 20.0), (4, Some(2), 22.0)]
+        );
+    }
+
+    #[test]
+    fn short_lists_contradicting_sizes_and_missing_peaks_are_refused() {
+        let short = with_benchmarks(
+            "      1:\n        cores: [1, 2]\n        results: {load: [10 GB/s]}\n",
+        );
+        let err = import(&short).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "m.yml: key `benchmarks.measurements.L1.1.results.load`: 1 entry for the 2 core \
+             counts of `cores`: expected one per core count"
+        );
+        let sizes = with_benchmarks(
+            "      1:\n        cores: [1, 2]\n        results: {load: [1 GB/s, 2 GB/s]}\n\
+             \x20       total size: [16 kB]\n",
+        );
+        let err = import(&sizes).unwrap_err().to_string();
+        assert!(
+            err.contains("`benchmarks.measurements.L1.1.total size`: 1 entry for the 2"),
+            "{err}"
+        );
+        let odd = with_benchmarks(
+            "      1:\n        cores: [1]\n        results: {load: [1 GB/s], stream: [2 GB/s]}\n",
+        );
+        let imported = import(&odd).unwrap();
+        assert!(
+            imported
+                .unmapped
+                .iter()
+                .any(|k| k.ends_with("results.stream"))
+        );
+        let text = format!(
+            "{FLOPS}memory hierarchy:\n  - level: L1\n    cache per group: {{sets: 64, ways: 8, \
+             cl_size: 64}}\n    size per group: 48.00 kB\n"
+        );
+        let err = import(&text).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "m.yml: key `memory hierarchy[L1].size per group`: 48 KiB contradicts `cache per \
+             group`: 64 sets × 8 ways × 64 B lines = 32 KiB"
+        );
+        let agreeing = text.replace("48.00 kB", "32.00 kB");
+        assert!(import(&agreeing).is_ok());
+        let no_peak = agreeing.replace(FLOPS, "");
+        let err = import(&no_peak).unwrap_err().to_string();
+        assert!(
+            err.starts_with("m.yml: key `FLOPs per cycle`: DP total 0 and SP total 0"),
+            "{err}"
         );
     }
 

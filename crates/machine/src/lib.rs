@@ -22,10 +22,11 @@
 //! # Example
 //!
 //! ```
-//! use loopscope_machine::{Cache, CacheKind, Machine};
+//! use loopscope_machine::{Cache, CacheKind, IsaFeature, Machine, PeakFlops};
 //!
 //! let mut machine = Machine::unknown();
 //! machine.caches.push(Cache::new(1, CacheKind::Data, 32 * 1024, 64, 8, 1));
+//! machine.peak_flops_per_cycle = PeakFlops::from_isa(&[IsaFeature::Sse2]);
 //! let text = loopscope_machine::to_toml(&machine).unwrap();
 //! let back = loopscope_machine::from_toml(&text, "inline".as_ref()).unwrap();
 //! assert_eq!(back, machine);
@@ -38,6 +39,7 @@ mod detect;
 mod error;
 mod file;
 mod kerncraft;
+mod keys;
 mod model;
 mod units;
 mod validate;
@@ -57,7 +59,7 @@ pub use model::{
     PeakGflops,
 };
 pub use units::{format_bytes, parse_frequency_hz, parse_size_bytes};
-pub use validate::validate;
+pub use validate::{BANDWIDTH_KERNELS, validate};
 pub use writing::{
     check_write_target, partial_path, write_atomically, write_atomically_with,
     write_measured_machine_file,

@@ -6,6 +6,7 @@ use crate::file::FORMAT_VERSION;
 
 /// What loopscope knows about one machine: detected, read from a machine file or imported.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Machine {
     /// Version of the machine-file format this value was written with.
     pub format_version: u32,
@@ -44,7 +45,8 @@ pub struct Machine {
 }
 
 impl Machine {
-    /// An empty description of an unknown machine, to be filled field by field.
+    /// An empty description of an unknown machine, to be filled field by field. Its peak is
+    /// 0 FLOPs per cycle, which a machine file may not hold: set it before writing one.
     pub fn unknown() -> Machine {
         Machine {
             format_version: FORMAT_VERSION,
@@ -118,6 +120,7 @@ impl CacheKind {
 
 /// One cache level as the hardware describes it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Cache {
     /// 1 for L1, 2 for L2, ...
     pub level: u8,
@@ -217,6 +220,7 @@ impl IsaFeature {
 
 /// Theoretical peak floating-point operations per cycle and core.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PeakFlops {
     /// Double precision.
     pub dp: u32,
@@ -269,6 +273,7 @@ impl PeakFlops {
 
 /// What `loopscope probe` measured on this machine.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
 pub struct Measured {
     /// Cache sizes and latencies found from timing curves.
     #[serde(default)]
@@ -302,6 +307,7 @@ pub struct Measured {
 
 /// One cache level as measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct MeasuredCache {
     /// Level (1, 2, ...).
     pub level: u8,
@@ -331,13 +337,19 @@ pub struct MeasuredCache {
 
 /// One bandwidth measurement.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Bandwidth {
     /// Level the working set lives in: `L1`, `L2`, `L3` or `MEM`.
     pub level: String,
     /// Kernel name: `load`, `store`, `copy`, `triad`, ...
     pub kernel: String,
-    /// Threads (cores) running the kernel at once.
+    /// Threads running the kernel at once.
     pub threads: u32,
+    /// Cores those threads ran on, when the source states it (kerncraft's benchmarks run
+    /// one or more threads per core); `None` when the threads fill each core's hardware
+    /// threads in turn, as `probe` runs them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cores: Option<u32>,
     /// Total working set over all threads.
     pub working_set_bytes: u64,
     /// Bandwidth as the kernel's own loads and stores count it, in 10^9 bytes per second.
@@ -356,6 +368,7 @@ pub struct Bandwidth {
 
 /// Achieved peak floating-point rate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PeakGflops {
     /// Double precision, 10^9 operations per second.
     pub dp: f64,

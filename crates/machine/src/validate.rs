@@ -4,12 +4,13 @@
 
 use std::path::Path;
 
-use crate::{Cache, Machine, MachineError};
+use crate::{Bandwidth, Cache, Machine, MachineError};
 
 /// Checks `machine`, read from `path`: counts at least 1, clocks above 0, every cache's
 /// geometry whole (size, ways and line above 0, the line a power of two, sets × ways × line =
-/// size), no cache level described twice, and every measured figure finite (rates, bandwidths
-/// and latencies above 0).
+/// size), no cache level described twice, a peak of 1 FLOP per cycle or more, every measured
+/// figure finite (rates, bandwidths and latencies above 0) and every bandwidth run's level,
+/// kernel, threads and cores usable.
 pub fn validate(machine: &Machine, path: &Path) -> Result<(), MachineError> {
     let bad = |key: &str, message: String| MachineError::Invalid {
         path: path.to_owned(),
@@ -22,6 +23,17 @@ pub fn validate(machine: &Machine, path: &Path) -> Result<(), MachineError> {
     ] {
         if value == 0 {
             return Err(bad(key, "is 0: expected 1 or more".into()));
+        }
+    }
+    for (key, value) in [
+        ("peak_flops_per_cycle.dp", machine.peak_flops_per_cycle.dp),
+        ("peak_flops_per_cycle.sp", machine.peak_flops_per_cycle.sp),
+    ] {
+        if value == 0 {
+            return Err(bad(
+                key,
+                "is 0: expected the theoretical FLOPs per cycle and core, 1 or more".into(),
+            ));
         }
     }
     for (key, value) in [
@@ -130,6 +142,7 @@ fn check_measured(
     };
     for (i, b) in measured.bandwidth.iter().enumerate() {
         let key = format!("measured.bandwidth[{i}]");
+        check_run(machine, b, &key, bad)?;
         positive(format!("{key}.gb_per_s"), b.gb_per_s).map_err(|e| with_level(e, &b.level))?;
         if let Some(v) = b.gb_per_s_with_write_allocate {
             positive(format!("{key}.gb_per_s_with_write_allocate"), v)
@@ -177,6 +190,63 @@ fn check_measured(
         ));
     }
     Ok(())
+}
+
+/// The kernels a bandwidth run may name: `probe`'s (`load`, `store`, `copy`, `triad`) and
+/// those of kerncraft's benchmarks the import carries over (`update`, `daxpy`).
+pub const BANDWIDTH_KERNELS: [&str; 6] = ["load", "store", "copy", "triad", "update", "daxpy"];
+
+/// A run's level is one of the machine's data-cache levels (`L1`, `L2`, ...) or `MEM`, its
+/// kernel a known one, its threads and cores 1 or more, and its cores no more than its
+/// threads.
+fn check_run(
+    machine: &Machine,
+    run: &Bandwidth,
+    key: &str,
+    bad: &dyn Fn(&str, String) -> MachineError,
+) -> Result<(), MachineError> {
+    let levels: Vec<String> = machine
+        .data_caches()
+        .map(|c| format!("L{}", c.level))
+        .chain(["MEM".to_owned()])
+        .collect();
+    if !levels.contains(&run.level) {
+        return Err(bad(
+            &format!("{key}.level"),
+            format!(
+                "is `{}`: expected one of {} (the data-cache levels of `caches`, or memory)",
+                run.level,
+                levels.join(", ")
+            ),
+        ));
+    }
+    if !BANDWIDTH_KERNELS.contains(&run.kernel.as_str()) {
+        return Err(bad(
+            &format!("{key}.kernel"),
+            format!(
+                "is `{}`: expected one of {}",
+                run.kernel,
+                BANDWIDTH_KERNELS.join(", ")
+            ),
+        ));
+    }
+    if run.threads == 0 {
+        return Err(bad(
+            &format!("{key}.threads"),
+            "is 0: expected 1 or more".into(),
+        ));
+    }
+    match run.cores {
+        Some(0) => Err(bad(
+            &format!("{key}.cores"),
+            "is 0: expected 1 or more".into(),
+        )),
+        Some(cores) if cores > run.threads => Err(bad(
+            &format!("{key}.cores"),
+            format!("is {cores}: more than the run's {} threads", run.threads),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The message with the bandwidth's level named after its key.
@@ -234,15 +304,18 @@ mod tests {
     fn good() -> Machine {
         let mut m = Machine::unknown();
         m.nominal_hz = Some(2_000_000_000);
+        m.peak_flops_per_cycle = crate::PeakFlops { dp: 16, sp: 32 };
         m.caches = vec![
             Cache::new(1, CacheKind::Data, 32768, 64, 8, 1),
             Cache::new(2, CacheKind::Unified, 1 << 20, 64, 16, 1),
+            Cache::new(3, CacheKind::Unified, 1 << 24, 64, 16, 2),
         ];
         m.measured = Some(Measured {
             bandwidth: vec![Bandwidth {
                 level: "L3".into(),
                 kernel: "load".into(),
                 threads: 1,
+                cores: None,
                 working_set_bytes: 1 << 22,
                 gb_per_s: 50.0,
                 gb_per_s_with_write_allocate: None,
@@ -267,7 +340,6 @@ mod tests {
     #[test]
     fn a_sound_description_passes() {
         validate(&good(), Path::new("m.toml")).unwrap();
-        validate(&Machine::unknown(), Path::new("m.toml")).unwrap();
     }
 
     #[test]
@@ -296,7 +368,7 @@ mod tests {
         assert!(message(&m).contains("is 63: expected a power of two"));
         let mut m = good();
         m.caches.push(m.caches[0].clone());
-        assert!(message(&m).contains("`caches[2]` describes L1d again"));
+        assert!(message(&m).contains("`caches[3]` describes L1d again"));
     }
 
     #[test]
@@ -326,5 +398,57 @@ mod tests {
             .unwrap()
             .dp = f64::NAN;
         assert!(message(&m).contains("`measured.peak_gflops.dp` is NaN"));
+    }
+
+    #[test]
+    fn a_zero_peak_is_refused() {
+        let mut m = good();
+        m.peak_flops_per_cycle.dp = 0;
+        assert!(
+            message(&m).starts_with("m.toml: `peak_flops_per_cycle.dp` is 0: expected"),
+            "{}",
+            message(&m)
+        );
+        assert!(validate(&Machine::unknown(), Path::new("m.toml")).is_err());
+    }
+
+    #[test]
+    fn bandwidth_runs_name_a_level_kernel_and_threads_the_file_has() {
+        let run = |edit: fn(&mut Bandwidth)| {
+            let mut m = good();
+            edit(&mut m.measured.as_mut().unwrap().bandwidth[0]);
+            validate(&m, Path::new("m.toml")).map_err(|e| e.to_string())
+        };
+        assert!(run(|b| b.level = "MEM".into()).is_ok());
+        assert!(run(|b| b.kernel = "daxpy".into()).is_ok());
+        assert!(run(|b| (b.threads, b.cores) = (2, Some(1))).is_ok());
+        type Edit = fn(&mut Bandwidth);
+        let cases: [(Edit, &str); 6] = [
+            (
+                |b| b.threads = 0,
+                "`measured.bandwidth[0].threads` is 0: expected 1 or more",
+            ),
+            (
+                |b| b.level = "L9".into(),
+                "`measured.bandwidth[0].level` is `L9`: expected one of L1, L2, L3, MEM",
+            ),
+            (
+                |b| b.level = "l1".into(),
+                "`measured.bandwidth[0].level` is `l1`",
+            ),
+            (
+                |b| b.kernel = "fma".into(),
+                "`measured.bandwidth[0].kernel` is `fma`: expected one of load, store",
+            ),
+            (|b| b.cores = Some(0), "`measured.bandwidth[0].cores` is 0"),
+            (
+                |b| b.cores = Some(2),
+                "`measured.bandwidth[0].cores` is 2: more than the run's 1 threads",
+            ),
+        ];
+        for (edit, want) in cases {
+            let err = run(edit).unwrap_err();
+            assert!(err.starts_with("m.toml: ") && err.contains(want), "{err}");
+        }
     }
 }

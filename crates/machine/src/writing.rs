@@ -398,7 +398,9 @@ mod tests {
         use crate::Measured;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("m.toml");
-        let mut complete = Machine::unknown();
+        let mut bare = Machine::unknown();
+        bare.peak_flops_per_cycle = crate::PeakFlops { dp: 4, sp: 8 };
+        let mut complete = bare.clone();
         complete.measured = Some(Measured {
             duration_s: 60.0,
             ..Measured::default()
@@ -411,7 +413,7 @@ mod tests {
         });
         // Nothing there yet, or nothing measured: the partial result goes to the file.
         assert_eq!(write_measured_machine_file(&path, &partial).unwrap(), path);
-        write_machine_file(&path, &Machine::unknown()).unwrap();
+        write_machine_file(&path, &bare).unwrap();
         assert_eq!(write_measured_machine_file(&path, &partial).unwrap(), path);
         // Over a complete result: beside it, and the complete one is kept.
         assert_eq!(write_measured_machine_file(&path, &complete).unwrap(), path);

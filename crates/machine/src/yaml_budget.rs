@@ -160,6 +160,7 @@ mod tests {
     #[test]
     fn a_few_aliases_are_fine() {
         let text = "model name: Test\nsockets: 1\nx: &x {a: 1}\ny: [*x, *x, *x]\n\
+                    FLOPs per cycle: {DP: {total: 4}, SP: {total: 8}}\n\
                     memory hierarchy:\n  - level: L1\n    cache per group: {sets: 64, ways: 8}\n";
         let import = import_kerncraft_str(text, Path::new("ok.yml")).unwrap();
         assert_eq!(import.machine.model, "Test");

@@ -990,6 +990,7 @@ fn bandwidth_run(
         level: level.to_owned(),
         kernel: kernel.name().into(),
         threads: s.threads,
+        cores: None,
         working_set_bytes: s.working_set_bytes,
         gb_per_s: s.gb_per_s,
         gb_per_s_with_write_allocate: (s.gb_per_s_with_write_allocate != s.gb_per_s)
@@ -1245,6 +1246,7 @@ mod tests {
     #[test]
     fn the_measured_section_round_trips_through_a_machine_file() {
         let mut machine = Machine::unknown();
+        machine.peak_flops_per_cycle = loopscope_machine::PeakFlops { dp: 16, sp: 32 };
         machine.measured = Some(Measured {
             caches: vec![MeasuredCache {
                 level: 1,
@@ -1261,6 +1263,7 @@ mod tests {
                 level: "MEM".into(),
                 kernel: "store".into(),
                 threads: 2,
+                cores: None,
                 working_set_bytes: 128 << 20,
                 gb_per_s: 9.72,
                 gb_per_s_with_write_allocate: Some(19.43),

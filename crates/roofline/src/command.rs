@@ -745,11 +745,18 @@ fn bandwidth_threads(machine: &Machine) -> Option<u32> {
     measured.bandwidth.iter().map(|b| b.threads).max()
 }
 
-/// The cores `threads` threads occupy: `threads per core` threads share one core, as probe and
-/// kerncraft's benchmarks fill a core's hardware threads; at least 1, at most the machine's.
+/// The cores `threads` threads occupy: those a bandwidth run of that many threads records (a
+/// kerncraft import keeps them), else `threads per core` threads share one core, as probe fills
+/// a core's hardware threads; at least 1, at most the machine's.
 fn cores_of(machine: &Machine, threads: u32) -> u32 {
-    threads
-        .div_ceil(machine.threads_per_core.max(1))
+    let recorded = machine.measured.as_ref().and_then(|m| {
+        m.bandwidth
+            .iter()
+            .find(|b| b.threads == threads && b.cores.is_some())
+            .and_then(|b| b.cores)
+    });
+    recorded
+        .unwrap_or_else(|| threads.div_ceil(machine.threads_per_core.max(1)))
         .clamp(1, machine.cores.max(1))
 }
 
@@ -807,6 +814,7 @@ mod tests {
             .iter()
             .map(|b| loopscope_machine::Bandwidth {
                 threads: 40,
+                cores: Some(20),
                 ..b.clone()
             })
             .collect();
@@ -863,6 +871,10 @@ mod tests {
         let (peak, source) = skylake_peak(Some(1));
         assert!((peak - 76.8).abs() < 1e-9, "{peak}");
         assert!(source.ends_with("for 1 thread"), "{source}");
+        // The file's 2-thread runs are kerncraft's one-thread-per-core group: 2 cores.
+        let (peak, source) = skylake_peak(Some(2));
+        assert!((peak - 153.6).abs() < 1e-9, "{peak}");
+        assert!(source.ends_with("for 2 threads"), "{source}");
     }
 
     #[test]

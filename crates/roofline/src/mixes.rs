@@ -94,6 +94,7 @@ mod tests {
             level: level.into(),
             kernel: kernel.into(),
             threads,
+            cores: None,
             working_set_bytes: 1 << 20,
             gb_per_s: gb,
             gb_per_s_with_write_allocate: wa,
