@@ -257,7 +257,13 @@ fn roofline_section(rooflines: &[Figure<'_, Roofline>]) -> Result<String, PlotEr
             escape_html(&a.prediction.limit.to_string()),
             a.classic.gflops,
             escape_html(&a.classic.limit.to_string()),
-            measured.map_or_else(|| "-".into(), |m| format!("{:.3} GFLOP/s", m.gflops)),
+            measured.map_or_else(
+                || "-".into(),
+                |m| match m.seconds_per_run {
+                    Some(s) => format!("{s:.3e} s per run"),
+                    None => format!("{:.3} GFLOP/s", m.gflops),
+                }
+            ),
             measured.map_or_else(|| "-".into(), |m| format!("{:.2}", m.ratio)),
         );
     }

@@ -283,13 +283,28 @@ fn render_verdicts(out: &mut String, analysis: &Analysis) {
         );
     }
     if let Some(m) = &analysis.measured {
+        let compared = match (m.seconds_per_run, m.predicted_seconds_per_run) {
+            // A kernel without floating-point work: its prediction is a time.
+            (Some(measured), Some(predicted)) => format!(
+                "{} per run against {} predicted, {:.1} % of the predicted rate (error {:+.1} \
+                 %; {:+.1} % in time)",
+                format_seconds(measured),
+                format_seconds(predicted),
+                100.0 * m.ratio,
+                100.0 * m.error,
+                100.0 * (measured / predicted - 1.0),
+            ),
+            _ => format!(
+                "{} GFLOP/s, {:.4} of peak, {:.1} % of the prediction (error {:+.1} %)",
+                number(m.gflops),
+                m.fraction_of_peak,
+                100.0 * m.ratio,
+                100.0 * m.error,
+            ),
+        };
         let _ = writeln!(
             out,
-            "measured    {} GFLOP/s, {:.4} of peak, {:.1} % of the prediction (error {:+.1} %): {}",
-            number(m.gflops),
-            m.fraction_of_peak,
-            100.0 * m.ratio,
-            100.0 * m.error,
+            "measured    {compared}: {}",
             if m.ratio > 1.15 {
                 // A limit the kernel beats is not a limit: a ceiling does not fit this build.
                 "above the prediction by more than 15 %: a ceiling is too low for this build \

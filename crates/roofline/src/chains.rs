@@ -55,7 +55,12 @@ pub fn in_order_sums(
     reassociates: bool,
 ) -> Result<u64, RooflineError> {
     let program = Program::new(kernel, params, layout).map_err(kernel_error)?;
-    Ok(build_chains(kernel, program.executions(), vector_bytes, reassociates))
+    Ok(build_chains(
+        kernel,
+        program.executions(),
+        vector_bytes,
+        reassociates,
+    ))
 }
 
 /// Additions on dependency chains over one run of `kernel`, each counted once per vector of
@@ -64,12 +69,7 @@ pub(crate) fn chained_adds(kernel: &Kernel, executions: &[u64], vector_bytes: u6
     build_chains(kernel, executions, vector_bytes, false)
 }
 
-fn build_chains(
-    kernel: &Kernel,
-    executions: &[u64],
-    vector_bytes: u64,
-    reassociates: bool,
-) -> u64 {
+fn build_chains(kernel: &Kernel, executions: &[u64], vector_bytes: u64, reassociates: bool) -> u64 {
     let lanes = |bytes: u64| (vector_bytes / bytes.max(1)).max(1);
     kernel
         .statements

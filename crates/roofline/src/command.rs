@@ -219,6 +219,9 @@ pub fn run_roofline(
     if let Some(text) = request.volume {
         set_volumes(&mut traffic, text)?;
     }
+    if let Some(text) = request.bandwidth {
+        warn_unused_bandwidths(text, &traffic, listener)?;
+    }
     if traffic.chained_adds > 0 && ceilings.add_latency.is_none() {
         if let MachineInput::Machine {
             time_add_latency: Some(time),
@@ -231,13 +234,21 @@ pub fn run_roofline(
     let mut analysis =
         analyse(&traffic, &ceilings, options).map_err(|e| explain_missing_bandwidth(e, request))?;
     if let Some(gflops) = request.measured_gflops {
-        analysis = analysis.with_measured(gflops)?;
+        analysis = analysis
+            .with_measured(gflops)
+            .map_err(|e| within("--measured-gflops", e))?;
     }
     if let Some((input, Some(harness), k)) = kernel.as_mut()
         && let Some(cc) = k.measure
     {
         let run = measure(cc, &build, &input.file, harness, listener)?;
-        analysis = analysis.with_measured(run.gflops)?;
+        // Without floating-point work the prediction is a time: compare times.
+        analysis = if analysis.traffic.flops == 0 {
+            analysis.with_measured_time(run.seconds_per_run)
+        } else {
+            analysis.with_measured(run.gflops)
+        }
+        .map_err(|e| within(format!("{}: --measure", input.file), e))?;
         input.harness = Some(HarnessReport {
             compiler: format!("{} {}", cc.display(), build.flags.join(" ")),
             seconds_per_run: run.seconds_per_run,
@@ -342,6 +353,30 @@ fn set_volumes(traffic: &mut Traffic, text: &str) -> Result<(), RooflineError> {
                 ))
             })?;
         slot.volume_bytes = Some(bytes);
+    }
+    Ok(())
+}
+
+/// Warns of each `--bandwidth` level the kernel's traffic does not have (`L7` on a machine
+/// with three cache levels, a typo for another level): its bandwidth changes nothing.
+fn warn_unused_bandwidths(
+    text: &str,
+    traffic: &Traffic,
+    listener: &dyn Listener,
+) -> Result<(), RooflineError> {
+    let known: Vec<String> = traffic.levels.iter().map(|l| l.level.to_string()).collect();
+    for (level, _) in parse_bandwidths(text)? {
+        if traffic.level(level).is_none() {
+            listener.warn(&format!(
+                "--bandwidth {level}: the kernel's traffic has no {level} (its levels: {}); \
+                 this bandwidth is not used",
+                if known.is_empty() {
+                    "none".to_owned()
+                } else {
+                    known.join(", ")
+                }
+            ));
+        }
     }
     Ok(())
 }
@@ -683,8 +718,18 @@ fn machine_ceilings(
             measured.unwrap_or(peak).min(peak),
             "--peak-gflops".to_owned(),
         ),
-        // A turbo clock can beat the nominal one: the measured rate is then the better peak.
-        (None, Some(t), Some(m)) => (t.max(m), m, format!("{clock}; Peff measured")),
+        // A turbo clock can beat the nominal one: the measured rate is then the better peak,
+        // and the line says so rather than calling it theoretical.
+        (None, Some(t), Some(m)) if m > t => (
+            m,
+            m,
+            format!(
+                "{} measured, above the {t:.2} GFLOP/s{}; Peff measured",
+                precision.name(),
+                clock.strip_prefix(precision.name()).unwrap_or(&clock)
+            ),
+        ),
+        (None, Some(t), Some(m)) => (t, m, format!("{clock}; Peff measured")),
         (None, Some(t), None) => (t, t, clock),
         (None, None, Some(m)) => (m, m, format!("measured {} peak", precision.name())),
         (None, None, None) => {

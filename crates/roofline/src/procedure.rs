@@ -90,6 +90,14 @@ pub struct Comparison {
     pub ratio: f64,
     /// ratio ≥ 0.85: within the paper's 15 %, tuning can stop.
     pub at_limit: bool,
+    /// For a kernel without floating-point work, compared by time: the measured seconds per
+    /// run of the kernel (`ratio` is then the predicted time over this one, the share of the
+    /// predicted rate reached).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seconds_per_run: Option<f64>,
+    /// The predicted seconds per run beside `seconds_per_run`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub predicted_seconds_per_run: Option<f64>,
 }
 
 /// Choices that change the model's arithmetic.
@@ -191,6 +199,40 @@ impl Analysis {
             error: ratio - 1.0,
             ratio,
             at_limit: ratio >= 0.85,
+            seconds_per_run: None,
+            predicted_seconds_per_run: None,
+        });
+        Ok(self)
+    }
+
+    /// Adds a measured time per run of the kernel, compared with the predicted time: how a
+    /// kernel without floating-point work (a copy, a transpose), whose prediction is a
+    /// bytes-bound time, is compared. The ratio is predicted over measured time, the share of
+    /// the predicted rate reached, so the verdict reads as for a rate.
+    pub fn with_measured_time(mut self, seconds_per_run: f64) -> Result<Analysis, RooflineError> {
+        if !(seconds_per_run.is_finite() && seconds_per_run > 0.0) {
+            return Err(RooflineError::NotPositive {
+                what: "the measured time per run (s)".into(),
+                value: seconds_per_run,
+            });
+        }
+        let predicted = self.prediction.time_s;
+        if !(predicted.is_finite() && predicted > 0.0) {
+            return Err(RooflineError::Invalid(
+                "the kernel moves no bytes and does no floating-point work: no time to compare"
+                    .into(),
+            ));
+        }
+        let ratio = predicted / seconds_per_run;
+        let gflops = self.traffic.flops as f64 / seconds_per_run / 1e9;
+        self.measured = Some(Comparison {
+            gflops,
+            fraction_of_peak: gflops / self.ceilings.peak_gflops,
+            error: ratio - 1.0,
+            ratio,
+            at_limit: ratio >= 0.85,
+            seconds_per_run: Some(seconds_per_run),
+            predicted_seconds_per_run: Some(predicted),
         });
         Ok(self)
     }

@@ -514,9 +514,21 @@ fn past_the_limit(estimate: &SimulationEstimate) -> String {
         None => format!("up to {} accesses", estimate.accesses_bound),
     };
     format!(
-        "simulating it would take about {:.0} s for {accesses}, past the limit too",
-        estimate.seconds
+        "simulating it would take {} for {accesses}, past the limit too",
+        about_seconds(estimate.seconds)
     )
+}
+
+/// `about 9 s`, `about 0.4 s`, `under 0.1 s`: an estimate to the precision it has, never a
+/// `0 s` that a short limit would make read as free.
+fn about_seconds(seconds: f64) -> String {
+    if seconds < 0.1 {
+        "under 0.1 s".to_owned()
+    } else if seconds < 10.0 {
+        format!("about {seconds:.1} s")
+    } else {
+        format!("about {seconds:.0} s")
+    }
 }
 
 /// Adds to a level's error why the simulator did not count it either.
@@ -943,6 +955,14 @@ mod tests {
             sources: None,
             duration_s: 0.0,
         }
+    }
+
+    #[test]
+    fn short_estimates_are_not_rounded_to_zero() {
+        assert_eq!(super::about_seconds(0.0004), "under 0.1 s");
+        assert_eq!(super::about_seconds(0.42), "about 0.4 s");
+        assert_eq!(super::about_seconds(9.4), "about 9.4 s");
+        assert_eq!(super::about_seconds(93.6), "about 94 s");
     }
 
     #[test]

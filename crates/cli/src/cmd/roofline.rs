@@ -181,6 +181,7 @@ pub enum Axis {
 
 /// Runs `roofline`.
 pub fn run(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<()> {
+    check_flags(args)?;
     let described = match (&args.profile, &args.machine) {
         (Some(_), _) => None,
         (None, Some(path)) => Some((load_machine(Some(path), ui)?, path.display().to_string())),
@@ -261,4 +262,29 @@ pub fn run(args: &RooflineArgs, ui: &Ui) -> anyhow::Result<()> {
     } else {
         crate::cmd::print_text(&render_roofline_report(&roofline))
     }
+}
+
+/// Refuses flags that cannot do what they say, before anything is loaded, compiled or run.
+fn check_flags(args: &RooflineArgs) -> anyhow::Result<()> {
+    if let Some(threads) = args.threads.filter(|&t| t > 1)
+        && args.measure
+    {
+        return Err(crate::failure::bad_input(format!(
+            "--threads {threads} with --measure: the harness runs the kernel on one thread, so \
+             it would compare a {threads}-thread prediction with a 1-thread measurement; give \
+             --threads 1 (or leave it out) to measure, or drop --measure"
+        )));
+    }
+    if let Some(path) = &args.plot {
+        let is_svg = path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("svg"));
+        if !is_svg {
+            return Err(crate::failure::bad_input(format!(
+                "--plot {}: the plot is written as SVG; give a file name ending in .svg",
+                path.display()
+            )));
+        }
+    }
+    Ok(())
 }
