@@ -364,18 +364,50 @@ fn definitions_bases_and_levels_are_refused_by_the_rule() {
 }
 
 #[test]
-fn misses_refuses_accesses_outside_the_address_space_as_simulate_does() {
+fn subscripts_outside_their_arrays_are_refused_by_every_kernel_command() {
     let dir = tempfile::tempdir().unwrap();
     let kernel = write(
         dir.path(),
         "oob.c",
         "double a[N], b[N];\nfor (int i = 0; i < N; ++i)\n  b[i] = a[i-1000];\n",
     );
-    let message = "an address leaves the 64-bit address space (below 0 or above 2^63) at i=0";
+    let negative = "oob.c:3:10: `a[i-1000]`: subscript `i-1000` runs from -1000 to -901 with \
+                    N=100, outside `a`'s extent 100 (valid subscripts 0 to 99)";
+    let copy = write(
+        dir.path(),
+        "copyN.c",
+        "double a[SZ], b[SZ];\nfor(int i=0; i<N; ++i)\n    a[i] = b[i];\n",
+    );
+    let past = "copyN.c:3:12: `b[i]`: subscript `i` runs from 0 to 2070 with SZ=1000, N=2071, \
+                outside `b`'s extent 1000 (valid subscripts 0 to 999)";
+    let shifted = write(
+        dir.path(),
+        "oob2.c",
+        "double a[N], b[N];\nfor(int i=0; i<N; ++i)\n    a[i+N] = b[i] * 2.0;\n",
+    );
+    let store = "oob2.c:3:5: `a[N+i]`: subscript `N+i` runs from 1000 to 1999 with N=1000";
     for command in ["simulate", "misses", "roofline"] {
         let out = kernel_command(command, &[&kernel, "-D", "N=100", "--cache", CACHE]);
-        assert_bad_input(&out, message);
+        assert_bad_input(&out, negative);
+        let out = kernel_command(
+            command,
+            &[&copy, "-D", "SZ=1000", "-D", "N=2071", "--cache", CACHE],
+        );
+        assert_bad_input(&out, past);
+        let out = kernel_command(command, &[&shifted, "-D", "N=1000", "--cache", CACHE]);
+        assert_bad_input(&out, store);
     }
+    // --measure never compiles, let alone runs, a kernel that writes past its array.
+    let out = kernel_command(
+        "roofline",
+        &[&shifted, "-D", "N=1000", "--cache", CACHE, "--measure", "--cc", "/nonexistent/cc"],
+    );
+    assert_bad_input(&out, store);
+    let out = kernel_command(
+        "simulate",
+        &[&copy, "-D", "SZ=2071", "-D", "N=2071", "--cache", CACHE],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
     let huge = write(
         dir.path(),
         "huge.c",
@@ -542,5 +574,22 @@ fn characters_that_do_not_print_are_escaped_in_messages() {
     for out in [out, bom, escape] {
         let err = stderr(&out);
         assert!(!err.contains('\0') && !err.contains('\u{feff}') && !err.contains('\x1b'));
+    }
+}
+
+#[test]
+fn const_and_static_qualify_declarations_in_any_order() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, decl) in [
+        ("sc.c", "static const double a[N];"),
+        ("cs.c", "const static double a[N];"),
+    ] {
+        let kernel = write(
+            dir.path(),
+            name,
+            &format!("{decl}\nfor(int i=0;i<N;++i) a[i]=1.0;\n"),
+        );
+        let out = run(&["simulate", &kernel, "-D", "N=100", "--cache", CACHE]);
+        assert!(out.status.success(), "{decl}: {}", stderr(&out));
     }
 }

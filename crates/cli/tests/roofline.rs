@@ -857,3 +857,114 @@ fn a_yaml_machine_file_says_how_to_convert_it() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("loopscope machine --import"), "{err}");
 }
+
+#[test]
+fn a_kernel_without_floating_point_work_is_measured_by_its_time() {
+    if !have_cc() {
+        return;
+    }
+    let args = [
+        "../../examples/kernels/transpose.c",
+        "-D",
+        "N=64",
+        "--cache",
+        "L1=8K:8:64,L2=16K:8:64",
+        "--bandwidth",
+        "L2=60,MEM=15",
+        "--peak-gflops",
+        "10",
+        "--measure",
+    ];
+    let v = json(&args);
+    let measured = &v["measured"];
+    let seconds = measured["seconds_per_run"].as_f64().unwrap();
+    let predicted = measured["predicted_seconds_per_run"].as_f64().unwrap();
+    assert!(seconds > 0.0 && predicted > 0.0, "{v}");
+    assert_eq!(predicted, v["prediction"]["time_s"].as_f64().unwrap());
+    let ratio = measured["ratio"].as_f64().unwrap();
+    assert!((ratio - predicted / seconds).abs() < 1e-9, "{v}");
+    let output = loopscope(&args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    let line = text.lines().find(|l| l.starts_with("measured    ")).unwrap();
+    assert!(line.contains(" per run against ") && line.contains("% in time)"), "{line}");
+}
+
+#[test]
+fn measure_refuses_more_than_one_thread_before_compiling() {
+    // A compiler that would fail shows the refusal comes before any compilation.
+    let mut args = TRIAD_ARGS.to_vec();
+    args.extend(["--measure", "--threads", "2", "--cc", "/nonexistent/cc"]);
+    assert_each_exits_2_with_one_line(&[(
+        &args,
+        "--threads 2 with --measure: the harness runs the kernel on one thread",
+    )]);
+    let mut one = TRIAD_ARGS.to_vec();
+    one.extend(["--threads", "2"]);
+    assert!(loopscope(&one).status.success());
+}
+
+#[test]
+fn the_plot_must_be_an_svg_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let png = dir.path().join("plot.png");
+    let mut args = TRIAD_ARGS.to_vec();
+    args.extend(["--plot", png.to_str().unwrap()]);
+    assert_each_exits_2_with_one_line(&[(&args, "give a file name ending in .svg")]);
+    assert!(!png.exists());
+    let svg = dir.path().join("plot.SVG");
+    let mut args = TRIAD_ARGS.to_vec();
+    args.extend(["--plot", svg.to_str().unwrap()]);
+    assert!(loopscope(&args).status.success());
+    assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+}
+
+#[test]
+fn a_bandwidth_for_a_level_the_kernel_lacks_is_a_warning() {
+    let args = [
+        "../../examples/kernels/triad.c",
+        "-D",
+        "N=1000",
+        "--cache",
+        "L1=8K:8:64,L2=16K:8:64",
+        "--bandwidth",
+        "L2=60,MEM=15,L7=5",
+        "--peak-gflops",
+        "10",
+    ];
+    let output = loopscope(&args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains(
+            "--bandwidth L7: the kernel's traffic has no L7 (its levels: L2, MEM); this \
+             bandwidth is not used"
+        ),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn a_measured_peak_above_the_theoretical_one_is_labelled_measured() {
+    // 2 cores × 16 DP FLOPs per cycle × 2 GHz = 64 GFLOP/s theoretical; the probe found 80.
+    let machine = machine_file(&MACHINE.replace("dp = 48.0", "dp = 80.0"));
+    let v = json(&[
+        "--counts",
+        "mem=3,flops=2",
+        "-m",
+        machine.path().to_str().unwrap(),
+    ]);
+    assert_eq!(v["ceilings"]["peak_gflops"].as_f64().unwrap(), 80.0);
+    let source = v["ceilings"]["peak_source"].as_str().unwrap();
+    assert!(
+        source.contains(
+            "double precision measured, above the 64.00 GFLOP/s theoretical at the nominal clock"
+        ),
+        "{source}"
+    );
+    let machine = machine_file(MACHINE);
+    let v = json(&["--counts", "mem=3,flops=2", "-m", machine.path().to_str().unwrap()]);
+    assert_eq!(v["ceilings"]["peak_gflops"].as_f64().unwrap(), 64.0);
+    let source = v["ceilings"]["peak_source"].as_str().unwrap();
+    assert!(source.contains("double precision theoretical at the nominal clock"), "{source}");
+}
