@@ -240,8 +240,11 @@ pub fn build_report(profile: &Profile, rule: HotRule) -> Result<ProfileReport, P
             let objects = open_objects(profile, &used, &mut notes)?;
             let (tree, app_cycles) = exact_tree(run);
             let threads = exact_threads(run, &tree);
-            let app_ratio = app_cycles as f64 / (app_cycles + run.analysis_cycles).max(1) as f64;
-            let overhead = Overhead::new(profile.native_wall_ns, run.wall_ns, Some(app_ratio));
+            // No tree measured anything (every process was replaced by an exec or killed before
+            // writing): there is no ratio to give, rather than one of 0 %.
+            let app_ratio = (app_cycles + run.analysis_cycles > 0)
+                .then(|| app_cycles as f64 / (app_cycles + run.analysis_cycles) as f64);
+            let overhead = Overhead::new(profile.native_wall_ns, run.wall_ns, app_ratio);
             let measure = match run.trap_cost {
                 Some(c) => format!(
                     "TSC cycles between markers, {} cycles per marker subtracted",

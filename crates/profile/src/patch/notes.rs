@@ -84,8 +84,17 @@ pub fn patch_notes(summary: &PatchSummary, programs: &[Option<&Program>]) -> Vec
     }
     if summary.processes_without_result > 0 {
         notes.push(format!(
-            "{} processes ended without writing their trees (SIGKILL, or a raw exit system call)",
+            "{} processes ended without writing their trees (SIGKILL, a raw exit system call, or \
+             an exec of a program that does not load the runtime)",
             summary.processes_without_result
+        ));
+    }
+    if summary.processes_executed > 0 {
+        notes.push(format!(
+            "{} processes executed another program: their counts before the exec are not in the \
+             profile (under the patch back-end a process writes its trees when it ends; \
+             --backend ptrace keeps them)",
+            summary.processes_executed
         ));
     }
     notes

@@ -75,8 +75,13 @@ pub struct PatchSummary {
     pub lost_threads: u64,
     /// Programs a process of the target executed that were not instrumented.
     pub uninstrumented: Vec<String>,
-    /// Processes that ended without a result (killed by `SIGKILL`, or by a raw `exit_group`).
+    /// Processes that ended without a result (killed by `SIGKILL`, by a raw `exit_group`, or
+    /// replaced by a program that does not load the runtime).
     pub processes_without_result: u64,
+    /// Processes that executed another program before writing their trees (the `exec`
+    /// replaced them, so their counts up to it are lost).
+    #[serde(default)]
+    pub processes_executed: u64,
     /// Libraries planned (`--libraries`) that the program had not loaded when it started.
     #[serde(default)]
     pub unloaded: Vec<String>,
@@ -442,7 +447,8 @@ fn pids_with(results: &Path, extension: &str) -> Vec<i32> {
 /// Every process's result.
 struct Gathered {
     results: Vec<ProcessResult>,
-    started: usize,
+    /// The processes whose runtime announced it would write a result.
+    started: Vec<i32>,
 }
 
 fn gather(results: &Path, exit: TargetExit) -> Result<Gathered, ProfileError> {
@@ -468,8 +474,8 @@ fn gather(results: &Path, exit: TargetExit) -> Result<Gathered, ProfileError> {
             source: std::io::Error::other(failure.clone()),
         });
     }
-    let started = pids_with(results, "started").len();
-    if out.is_empty() && started == 0 && !matches!(exit, TargetExit::Signaled(_)) {
+    let started = pids_with(results, "started");
+    if out.is_empty() && started.is_empty() && !matches!(exit, TargetExit::Signaled(_)) {
         return Err(ProfileError::System {
             what: "the patch runtime did not report from the target".into(),
             source: std::io::Error::other(
@@ -564,9 +570,15 @@ impl Gathered {
                     .push(format!("{program} (pid {})", r.pid));
             }
         }
-        let instrumented_results = self.results.iter().filter(|r| r.uninstrumented.is_none());
-        summary.processes_without_result =
-            self.started.saturating_sub(instrumented_results.count()) as u64;
+        // A process that executed another program keeps its id: the new program's runtime
+        // wrote the only result under it.
+        for &pid in &self.started {
+            match self.results.iter().find(|r| r.pid as i32 == pid) {
+                Some(r) if r.uninstrumented.is_some() => summary.processes_executed += 1,
+                Some(_) => {}
+                None => summary.processes_without_result += 1,
+            }
+        }
         summary
     }
 }
