@@ -135,7 +135,8 @@ fn bad_machine_files_exit_2_with_one_line() {
     // are refused at their line and column.
     let level = |cores: &str| {
         format!(
-            "clock: 2 GHz\nmemory hierarchy:\n  - level: L1\n    cache per group: {{sets: 64, \
+            "clock: 2 GHz\nFLOPs per cycle: {{DP: {{total: 8}}, SP: {{total: 16}}}}\n\
+             memory hierarchy:\n  - level: L1\n    cache per group: {{sets: 64, \
              ways: 8, cl_size: 64}}\n    cores per group: {cores}\n"
         )
     };
@@ -147,7 +148,7 @@ fn bad_machine_files_exit_2_with_one_line() {
     std::fs::write(&half, level("1.5")).unwrap();
     assert_bad_input(
         &loopscope(["machine".as_ref(), "--import".as_ref(), half.as_os_str()]),
-        "half.yml:5:22: key `memory hierarchy[L1].cores per group`: expected a whole number, \
+        "half.yml:6:22: key `memory hierarchy[L1].cores per group`: expected a whole number, \
          found `1.5`",
     );
     let broken = example("machines/broken.yml");
@@ -184,4 +185,168 @@ fn version_help_and_completions() {
     let output = loopscope(["completions", "bash"]);
     assert!(output.status.success());
     assert!(stdout(&output).contains("loopscope"));
+}
+
+/// A machine file written by `machine --out`, with `edit` applied to its text.
+fn edited_machine_file(
+    dir: &std::path::Path,
+    name: &str,
+    edit: impl Fn(String) -> String,
+) -> std::path::PathBuf {
+    let yml = example("machines/skylake-sp.yml");
+    let path = dir.join(name);
+    let output = loopscope([
+        "machine".as_ref(),
+        "--import".as_ref(),
+        yml.as_os_str(),
+        "--out".as_ref(),
+        path.as_os_str(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, edit(text)).unwrap();
+    path
+}
+
+#[test]
+fn text_from_machine_files_is_shown_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let hostile = "AMD\\u001b[31mRED\\u202eEPYC\\u0007\\n2nd";
+    let path = edited_machine_file(dir.path(), "esc.toml", |text| {
+        let model = text
+            .lines()
+            .find(|l| l.starts_with("model = "))
+            .unwrap()
+            .to_owned();
+        text.replace(&model, &format!("model = \"{hostile}\""))
+            .replace("notes = [", "notes = [\"bell\\u0007\",")
+    });
+    let output = loopscope(["machine".as_ref(), "-m".as_ref(), path.as_os_str()]);
+    let shown = stdout(&output);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        shown.starts_with("machine   AMD\\x1b[31mRED\\u{202e}EPYC\\x07\\n2nd"),
+        "{shown}"
+    );
+    assert!(shown.contains("note      bell\\x07"), "{shown}");
+    assert!(
+        !shown
+            .chars()
+            .any(|c| (c.is_control() && c != '\n') || c == '\u{202e}'),
+        "{shown:?}"
+    );
+    let yml = dir.path().join("rlo.yml");
+    let kerncraft = std::fs::read_to_string(example("machines/haswell-ep.yml")).unwrap();
+    let model = kerncraft
+        .lines()
+        .find(|l| l.starts_with("model name:"))
+        .unwrap();
+    std::fs::write(
+        &yml,
+        kerncraft.replace(model, "model name: Intel \u{202e} Xeon"),
+    )
+    .unwrap();
+    let output = loopscope(["machine".as_ref(), "--import".as_ref(), yml.as_os_str()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).starts_with("machine   Intel \\u{202e} Xeon"),
+        "{}",
+        stdout(&output)
+    );
+}
+
+#[test]
+fn unknown_keys_and_impossible_values_are_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    type Edit = fn(String) -> String;
+    let cases: [(&str, Edit, &str); 6] = [
+        (
+            "typo.toml",
+            |t| t.replacen("working_set_bytes", "working_set_byte", 1),
+            ": unknown key `measured.bandwidth[0].working_set_byte` (did you mean \
+             `working_set_bytes`?)",
+        ),
+        (
+            "peak.toml",
+            |t| t.replacen("dp = 32", "dp = 0", 1),
+            "peak.toml: `peak_flops_per_cycle.dp` is 0",
+        ),
+        (
+            "threads.toml",
+            |t| t.replacen("threads = 1", "threads = 0", 1),
+            "threads.toml: `measured.bandwidth[0].threads` is 0",
+        ),
+        (
+            "level.toml",
+            |t| t.replacen("level = \"L1\"", "level = \"L9\"", 1),
+            "level.toml: `measured.bandwidth[0].level` is `L9`: expected one of L1, L2, L3, MEM",
+        ),
+        (
+            "kernel.toml",
+            |t| t.replacen("kernel = \"copy\"", "kernel = \"fma\"", 1),
+            "kernel.toml: `measured.bandwidth[0].kernel` is `fma`",
+        ),
+        (
+            "cores.toml",
+            |t| t.replacen("cores = 1\n", "cores = 7\n", 1),
+            "cores.toml: `measured.bandwidth[0].cores` is 7: more than the run's 1 threads",
+        ),
+    ];
+    for (name, edit, want) in cases {
+        let path = edited_machine_file(dir.path(), name, edit);
+        let output = loopscope(["machine".as_ref(), "-m".as_ref(), path.as_os_str()]);
+        assert_bad_input(&output, want);
+    }
+}
+
+#[test]
+fn kerncraft_runs_keep_their_cores_and_contradictions_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    // Two threads per core, four cores: the 2-thread run of the one-per-core group is kept.
+    let bench = "benchmarks:\n  measurements:\n    L1:\n      1:\n        cores: [1, 2]\n\
+                 \x20       results: {load: [10 GB/s, 20 GB/s]}\n\
+                 \x20       size per core: [16 kB, 16 kB]\n      2:\n        cores: [1, 2]\n\
+                 \x20       results: {load: [11 GB/s, 22 GB/s]}\n\
+                 \x20       size per core: [16 kB, 16 kB]\n";
+    let head = "clock: 2 GHz\nsockets: 1\ncores per socket: 4\nthreads per core: 2\n\
+                FLOPs per cycle: {DP: {total: 16}, SP: {total: 32}}\nmemory hierarchy:\n  \
+                - level: L1\n    cache per group: {sets: 64, ways: 8, cl_size: 64}\n";
+    let yml = dir.path().join("smt.yml");
+    std::fs::write(&yml, format!("{head}{bench}")).unwrap();
+    let runs: Vec<(u64, u64, f64)> = json(&loopscope([
+        "machine".as_ref(),
+        "--json".as_ref(),
+        "--import".as_ref(),
+        yml.as_os_str(),
+    ]))["measured"]["bandwidth"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            (
+                b["threads"].as_u64().unwrap(),
+                b["cores"].as_u64().unwrap(),
+                b["gb_per_s"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(runs, [(1, 1, 10.0), (2, 2, 20.0), (4, 2, 22.0)]);
+    let size = dir.path().join("size.yml");
+    std::fs::write(&size, format!("{head}    size per group: 48.00 kB\n")).unwrap();
+    assert_bad_input(
+        &loopscope(["machine".as_ref(), "--import".as_ref(), size.as_os_str()]),
+        "size.yml: key `memory hierarchy[L1].size per group`: 48 KiB contradicts `cache per \
+         group`: 64 sets × 8 ways × 64 B lines = 32 KiB",
+    );
+    let short = dir.path().join("short.yml");
+    std::fs::write(
+        &short,
+        format!("{head}{}", bench.replace("[10 GB/s, 20 GB/s]", "[10 GB/s]")),
+    )
+    .unwrap();
+    assert_bad_input(
+        &loopscope(["machine".as_ref(), "--import".as_ref(), short.as_os_str()]),
+        "short.yml: key `benchmarks.measurements.L1.1.results.load`: 1 entry for the 2 core \
+         counts of `cores`",
+    );
 }

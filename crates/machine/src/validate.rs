@@ -196,7 +196,8 @@ fn check_measured(
 /// those of kerncraft's benchmarks the import carries over (`update`, `daxpy`).
 pub const BANDWIDTH_KERNELS: [&str; 6] = ["load", "store", "copy", "triad", "update", "daxpy"];
 
-/// A run's level is one of the machine's data-cache levels (`L1`, `L2`, ...) or `MEM`, its
+/// A run's level is one of the machine's data-cache levels (`L1`, `L2`, ...; any numbered
+/// level when the file lists no cache) or `MEM`, its
 /// kernel a known one, its threads and cores 1 or more, and its cores no more than its
 /// threads.
 fn check_run(
@@ -210,7 +211,16 @@ fn check_run(
         .map(|c| format!("L{}", c.level))
         .chain(["MEM".to_owned()])
         .collect();
-    if !levels.contains(&run.level) {
+    // A file that lists no cache (`caches = []`, the hierarchy left unknown) may still give
+    // bandwidths of numbered levels.
+    let numbered = |level: &str| {
+        level
+            .strip_prefix('L')
+            .and_then(|n| n.parse::<u8>().ok())
+            .is_some_and(|n| n >= 1 && n.to_string().len() == level.len() - 1)
+    };
+    let unknown_hierarchy = levels.len() == 1 && numbered(&run.level);
+    if !levels.contains(&run.level) && !unknown_hierarchy {
         return Err(bad(
             &format!("{key}.level"),
             format!(
@@ -420,6 +430,12 @@ mod tests {
             validate(&m, Path::new("m.toml")).map_err(|e| e.to_string())
         };
         assert!(run(|b| b.level = "MEM".into()).is_ok());
+        let mut bare = good();
+        bare.caches.clear();
+        bare.measured.as_mut().unwrap().bandwidth[0].level = "L2".into();
+        assert!(validate(&bare, Path::new("m.toml")).is_ok());
+        bare.measured.as_mut().unwrap().bandwidth[0].level = "L02".into();
+        assert!(validate(&bare, Path::new("m.toml")).is_err());
         assert!(run(|b| b.kernel = "daxpy".into()).is_ok());
         assert!(run(|b| (b.threads, b.cores) = (2, Some(1))).is_ok());
         type Edit = fn(&mut Bandwidth);

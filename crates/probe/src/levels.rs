@@ -5,7 +5,7 @@
 //! step (counted in bytes), or the jump chains' when the NOP body has none below a quarter of
 //! the L2 ([`l1i_knee`]).
 
-use loopscope_machine::{CacheKind, Machine, MeasuredCache};
+use loopscope_machine::{CacheKind, Machine, MeasuredCache, format_bytes};
 
 use crate::knee::{Knee, Point, miss_fraction, plausible_size};
 use crate::placement::{
@@ -485,6 +485,53 @@ fn fitted_knee(curve: &Curve, fit: &CapacityFit) -> Knee {
     }
 }
 
+/// Whether `bytes` is a size caches are built in: `2^k` or `3 * 2^k`.
+fn is_cache_like(bytes: u64) -> bool {
+    bytes.is_power_of_two() || (bytes.is_multiple_of(3) && (bytes / 3).is_power_of_two())
+}
+
+/// The size a machine file records for `level`, and a note when it is not the knee's own.
+/// Knees are snapped to a cache-like size (`2^k` or `3 * 2^k`) within an eighth of an octave;
+/// one that found none (a rise that ends just past the slack, a fit between two sizes) would
+/// make the models simulate a cache of odd sets, so the advertised size stands in when the
+/// knee lies within an octave of it, else the cache-like size nearest the knee (an effective
+/// size far below the advertised one, as a shared last level in a guest).
+pub fn written_size(level: &LevelKnee) -> (u64, Option<String>) {
+    let knee = level.knee.size_bytes;
+    if knee == 0 || is_cache_like(knee) || Some(knee) == level.advertised_bytes {
+        return (knee, None);
+    }
+    let name = format!("L{}{}", level.level, level.kind.suffix());
+    let octaves = |a: u64, b: u64| ((a as f64) / (b as f64)).log2().abs();
+    if let Some(advertised) = level.advertised_bytes.filter(|&a| octaves(knee, a) <= 1.0) {
+        return (
+            advertised,
+            Some(format!(
+                "{name}: the step at {} is no cache-like size (2^k or 3·2^k within an eighth of \
+                 an octave); the advertised {} is recorded and modelled",
+                format_bytes(knee),
+                format_bytes(advertised)
+            )),
+        );
+    }
+    let nearest = (6..48u32)
+        .flat_map(|k| [1u64 << k, 3u64 << (k - 1)])
+        .min_by(|&a, &b| octaves(knee, a).total_cmp(&octaves(knee, b)))
+        .unwrap_or(knee);
+    let advertised = level.advertised_bytes.map_or(String::new(), |a| {
+        format!(" (advertised {})", format_bytes(a))
+    });
+    (
+        nearest,
+        Some(format!(
+            "{name}: the step at {} is no cache-like size (2^k or 3·2^k within an eighth of an \
+             octave); the nearest, {}, is recorded and modelled{advertised}",
+            format_bytes(knee),
+            format_bytes(nearest)
+        )),
+    )
+}
+
 /// The measured caches, with latencies in ns and core cycles.
 pub fn level_caches(levels: &[LevelKnee], core_hz: f64) -> Vec<MeasuredCache> {
     levels
@@ -492,7 +539,7 @@ pub fn level_caches(levels: &[LevelKnee], core_hz: f64) -> Vec<MeasuredCache> {
         .map(|l| MeasuredCache {
             level: l.level,
             kind: l.kind,
-            size_bytes: l.knee.size_bytes,
+            size_bytes: written_size(l).0,
             latency_cycles: l.latency_ns * core_hz / 1e9,
             latency_ns: l.latency_ns,
             advertised_size_bytes: l.advertised_bytes,
@@ -525,6 +572,74 @@ mod tests {
     use loopscope_machine::Cache;
 
     const K: u64 = 1024;
+
+    fn knee_of(level: u8, kind: CacheKind, size: u64, advertised: Option<u64>) -> LevelKnee {
+        LevelKnee {
+            level,
+            kind,
+            knee: Knee {
+                size_bytes: size,
+                cliff_lo_bytes: size,
+                cliff_hi_bytes: size,
+                rise_start_bytes: size,
+                rise_mid_bytes: size,
+                end_bytes: size,
+                before: 1.0,
+                after: 3.0,
+                ratio: 3.0,
+                confidence: 0.5,
+            },
+            advertised_bytes: advertised,
+            method: "pointer chase",
+            latency_ns: 1.0,
+            ramp_fit: None,
+            code_fit: None,
+        }
+    }
+
+    #[test]
+    fn unsnapped_knees_are_written_as_the_advertised_or_a_cache_like_size() {
+        // A loaded `--quick` run's L1d step at 34.94 KiB: the advertised 32 KiB is written.
+        let (size, note) = written_size(&knee_of(1, CacheKind::Data, 35776, Some(32 * K)));
+        assert_eq!(size, 32 * K);
+        let note = note.unwrap();
+        assert!(
+            note.starts_with("L1d: the step at 34.94 KiB is no cache-like size"),
+            "{note}"
+        );
+        assert!(
+            note.ends_with("the advertised 32 KiB is recorded and modelled"),
+            "{note}"
+        );
+        // Cache-like sizes stand, with no note.
+        for size in [32 * K, 48 * K, 768 * K, 4 << 20] {
+            assert_eq!(
+                written_size(&knee_of(2, CacheKind::Unified, size, Some(K))),
+                (size, None)
+            );
+        }
+        // An effective last level far below the advertised one: the nearest cache-like size.
+        let (size, note) = written_size(&knee_of(3, CacheKind::Unified, 5_300_000, Some(32 << 20)));
+        assert_eq!(size, 6 << 20, "{note:?}");
+        assert!(
+            note.unwrap()
+                .ends_with("the nearest, 6 MiB, is recorded and modelled (advertised 32 MiB)")
+        );
+        let (size, note) = written_size(&knee_of(3, CacheKind::Unified, 5_300_000, None));
+        assert!(is_cache_like(size) && note.is_some());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn every_written_size_is_cache_like_or_advertised(
+            size in 1u64..(1 << 40),
+            advertised in proptest::option::of(1u64..(1 << 40)),
+        ) {
+            let (written, note) = written_size(&knee_of(2, CacheKind::Unified, size, advertised));
+            proptest::prop_assert!(is_cache_like(written) || Some(written) == advertised);
+            proptest::prop_assert_eq!(note.is_none(), written == size);
+        }
+    }
 
     #[test]
     fn knees_match_levels_in_order_even_when_the_l3_is_much_smaller() {

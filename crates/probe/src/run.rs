@@ -528,6 +528,9 @@ fn serial_part(
         if let Some(note) = size_note(level) {
             notes.push(note);
         }
+        if let Some(note) = crate::levels::written_size(level).1 {
+            notes.push(note);
+        }
     }
     Ok(Serial {
         timer,

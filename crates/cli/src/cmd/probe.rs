@@ -109,7 +109,8 @@ pub fn run(args: &ProbeArgs, ui: &Ui) -> anyhow::Result<()> {
     if args.json {
         crate::cmd::print_json(&report)?;
     } else {
-        crate::cmd::print_text(&loopscope_report::render_probe(&report, &machine))?;
+        let shown = crate::cmd::machine::printable_machine(&machine);
+        crate::cmd::print_text(&loopscope_report::render_probe(&report, &shown))?;
     }
     if report.measured.partial {
         match written {
