@@ -72,7 +72,7 @@ impl Lin {
     }
 
     /// The smallest and largest value over boxes of loop-variable `ranges`.
-    fn interval(&self, ranges: &[(i128, i128)]) -> (i128, i128) {
+    pub(crate) fn interval(&self, ranges: &[(i128, i128)]) -> (i128, i128) {
         let (mut lo, mut hi) = (i128::from(self.constant), i128::from(self.constant));
         for &(l, c) in &self.terms {
             let (a, b) = (i128::from(c) * ranges[l].0, i128::from(c) * ranges[l].1);

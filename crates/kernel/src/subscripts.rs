@@ -3,8 +3,9 @@
 //! writing past an array is refused before anything simulates, models or runs it.
 //!
 //! Loops that bound inner loops (triangular nests) are walked value by value, up to
-//! [`ENUMERATED_STEPS`] values; the others are taken at their first and last values, where an
-//! affine subscript takes its extremes (the loops inside them do not depend on their variable).
+//! [`ENUMERATED_STEPS`] values; the others are taken as their whole range at once (no loop
+//! inside depends on their variable, so their ranges form a box and each term of an affine
+//! subscript takes its extremes independently).
 //! Past the budget a loop that bounds inner ones is taken at its first and last values at which
 //! its body executes, which is exact for a two-deep nest with unit steps and for every
 //! rectangular nest.
@@ -20,9 +21,16 @@ pub const ENUMERATED_STEPS: u64 = 1 << 22;
 /// The smallest and largest value a subscript took, if it was evaluated at all.
 type Span = Option<(i64, i64)>;
 
+/// Loops and statements visited before the walk stops looking: a deep nest of triangular
+/// loops past [`ENUMERATED_STEPS`] has 2^depth executing ends.
+const VISITS: u64 = 1 << 24;
+
 /// Why the walk stopped.
 enum Stop {
+    /// A bound or subscript does not fit in 64 bits.
     Overflow,
+    /// The budgets are spent: what was seen so far is checked.
+    Enough,
 }
 
 struct Walk<'k> {
@@ -34,6 +42,7 @@ struct Walk<'k> {
     first_ref: Vec<usize>,
     spans: Vec<Vec<Span>>,
     budget: u64,
+    visits: u64,
 }
 
 impl Kernel {
@@ -44,7 +53,8 @@ impl Kernel {
     pub fn check_subscripts(&self, params: &[i64]) -> Result<(), KernelError> {
         let overflow = || KernelError::Binding {
             origin: self.origin.clone(),
-            message: "a subscript or loop bound overflows 64 bits with these parameter values"
+            message: "a subscript, loop bound or trip count overflows 64 bits with these \
+                      parameter values"
                 .into(),
         };
         let lin = |a: &crate::Affine| Lin::from_affine(a, params).ok_or_else(overflow);
@@ -70,10 +80,13 @@ impl Kernel {
                 .map(|(_, r)| vec![None; r.subscripts.len()])
                 .collect(),
             budget: ENUMERATED_STEPS,
+            visits: VISITS,
         };
-        let mut vars = vec![0i64; self.loops.len()];
-        walk.walk(&self.body, &mut vars)
-            .map_err(|Stop::Overflow| overflow())?;
+        let mut ranges = vec![(0i128, 0i128); self.loops.len()];
+        match walk.walk(&self.body, &mut ranges) {
+            Ok(_) | Err(Stop::Enough) => {}
+            Err(Stop::Overflow) => return Err(overflow()),
+        }
         for (index, (_, r)) in self.references().enumerate() {
             for (dim, span) in walk.spans[index].iter().enumerate() {
                 let Some((lo, hi)) = *span else { continue };
@@ -135,64 +148,76 @@ impl Kernel {
 }
 
 impl Walk<'_> {
-    /// Walks `nodes` with the enclosing loops' variables in `vars`; true when a statement ran.
-    fn walk(&mut self, nodes: &[Node], vars: &mut [i64]) -> Result<bool, Stop> {
+    /// Walks `nodes` with the enclosing loops' values in `ranges`: a single value for a loop
+    /// walked value by value, the whole range for one taken at once. True when a statement ran.
+    fn walk(&mut self, nodes: &[Node], ranges: &mut [(i128, i128)]) -> Result<bool, Stop> {
         let mut ran = false;
         for node in nodes {
+            self.visits = self.visits.checked_sub(1).ok_or(Stop::Enough)?;
             ran |= match node {
                 Node::Statement(s) => {
-                    self.statement(*s, vars)?;
+                    self.statement(*s, ranges)?;
                     true
                 }
-                Node::Loop { id, body } => self.walk_loop(*id, body, vars)?,
+                Node::Loop { id, body } => self.walk_loop(*id, body, ranges)?,
             };
         }
         Ok(ran)
     }
 
-    fn statement(&mut self, s: usize, vars: &[i64]) -> Result<(), Stop> {
+    fn statement(&mut self, s: usize, ranges: &[(i128, i128)]) -> Result<(), Stop> {
         let first = self.first_ref[s];
         for r in first..first + self.kernel.statements[s].refs.len() {
             for (sub, span) in self.subscripts[r].iter().zip(&mut self.spans[r]) {
-                let v = sub.eval(vars).ok_or(Stop::Overflow)?;
-                *span = Some(span.map_or((v, v), |(lo, hi)| (lo.min(v), hi.max(v))));
+                let (lo, hi) = sub.interval(ranges);
+                let (lo, hi) = (
+                    i64::try_from(lo).map_err(|_| Stop::Overflow)?,
+                    i64::try_from(hi).map_err(|_| Stop::Overflow)?,
+                );
+                *span = Some(span.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
             }
         }
         Ok(())
     }
 
-    fn walk_loop(&mut self, id: usize, body: &[Node], vars: &mut [i64]) -> Result<bool, Stop> {
-        let start = self.starts[id].eval(vars).ok_or(Stop::Overflow)?;
-        let end = self.ends[id].eval(vars).ok_or(Stop::Overflow)?;
+    /// A loop bound: only loops walked value by value appear in bounds, so the low ends are
+    /// their values.
+    fn bound(lin: &Lin, ranges: &[(i128, i128)]) -> Result<i64, Stop> {
+        let (lo, _) = lin.interval(ranges);
+        i64::try_from(lo).map_err(|_| Stop::Overflow)
+    }
+
+    fn walk_loop(
+        &mut self,
+        id: usize,
+        body: &[Node],
+        ranges: &mut [(i128, i128)],
+    ) -> Result<bool, Stop> {
+        let start = Self::bound(&self.starts[id], ranges)?;
+        let end = Self::bound(&self.ends[id], ranges)?;
         let step = self.kernel.loops[id].step;
         let trips = trip_count(start, end, step).ok_or(Stop::Overflow)?;
         if trips == 0 {
             return Ok(false);
         }
-        let value = |k: u64| -> Result<i64, Stop> {
-            i64::try_from(i128::from(start) + i128::from(step) * i128::from(k))
-                .map_err(|_| Stop::Overflow)
-        };
+        let value = |k: u64| i128::from(start) + i128::from(step) * i128::from(k);
         if !inner_bounds_use(body, self.kernel, id) {
-            // The body runs the same way for every value: its extremes are at the ends.
-            vars[id] = start;
-            let ran = self.walk(body, vars)?;
-            if ran && trips > 1 {
-                vars[id] = value(trips - 1)?;
-                self.walk(body, vars)?;
-            }
-            return Ok(ran);
+            // No inner bound depends on this loop: its body runs the same way for every value,
+            // and each subscript's extremes are at the loop's first or last value.
+            let last = value(trips - 1);
+            ranges[id] = (value(0).min(last), value(0).max(last));
+            return self.walk(body, ranges);
         }
         if self.budget >= trips {
             self.budget -= trips;
             let mut ran = false;
             for k in 0..trips {
-                vars[id] = value(k)?;
-                ran |= self.walk(body, vars)?;
+                ranges[id] = (value(k), value(k));
+                ran |= self.walk(body, ranges)?;
             }
             return Ok(ran);
         }
-        self.executing_ends(id, body, vars, trips, value)
+        self.executing_ends(id, body, ranges, trips, value)
     }
 
     /// The loop at the first and the last of its values at which the body executes, looked for
@@ -201,29 +226,26 @@ impl Walk<'_> {
         &mut self,
         id: usize,
         body: &[Node],
-        vars: &mut [i64],
+        ranges: &mut [(i128, i128)],
         trips: u64,
-        value: impl Fn(u64) -> Result<i64, Stop>,
+        value: impl Fn(u64) -> i128,
     ) -> Result<bool, Stop> {
         let mut first = None;
         for k in 0..trips {
-            vars[id] = value(k)?;
-            if self.walk(body, vars)? {
+            ranges[id] = (value(k), value(k));
+            if self.walk(body, ranges)? {
                 first = Some(k);
                 break;
             }
-            if self.budget == 0 {
-                break;
-            }
-            self.budget -= 1;
+            self.budget = self.budget.checked_sub(1).ok_or(Stop::Enough)?;
         }
         let Some(first) = first else { return Ok(false) };
         for k in (first + 1..trips).rev() {
-            vars[id] = value(k)?;
-            if self.walk(body, vars)? || self.budget == 0 {
+            ranges[id] = (value(k), value(k));
+            if self.walk(body, ranges)? {
                 break;
             }
-            self.budget -= 1;
+            self.budget = self.budget.checked_sub(1).ok_or(Stop::Enough)?;
         }
         Ok(true)
     }
@@ -302,6 +324,21 @@ mod tests {
         assert!(check(text, &[("N", n)]).is_ok());
         let text = text.replace("a[i+1]", "a[i+2]");
         assert!(check(&text, &[("N", n)]).is_err());
+    }
+
+    #[test]
+    fn a_deep_rectangular_nest_is_checked_without_walking_its_corners() {
+        // 2^40 corners; the box of ranges gives the subscript's extremes at once.
+        let mut text = String::from("double a[N];\n");
+        let mut sub = String::from("0");
+        for depth in 0..40 {
+            text += &format!("for (int i{depth} = 0; i{depth} < 2; ++i{depth})\n");
+            sub += &format!("+i{depth}");
+        }
+        let body = format!("{text}  a[{sub}] = 1.0;\n");
+        assert!(check(&body, &[("N", 41)]).is_ok());
+        let message = check(&body, &[("N", 40)]).unwrap_err().to_string();
+        assert!(message.contains("runs from 0 to 40"), "{message}");
     }
 
     #[test]

@@ -435,6 +435,46 @@ mod tests {
     use crate::{BandwidthFn, LevelTraffic};
     use proptest::prelude::*;
 
+    /// A copy's traffic: 1 600 bytes through memory per run, no FLOPs, at 16 GB/s (100 ns).
+    fn copy_analysis() -> Analysis {
+        let traffic = Traffic {
+            levels: vec![LevelTraffic {
+                level: Level::Memory,
+                bytes: 1600,
+                volume_bytes: None,
+                store_bytes: None,
+            }],
+            flops: 0,
+            iterations: 100,
+            l1: None,
+            word_bytes: 8,
+            chained_adds: 0,
+        };
+        let mut ceilings = Ceilings::new(10.0, 10.0, "p").unwrap();
+        ceilings
+            .set_bandwidth(Level::Memory, BandwidthFn::Constant { gb_per_s: 16.0 }, "p")
+            .unwrap();
+        analyse(&traffic, &ceilings, Options::default()).unwrap()
+    }
+
+    #[test]
+    fn a_kernel_without_flops_is_compared_by_time() {
+        let analysis = copy_analysis();
+        assert!(analysis.clone().with_measured(1.0).is_err());
+        let m = analysis
+            .with_measured_time(125e-9)
+            .unwrap()
+            .measured
+            .unwrap();
+        assert_eq!(m.predicted_seconds_per_run, Some(100e-9));
+        assert_eq!(m.seconds_per_run, Some(125e-9));
+        // 100 ns predicted, 125 measured: 80 % of the predicted rate, below the limit.
+        assert!((m.ratio - 0.8).abs() < 1e-12 && (m.error + 0.2).abs() < 1e-12);
+        assert!(!m.at_limit);
+        assert_eq!(m.gflops, 0.0);
+        assert!(copy_analysis().with_measured_time(0.0).is_err());
+    }
+
     proptest! {
         /// Any valid traffic under any valid ceilings: no panic, the prediction never beats
         /// Peff or the classic roofline, and its time is the largest term.
