@@ -367,8 +367,8 @@ fn explain_chain(analysis: &mut Analysis) {
     if prediction.limit == Limit::Chain {
         analysis.notes.push(format!(
             "chain-bound: {per_iteration:.3} dependent additions per iteration at {:.3} ns each \
-             outlast every bandwidth and Peff; several partial sums (or -ffast-math, which lets \
-             the compiler make them) would lift this limit",
+             outlast every bandwidth and Peff; several partial sums written in the source would \
+             lift this limit (-ffast-math lets gcc keep one vector of them)",
             latency.ns
         ));
     }
