@@ -289,7 +289,62 @@ mod tests {
         assert!(err.to_string().contains("cannot read"), "{err}");
     }
 
+    #[test]
+    fn unknown_keys_are_refused_by_table_path_and_line() {
+        let text = to_toml(&full_sample()).unwrap();
+        let typo = text.replace("streaming_size_bytes", "streaming_size_byte");
+        let line = typo
+            .lines()
+            .position(|l| l.starts_with("streaming_size_byte "))
+            .unwrap()
+            + 1;
+        let err = from_toml(&typo, Path::new("m.toml"))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            format!(
+                "m.toml:{line}:1: unknown key `measured.caches[0].streaming_size_byte` (did \
+                 you mean `streaming_size_bytes`?)"
+            )
+        );
+        let err = from_toml(&format!("colour = 1\n{text}"), Path::new("m.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("m.toml:1:1: unknown key `colour` (expected one of `format_version`,"),
+            "{err}"
+        );
+        let inline = text.replace(
+            "[peak_flops_per_cycle]\n",
+            "[peak_flops_per_cycle]\nqp = 3\n",
+        );
+        let err = from_toml(&inline, Path::new("m.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("unknown key `peak_flops_per_cycle.qp` (did you mean `dp`?)"),
+            "{err}"
+        );
+    }
+
     proptest::proptest! {
+        #[test]
+        fn any_unknown_key_in_any_table_is_refused(key in "[a-z_]{1,12}", table in 0usize..4) {
+            let known = ["dp", "sp", "threads", "method", "level", "kind", "size_bytes",
+                         "latency_cycles", "latency_ns", "advertised_size_bytes", "confidence",
+                         "streaming_size_bytes", "kernel", "cores", "working_set_bytes",
+                         "gb_per_s", "gb_per_s_with_write_allocate", "vector_bytes"];
+            proptest::prop_assume!(!known.contains(&key.as_str()));
+            let header = ["[peak_flops_per_cycle]", "[[measured.caches]]",
+                          "[[measured.bandwidth]]", "[measured.peak_gflops]"][table];
+            let text = to_toml(&full_sample())
+                .unwrap()
+                .replacen(&format!("{header}\n"), &format!("{header}\n{key} = 1\n"), 1);
+            let err = from_toml(&text, Path::new("m.toml")).unwrap_err().to_string();
+            proptest::prop_assert!(err.contains(&format!("{key}` (")), "{}", err);
+        }
+
         #[test]
         fn arbitrary_text_never_panics(text in "(format_version = 1\n)?[ -~\n]{0,200}") {
             let _ = from_toml(&text, Path::new("fuzz.toml"));
