@@ -760,20 +760,32 @@ fn cflags_decide_the_chains() {
          for(int i=0; i<N; ++i)\n for(int j=0; j<N; ++j)\n  for(int k=0; k<N; ++k)\n\
          c[i][j] += a[i][k] * b[k][j];\n",
     );
-    let path = matmul.path().to_str().unwrap();
-    let chains = |cflags: &str| {
-        let flag = format!("--cflags={cflags}");
-        let extra = ["--add-latency-ns", "1", flag.as_str()];
-        let v = json(&kernel_run(path, "N=16", "L2=100,MEM=20", &extra));
-        v["traffic"]["chained_adds"].as_u64().unwrap()
-    };
+    let matmul = matmul.path().to_str().unwrap();
     // 16³ additions; 16-byte vectors run two j's side by side, 32-byte ones four.
-    assert_eq!(chains("-O2"), 16 * 16 * 16 / 2);
-    assert_eq!(chains("-O2 -mavx2"), 16 * 16 * 16 / 4);
-    assert_eq!(chains("-O3 -mavx512f -mavx2"), 16 * 16 * 16 / 4);
-    // Reassociation splits the sums: no chain.
-    assert_eq!(chains("-O3 -ffast-math"), 0);
-    assert_eq!(chains("-Ofast"), 0);
+    assert_eq!(chained_adds(matmul, "-O2"), 16 * 16 * 16 / 2);
+    assert_eq!(chained_adds(matmul, "-O2 -mavx2"), 16 * 16 * 16 / 4);
+    assert_eq!(
+        chained_adds(matmul, "-O3 -mavx512f -mavx2"),
+        16 * 16 * 16 / 4
+    );
+    // Reassociation gives each sum one vector of partial sums: these already run a vector of
+    // chains side by side, so nothing changes.
+    assert_eq!(chained_adds(matmul, "-O3 -ffast-math"), 16 * 16 * 16 / 2);
+    assert_eq!(chained_adds(matmul, "-Ofast"), 16 * 16 * 16 / 2);
+    // A matrix-vector product's rows are one chain each, split in two by reassociation.
+    let matvec = kernel_file(MATVEC);
+    let matvec = matvec.path().to_str().unwrap();
+    assert_eq!(chained_adds(matvec, "-O2"), 16 * 16);
+    assert_eq!(chained_adds(matvec, "-O2 -ffast-math"), 16 * 16 / 2);
+}
+
+/// The chained additions the roofline counts for the kernel file at `path` (N=16) built with
+/// `cflags`.
+fn chained_adds(path: &str, cflags: &str) -> u64 {
+    let flag = format!("--cflags={cflags}");
+    let extra = ["--add-latency-ns", "1", flag.as_str()];
+    let v = json(&kernel_run(path, "N=16", "L2=100,MEM=20", &extra));
+    v["traffic"]["chained_adds"].as_u64().unwrap()
 }
 
 #[test]
