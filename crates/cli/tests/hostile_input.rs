@@ -400,7 +400,16 @@ fn subscripts_outside_their_arrays_are_refused_by_every_kernel_command() {
     // --measure never compiles, let alone runs, a kernel that writes past its array.
     let out = kernel_command(
         "roofline",
-        &[&shifted, "-D", "N=1000", "--cache", CACHE, "--measure", "--cc", "/nonexistent/cc"],
+        &[
+            &shifted,
+            "-D",
+            "N=1000",
+            "--cache",
+            CACHE,
+            "--measure",
+            "--cc",
+            "/nonexistent/cc",
+        ],
     );
     assert_bad_input(&out, store);
     let out = kernel_command(
