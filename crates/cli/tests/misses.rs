@@ -577,7 +577,7 @@ fn symbolic_formulas_reproduce_the_spec_closed_form_and_table() {
     assert!(a_k["compulsory"]["holds_from"].as_i64().unwrap() <= 12);
     let text = common::stdout(&spec000_in_z(&[]));
     assert!(
-        text.contains("compulsory  ⌈Z/4⌉ - 3  (for Z ≥ 9)"),
+        text.contains("compulsory  ⌈Z/4⌉ - 3  (for 9 ≤ Z ≤ 100)"),
         "{text}"
     );
 }
@@ -833,4 +833,43 @@ fn symbolic_refuses_a_product_of_its_parameter_without_asking_for_a_value() {
     let out = run(&fixed_size, "N=32", "M");
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).contains("misses"), "{}", stdout(&out));
+}
+
+#[test]
+fn symbolic_formulas_stay_inside_the_arrays() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("copy.c");
+    std::fs::write(
+        &path,
+        "double a[SZ], b[SZ];\nfor(int i=0; i<N; ++i)\n    a[i] = b[i];\n",
+    )
+    .unwrap();
+    let k = path.display().to_string();
+    let run = |symbolic: &str| {
+        let args = [
+            "misses",
+            &k,
+            "-D",
+            "SZ=1000",
+            "--symbolic",
+            symbolic,
+            "--cache",
+            "L1=32K:8:64",
+            "--base",
+            "a=0,b=8000",
+            "--at",
+            "N=500",
+        ];
+        let out = loopscope(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out)
+    };
+    // N past 1000 runs off both arrays: the formulas are fitted up to there, not past it.
+    let text = run("N");
+    assert!(text.contains("fitted to 0 ≤ N ≤ 1000"), "{text}");
+    assert!(text.contains("misses      2·⌈N/8⌉"), "{text}");
+    assert!(text.contains("at N = 500: 126 misses"), "{text}");
+    // A range given is kept.
+    let text = run("N=0..600");
+    assert!(text.contains("fitted to 0 ≤ N ≤ 600"), "{text}");
 }

@@ -174,12 +174,15 @@ pub(super) fn run(
     listener: &dyn Listener,
 ) -> Result<FormulasReport, AnalyticError> {
     let start = Instant::now();
-    let (name, range) = parameter;
+    let (name, given_range) = parameter;
     let (loaded, define) = load(request, &[name], listener)?;
+    let range = given_range.or_else(|| inside_the_arrays(&loaded, name, listener));
+    let parameter = (name, range);
     let at = at_points(request, &[parameter])?;
+    let symbolic = range.map(|(lo, hi)| format!("{name}={lo}..{hi}"));
     let levels_request = LevelsRequest {
-        // The whole list, range included: the level process fits within it.
-        symbolic: request.symbolic,
+        // The parameter with its range: the level process fits within it.
+        symbolic: symbolic.as_deref().or(request.symbolic),
         ..request.levels_request(&define)
     };
     let outcomes = model_levels(&levels_request, levels);
@@ -204,6 +207,54 @@ pub(super) fn run(
         levels: report_levels,
         duration_s: start.elapsed().as_secs_f64(),
     })
+}
+
+/// Largest value tried for a symbolic parameter's extent bound: past it the arrays are taken to
+/// bound nothing.
+const EXTENT_SEARCH_LIMIT: i64 = 1 << 40;
+
+/// The values of `name` from 0 up to the largest at which every subscript stays inside its
+/// array's extent, the other parameters at their `-D` values, when the extents bound it: the
+/// counts of a loop that runs past its array are another array's, so the formulas are fitted
+/// there (as with `--symbolic NAME=0..HI`) and not past it. `None` when 0 already overruns or
+/// nothing overruns below [`EXTENT_SEARCH_LIMIT`]. Assumes the valid values form one range
+/// from 0, which holds when subscripts grow with the loop bounds.
+fn inside_the_arrays(
+    loaded: &LoadedKernel,
+    name: &str,
+    listener: &dyn Listener,
+) -> Option<(i64, i64)> {
+    let index = loaded.kernel.params.iter().position(|p| p == name)?;
+    let fits = |value: i64| {
+        let mut params = loaded.params.clone();
+        params[index] = value;
+        loaded.kernel.check_subscripts(&params).is_ok()
+    };
+    if !fits(0) {
+        return None;
+    }
+    let mut below = 0;
+    let mut above = 1;
+    while fits(above) {
+        if above >= EXTENT_SEARCH_LIMIT {
+            return None;
+        }
+        below = above;
+        above *= 2;
+    }
+    while above - below > 1 {
+        let middle = below + (above - below) / 2;
+        if fits(middle) {
+            below = middle;
+        } else {
+            above = middle;
+        }
+    }
+    listener.note(&format!(
+        "--symbolic {name}: fitted for {name} = 0..{below}, where every subscript stays inside \
+         its array (give --symbolic {name}=LO..HI for another range)"
+    ));
+    Some((0, below))
 }
 
 /// The kernel with `names` kept symbolic, after every check that makes a bad request exit 2,
