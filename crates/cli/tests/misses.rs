@@ -860,7 +860,7 @@ fn symbolic_formulas_stay_inside_the_arrays() {
             "--at",
             "N=500",
         ];
-        let out = loopscope(&args);
+        let out = loopscope(args);
         assert!(out.status.success(), "{}", stderr(&out));
         stdout(&out)
     };
