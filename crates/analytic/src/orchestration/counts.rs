@@ -15,7 +15,7 @@ use loopscope_kernel::{Kernel, Listener, LoadedKernel, Program as Stream, RefLab
 use serde::Serialize;
 
 use super::MissesRequest;
-use super::fallback::{SimulationEstimate, estimate};
+use super::fallback::{Race, SimulationEstimate, estimate};
 use super::process::{LevelOutcome, LevelsRequest, cores, model_levels};
 use crate::error::plain_isl_error;
 use crate::{AnalyticError, Array, PieceCounts, Program, ReferenceMisses, program_from_kernel};
@@ -415,14 +415,23 @@ pub(super) fn run(
     if request.check {
         check_work(&loaded)?;
     }
+    // Only counts can come from either: explanations, sources and the check need the model.
+    let race = (!request.check && !request.explain && !request.sources && !request.model_only)
+        .then(|| Race::start(&loaded, levels, &arrays))
+        .flatten();
     let levels_request = LevelsRequest {
         explain: request.explain,
         sources: request.sources,
+        stop: race.as_ref().map(|r| r.done.as_ref()),
         ..request.levels_request(request.define)
     };
     let modelled = model_levels(&levels_request, levels);
     let labels = loaded.kernel.reference_labels();
     let mut report = build_report(&loaded, levels, &modelled, &labels);
+    if let Some(simulated) = race.and_then(|r| r.finished()) {
+        let race_s = start.elapsed().as_secs_f64();
+        take_the_simulators(&mut report, levels, simulated, &labels, race_s, listener);
+    }
     plain_isl_errors(&mut report, &loaded.origin, listener);
     if request.sources {
         report.sources = Some(sources(&loaded.kernel, levels, &modelled, &labels));
@@ -563,6 +572,37 @@ fn fill_simulated(
     level.method = Some(METHOD_SIMULATED);
     level.duration_s = simulation_start_s + alone.duration_s;
     level.model_error = level.error.take();
+}
+
+/// The levels the model had not finished when the simulator running beside it ended, with the
+/// simulator's counts; a level the simulator could not count keeps the model's stop as its
+/// error.
+fn take_the_simulators(
+    report: &mut MissesReport,
+    levels: &[LevelConfig],
+    simulated: Vec<Result<AloneLevel, CacheError>>,
+    labels: &[RefLabel],
+    race_s: f64,
+    listener: &dyn Listener,
+) {
+    for (config, alone) in levels.iter().zip(simulated) {
+        let unfinished = report
+            .levels
+            .iter()
+            .any(|l| l.name == config.name && l.error.is_some());
+        if let (true, Ok(alone)) = (unfinished, alone) {
+            fill_simulated(report, config, alone, labels, 0.0);
+            if let Some(level) = report.levels.iter_mut().find(|l| l.name == config.name) {
+                // Not a failure of the model: it was still counting when the simulator ended.
+                level.model_error = None;
+                level.duration_s = race_s;
+            }
+            listener.note(&format!(
+                "{}: counted by the exact simulator, which finished before the model",
+                config.name
+            ));
+        }
+    }
 }
 
 /// Adds the `l`-th level's references (each with its array's name) to the report's references

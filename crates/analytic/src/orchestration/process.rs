@@ -12,6 +12,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
@@ -90,6 +91,9 @@ pub struct LevelsRequest<'a> {
     pub symbolic: Option<&'a str>,
     /// How to start a level process.
     pub command: &'a LevelCommand,
+    /// When set, the children still running are stopped: the caller has their counts another
+    /// way (the simulator finished first).
+    pub stop: Option<&'a AtomicBool>,
 }
 
 impl<'a> LevelsRequest<'a> {
@@ -114,6 +118,7 @@ impl<'a> LevelsRequest<'a> {
             sources: false,
             symbolic: None,
             command,
+            stop: None,
         }
     }
 }
@@ -138,8 +143,8 @@ fn deadline(start: Instant, time_limit_s: f64) -> Instant {
 
 /// Models every level in child processes, all at once: one per line size (the levels that
 /// share it share their hit sources), one per level with formulas. Stops those still running
-/// `time_limit_s` (plus a short grace) after the start; the levels a stopped child finished are
-/// kept. Levels come back in order.
+/// `time_limit_s` (plus a short grace) after the start, or once `request.stop` is set; the
+/// levels a stopped child finished are kept. Levels come back in order.
 pub fn model_levels(request: &LevelsRequest<'_>, levels: &[LevelConfig]) -> Vec<LevelOutcome> {
     let start = Instant::now();
     let mut running: Vec<(Vec<usize>, Result<Running, String>)> =
@@ -158,7 +163,8 @@ pub fn model_levels(request: &LevelsRequest<'_>, levels: &[LevelConfig]) -> Vec<
         let waiting = running
             .iter_mut()
             .any(|(_, r)| r.as_mut().is_ok_and(|r| !r.finished()));
-        if !waiting || Instant::now() >= deadline {
+        let stopped = request.stop.is_some_and(|s| s.load(Ordering::Acquire));
+        if !waiting || stopped || Instant::now() >= deadline {
             break;
         }
         std::thread::sleep(Duration::from_millis(10));
