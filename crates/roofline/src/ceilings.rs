@@ -534,19 +534,7 @@ mod tests {
         assert_eq!(theoretical_peak_gflops(&machine, Some(1), dp), Some(16.0));
     }
 
-    fn run(level: &str, kernel: &str, threads: u32, gb: f64, wa: Option<f64>) -> Bandwidth {
-        Bandwidth {
-            level: level.into(),
-            kernel: kernel.into(),
-            threads,
-            cores: None,
-            working_set_bytes: 1 << 20,
-            gb_per_s: gb,
-            gb_per_s_with_write_allocate: wa,
-            method: String::new(),
-            vector_bytes: None,
-        }
-    }
+    use crate::mixes::tests::run;
 
     #[test]
     fn measured_bandwidths_prefer_all_threads_then_the_highest() {

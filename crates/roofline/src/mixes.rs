@@ -83,13 +83,20 @@ pub(crate) fn bandwidth_at_share(mixes: &[MixBandwidth], write_share: f64) -> Op
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use loopscope_machine::Bandwidth;
     use proptest::prelude::*;
 
     use super::*;
 
-    fn run(level: &str, kernel: &str, threads: u32, gb: f64, wa: Option<f64>) -> Bandwidth {
+    /// A probe bandwidth run of 1 MiB (shared with the ceilings' tests).
+    pub(crate) fn run(
+        level: &str,
+        kernel: &str,
+        threads: u32,
+        gb: f64,
+        wa: Option<f64>,
+    ) -> Bandwidth {
         Bandwidth {
             level: level.into(),
             kernel: kernel.into(),
