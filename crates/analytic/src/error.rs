@@ -87,12 +87,23 @@ pub(crate) fn plain_isl_error(text: &str) -> Option<(String, String)> {
     } else {
         (text.find(READ)?, "read")
     };
-    let plain = format!(
-        "{}the integer-set library (isl) the model uses failed in `{op}` on this kernel \
-         (isl's message with -v)",
-        &text[..start]
-    );
-    Some((plain, text[start..].to_owned()))
+    let isl = &text[start..];
+    let plain = if isl.contains("[Quota]") || isl.contains("maximal number of operations exceeded")
+    {
+        format!(
+            "{}the model's operation budget (--max-operations N, isl's elementary operations \
+             per reference) was exhausted in `{op}`; a larger --max-operations may let it finish \
+             (isl's message with -v)",
+            &text[..start]
+        )
+    } else {
+        format!(
+            "{}the integer-set library (isl) the model uses failed in `{op}` on this kernel \
+             (isl's message with -v)",
+            &text[..start]
+        )
+    };
+    Some((plain, isl.to_owned()))
 }
 
 #[cfg(test)]
@@ -112,5 +123,15 @@ mod tests {
         assert!(plain_isl_error("cannot read integer set `{ [i] }`: bad").is_some());
         assert!(plain_isl_error("arithmetic overflow while counting (vertices)").is_none());
         assert!(plain_isl_error("integer-set operation `count` exceeded the limit").is_none());
+        let text = "k.c: L1: cannot read integer set `{ [i] }`: [Quota] maximal number of \
+                    operations exceeded";
+        let (plain, isl) = plain_isl_error(text).unwrap();
+        assert_eq!(
+            plain,
+            "k.c: L1: the model's operation budget (--max-operations N, isl's elementary \
+             operations per reference) was exhausted in `read`; a larger --max-operations may \
+             let it finish (isl's message with -v)"
+        );
+        assert!(isl.contains("[Quota]"));
     }
 }

@@ -119,7 +119,29 @@ impl LevelConfig {
         self.size_bytes / self.line_bytes
     }
 
-    /// Checks the geometry and that the policy fits it.
+    /// Checks that the simulator can hold the level: its sparse storage keeps whole sets, so
+    /// one set must fit the dense bound by itself. Every simulation checks it before it starts
+    /// ([`crate::simulate`], [`crate::simulate_each_level_alone`]); [`LevelConfig::validate`]
+    /// does not, since the analytic model keeps no sets and counts such a level.
+    pub fn check_simulable(&self) -> Result<(), CacheError> {
+        let set_memory_bytes = self.ways.saturating_mul(8);
+        if set_memory_bytes > DENSE_LEVEL_CAP_BYTES {
+            return Err(CacheError::Geometry {
+                name: self.name.clone(),
+                message: format!(
+                    "one set of {} ways needs {} to simulate, more than the {} a set may take \
+                     (see docs/limits.md)",
+                    self.ways,
+                    format_bytes(set_memory_bytes),
+                    format_bytes(DENSE_LEVEL_CAP_BYTES)
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks the geometry and that the policy fits it (not whether the simulator can hold
+    /// the level: [`LevelConfig::check_simulable`]).
     pub fn validate(&self) -> Result<(), CacheError> {
         let bad = |message: String| CacheError::Geometry {
             name: self.name.clone(),
@@ -151,17 +173,6 @@ impl LevelConfig {
         if sets.checked_mul(self.ways).is_none_or(|n| n > 1 << 30) {
             return Err(bad("more than 2^30 lines".into()));
         }
-        // Sparse storage keeps whole sets, so one set must fit the dense bound by itself.
-        let set_memory_bytes = self.ways.saturating_mul(8);
-        if set_memory_bytes > DENSE_LEVEL_CAP_BYTES {
-            return Err(bad(format!(
-                "one set of {} ways needs {} to simulate, more than the {} a set may take \
-                 (see docs/limits.md)",
-                self.ways,
-                format_bytes(set_memory_bytes),
-                format_bytes(DENSE_LEVEL_CAP_BYTES)
-            )));
-        }
         if self.replacement == Replacement::TreePlru
             && (!self.ways.is_power_of_two() || self.ways > 64)
         {
@@ -172,6 +183,28 @@ impl LevelConfig {
         }
         Ok(())
     }
+}
+
+/// Refuses two options of one kind in a level's spec (`lru:fifo`, `wb:wt`): the last would
+/// silently win. The same option twice is harmless.
+fn check_one_option_per_kind(options: &[&str]) -> Result<(), String> {
+    let kind = |option: &str| match option.to_ascii_lowercase().as_str() {
+        "wb" | "wt" => "write policies",
+        "wa" | "nwa" => "write-miss policies",
+        "nincl" | "nine" | "incl" | "excl" | "victim" => "inclusion policies",
+        _ => "replacement policies",
+    };
+    for (i, first) in options.iter().enumerate() {
+        for second in &options[i + 1..] {
+            if kind(first) == kind(second) && !first.eq_ignore_ascii_case(second) {
+                return Err(format!(
+                    "two {} given, `{first}` and `{second}`: give one",
+                    kind(first)
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Parses `L1=32K:8:64,L2=1M:16:64`: per level `NAME=SIZE:WAYS:LINE`, optionally followed by
@@ -232,6 +265,7 @@ pub fn parse_cache_spec(spec: &str) -> Result<Vec<LevelConfig>, CacheError> {
                 }
             }
         }
+        check_one_option_per_kind(&fields[3..]).map_err(bad)?;
         levels.push(cfg);
     }
     check_hierarchy(&levels)?;
@@ -344,15 +378,50 @@ mod tests {
     }
 
     #[test]
+    fn two_options_of_one_kind_are_refused() {
+        for (spec, kind) in [
+            (
+                "L1=32K:8:64:lru:fifo",
+                "two replacement policies given, `lru` and `fifo`",
+            ),
+            (
+                "L1=32K:8:64:wb:WT",
+                "two write policies given, `wb` and `WT`",
+            ),
+            (
+                "L1=32K:8:64:wa:lru:nwa",
+                "two write-miss policies given, `wa` and `nwa`",
+            ),
+            (
+                "L1=32K:8:64:incl:excl",
+                "two inclusion policies given, `incl` and `excl`",
+            ),
+        ] {
+            let e = parse_cache_spec(spec).unwrap_err().to_string();
+            assert!(e.contains(kind), "{spec}: {e}");
+        }
+        let l = parse_cache_spec("L1=32K:8:64:fifo:FIFO:wt:nwa:excl").unwrap();
+        assert_eq!(l[0].replacement, Replacement::Fifo);
+        assert!(!l[0].write_back && !l[0].write_allocate);
+    }
+
+    #[test]
     fn a_set_too_large_to_simulate_is_refused_with_its_memory() {
-        let e = parse_cache_spec("L1=1G:16777216:64").unwrap_err();
+        // The geometry is fine (the analytic model counts it); the simulator refuses it.
+        let levels = parse_cache_spec("L1=1G:16777216:64").unwrap();
+        let e = levels[0].check_simulable().unwrap_err();
         assert_eq!(
             e.to_string(),
             "cache L1: one set of 16777216 ways needs 128 MiB to simulate, more than the \
              64 MiB a set may take (see docs/limits.md)"
         );
         // As many sets as wanted: only touched ones are stored.
-        assert!(parse_cache_spec("L1=64G:1:64").is_ok());
-        assert!(parse_cache_spec("L1=512M:8388608:64").is_ok());
+        assert!(
+            parse_cache_spec("L1=64G:1:64").unwrap()[0]
+                .check_simulable()
+                .is_ok()
+        );
+        let level = &parse_cache_spec("L1=512M:8388608:64").unwrap()[0];
+        assert!(level.check_simulable().is_ok());
     }
 }

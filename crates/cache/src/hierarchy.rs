@@ -108,7 +108,8 @@ impl Hierarchy {
     /// `three_c` enables the compulsory/capacity/conflict split (one stack-distance tracker per
     /// level, O(log n) per access); `seed` drives random replacement.
     ///
-    /// The configs must have passed [`crate::check_hierarchy`].
+    /// The configs must have passed [`crate::check_hierarchy`] and
+    /// [`LevelConfig::check_simulable`].
     pub fn new(configs: &[LevelConfig], references: usize, three_c: bool, seed: u64) -> Hierarchy {
         let split = if three_c {
             MissSplit::ThreeC

@@ -233,6 +233,9 @@ pub fn simulate(
         name: "hierarchy".into(),
         message: "no cache level to simulate".into(),
     })?;
+    for level in levels {
+        level.check_simulable()?;
+    }
     let line_shift = first.line_bytes.trailing_zeros();
     let mut curve = options.curve.then(MissCurve::new);
     let start = Instant::now();
@@ -544,6 +547,7 @@ fn simulate_alone(
     arrays: &[Range<u64>],
 ) -> Result<AloneLevel, CacheError> {
     let start = Instant::now();
+    level.check_simulable()?;
     let mut alone = level.clone();
     alone.inclusion = Inclusion::NonInclusive;
     let mut sim = Hierarchy::with_split(&[alone], references, MissSplit::Compulsory, 0);

@@ -420,8 +420,24 @@ fn the_default_time_limit_is_announced_before_starting() {
 fn bad_input_exits_2_with_one_line() {
     let k = example("triad.c");
     for args in [
-        vec!["misses", &k, "-D", "N=100", "--cache", "L1=4K:4:64:plru"],
-        vec!["misses", &k, "-D", "N=100", "--cache", "L1=4K:4:64:nwa"],
+        vec![
+            "misses",
+            &k,
+            "-D",
+            "N=100",
+            "--cache",
+            "L1=4K:4:64:plru",
+            "--symbolic",
+            "N",
+        ],
+        vec![
+            "misses",
+            &k,
+            "-D",
+            "N=100",
+            "--cache",
+            "L1=4K:4:64:lru:fifo",
+        ],
         vec!["misses", &k, "--cache", "L1=4K:4:64"],
         vec!["misses", "/nonexistent/k.c", "--cache", "L1=4K:4:64"],
         vec!["misses", &k, "-D", "N=100", "--cache", "L1=3000:4:64"],
@@ -881,4 +897,121 @@ fn symbolic_formulas_stay_inside_the_arrays() {
     // A range given is kept.
     let text = run("N=0..600");
     assert!(text.contains("fitted to 0 ≤ N ≤ 600"), "{text}");
+}
+
+const BLOCKED_MATMUL: &str = "double A[N][N], B[N][N], C[N][N];\n\
+for (int ii = 0; ii < N; ii += BS)\n\
+  for (int kk = 0; kk < N; kk += BS)\n\
+    for (int jj = 0; jj < N; jj += BS)\n\
+      for (int i = ii; i < ii+BS; ++i)\n\
+        for (int k = kk; k < kk+BS; ++k)\n\
+          for (int j = jj; j < jj+BS; ++j)\n\
+            C[i][j] += A[i][k] * B[k][j];\n";
+
+#[test]
+fn a_blocked_kernel_takes_its_tile_size_as_a_parameter() {
+    check_equal_source(
+        BLOCKED_MATMUL,
+        &["N=16", "BS=8"],
+        &["--cache", "L1=1K:2:64"],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("blocked.c");
+    std::fs::write(&path, BLOCKED_MATMUL).unwrap();
+    let k = path.display().to_string();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["misses", &k, "--cache", "L1=1K:2:64"];
+        args.extend_from_slice(extra);
+        loopscope(&args)
+    };
+    let out = run(&["-D", "N=16", "--symbolic", "BS"]);
+    assert_bad_input(&out, "--symbolic BS: the step of `ii` is `BS`");
+    assert!(
+        stderr(&out).contains("--scan BS=LO..HI"),
+        "{}",
+        stderr(&out)
+    );
+    assert_bad_input(
+        &run(&["-D", "N=16", "-D", "BS=0"]),
+        "a loop step must not be zero (the step of `ii` is `BS` = 0)",
+    );
+    assert_bad_input(
+        &run(&["-D", "N=16", "-D", "BS=-8"]),
+        "the step of `ii` (-8) moves away from its bound `<`",
+    );
+    assert_bad_input(&run(&["-D", "N=16"]), "give it with -D BS=VALUE");
+}
+
+#[test]
+fn a_level_the_model_does_not_cover_is_simulated_with_a_warning() {
+    let k = example("triad.c");
+    let out = loopscope([
+        "misses",
+        &k,
+        "-D",
+        "N=1000",
+        "--cache",
+        "L1=4K:4:64:nwa,L2=64K:8:64",
+        "--json",
+    ]);
+    let v = json(&out);
+    assert_eq!(v["levels"][0]["method"], "simulated", "{v}");
+    // L2 is the model's (or the simulator's, when it finishes first: the same counts).
+    assert_eq!(v["levels"][1]["misses"], 500, "{v}");
+    assert!(v["levels"][1]["model_error"].is_null(), "{v}");
+    // No write allocates in L1: every write of `a` misses.
+    assert_eq!(v["levels"][0]["misses"], 3 * 125 + 1000, "{v}");
+    assert!(
+        stderr(&out).contains("L1 is no-write-allocate, which the analytic model"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_level_too_wide_to_simulate_is_modelled_and_check_refuses_before_announcing() {
+    let k = example("triad.c");
+    let wide = ["misses", &k, "-D", "N=1000", "--cache", "L1=1G:16777216:64"];
+    let v = json(&loopscope(wide.iter().chain(&["--json"])));
+    assert_eq!(v["levels"][0]["method"], "model", "{v}");
+    assert_eq!(v["levels"][0]["misses"], 500, "{v}");
+    assert_bad_input(
+        &loopscope(wide.iter().chain(&["--check"])),
+        "--check simulates every level: cache L1: one set of 16777216 ways needs 128 MiB",
+    );
+    // Refused before the announcement of the time it may take, alone on its line.
+    assert_bad_input(
+        &loopscope([
+            "misses",
+            &k,
+            "-D",
+            "N=100000000000",
+            "--cache",
+            "L1=32K:8:64",
+            "--check",
+        ]),
+        "past the simulator's limit",
+    );
+}
+
+#[test]
+fn an_exhausted_operation_budget_is_named() {
+    let k = example("triad.c");
+    let out = loopscope([
+        "misses",
+        &k,
+        "-D",
+        "N=1000",
+        "--cache",
+        "L1=32K:8:64",
+        "--max-operations",
+        "1",
+        "--model-only",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("operation budget (--max-operations N"),
+        "{}",
+        stderr(&out)
+    );
 }

@@ -145,6 +145,63 @@ fn trace_input() {
         "{}",
         stderr(&out)
     );
+    // Kernel values and placements do nothing to a trace: refused, not ignored.
+    for extra in [["-D", "N=5"], ["--base", "a=0"]] {
+        let mut args = vec!["simulate", "--trace", &t, "--cache", "L1=128:2:64"];
+        args.extend_from_slice(&extra);
+        let out = loopscope(&args);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("give them only with a kernel file"),
+            "{}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn a_blocked_kernel_takes_its_tile_size_as_a_parameter() {
+    let dir = tempfile::tempdir().unwrap();
+    let kernel = dir.path().join("blocked.c");
+    std::fs::write(
+        &kernel,
+        "double A[N][N], B[N][N], C[N][N];\nfor (int ii = 0; ii < N; ii += BS)\n\
+         for (int kk = 0; kk < N; kk += BS)\nfor (int jj = 0; jj < N; jj += BS)\n\
+         for (int i = ii; i < ii+BS; ++i)\nfor (int k = kk; k < kk+BS; ++k)\n\
+         for (int j = jj; j < jj+BS; ++j)\nC[i][j] += A[i][k] * B[k][j];\n",
+    )
+    .unwrap();
+    let k = kernel.display().to_string();
+    let out = loopscope(&[
+        "simulate",
+        &k,
+        "-D",
+        "N=16",
+        "-D",
+        "BS=8",
+        "--cache",
+        "L1=1K:2:64",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["levels"][0]["accesses"], 4 * 16 * 16 * 16);
+    let out = loopscope(&[
+        "simulate",
+        &k,
+        "-D",
+        "N=16",
+        "-D",
+        "BS=0",
+        "--cache",
+        "L1=1K:2:64",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("a loop step must not be zero"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]

@@ -31,6 +31,27 @@ pub enum KernelError {
         /// Why it is not affine, and what would make it so.
         reason: String,
     },
+    /// A loop's step is an expression of parameters (`ii += BS`) some of which have no value: a
+    /// step is a constant, known once they have one.
+    #[error(
+        "{origin}:{line}:{column}: the step of `{var}` is `{step}`, a constant only once {} has a \
+         value (give it with -D {}=VALUE)",
+        names.join(", "), names.first().map_or("", String::as_str)
+    )]
+    StepNeedsValue {
+        /// The kernel file (or another name for the text).
+        origin: String,
+        /// 1-based line of the step.
+        line: u32,
+        /// 1-based column of the step.
+        column: u32,
+        /// The loop variable.
+        var: String,
+        /// The step as written, with the kernel's names (`BS`, `2*BS`).
+        step: String,
+        /// The parameters of the step that have no value.
+        names: Vec<String>,
+    },
     /// A symbol (loop bound, extent or subscript constant) has no value: it needs `-D NAME=VALUE`,
     /// or, when only arithmetic reads it, a scalar declaration.
     #[error("{origin}:{line}:{column}: symbol `{name}` has no value ({fix})")]

@@ -323,7 +323,11 @@ impl Parser {
         if upward != (step > 0) {
             return Err(self.error_at(
                 pos,
-                format!("the step of `{var}` moves away from its bound `{relation}`"),
+                format!(
+                    "the step of `{var}` ({step:+}) moves away from its bound `{relation}` (a \
+                     loop `{var} {relation} ...` needs a {} step)",
+                    if upward { "positive" } else { "negative" }
+                ),
             ));
         }
         let end_inclusive = match relation {
@@ -347,13 +351,17 @@ impl Parser {
         Ok(Node::Loop { id, body: body? })
     }
 
+    /// The step of `var`'s loop: `++`, `--`, `+= STEP`, `-= STEP` or `= var ± STEP`, where STEP
+    /// is an integer or an expression of parameters with values (`ii += BS` with `-D BS=32`),
+    /// folded to its value here since a loop's step is a constant of the IR.
     fn step(&mut self, var: &str) -> Result<i64, KernelError> {
         let pos = self.pos();
         let bad = |p: &Parser| {
             p.error_at(
                 pos,
                 format!(
-                    "expected a constant step of `{var}` (`++{var}`, `{var}++`, `{var} += 2`, ...)"
+                    "expected a constant step of `{var}` (`++{var}`, `{var}++`, `{var} += 2`, \
+                     `{var} += BS` with -D BS=VALUE, ...)"
                 ),
             )
         };
@@ -371,16 +379,16 @@ impl Parser {
             return Err(bad(self));
         }
         let tok = self.next().tok;
-        let step = match tok {
-            Tok::Punct("++") => 1,
-            Tok::Punct("--") => -1,
+        let (sign, amount) = match tok {
+            Tok::Punct("++") => return Ok(1),
+            Tok::Punct("--") => return Ok(-1),
             Tok::Punct(op @ ("+=" | "-=")) => {
-                let c = self.const_int().ok_or_else(|| bad(self))?;
-                if op == "+=" {
-                    c
-                } else {
-                    c.checked_neg().ok_or_else(|| bad(self))?
-                }
+                let at = self.pos();
+                let e = self.expr()?;
+                (
+                    if op == "+=" { 1 } else { -1 },
+                    self.step_amount(var, &e, at)?,
+                )
             }
             Tok::Punct("=") => {
                 let (v2, _) = self.ident("the loop variable")?;
@@ -389,24 +397,60 @@ impl Parser {
                     Tok::Punct("-") => -1,
                     _ => return Err(bad(self)),
                 };
-                let c = self.const_int().ok_or_else(|| bad(self))?;
                 if v2 != var {
                     return Err(bad(self));
                 }
-                c * sign
+                let at = self.pos();
+                let e = self.term()?;
+                (sign, self.step_amount(var, &e, at)?)
             }
             _ => return Err(bad(self)),
         };
+        let (value, given) = amount;
+        let step = value
+            .checked_mul(sign)
+            .ok_or_else(|| self.error_at(pos, "loop step overflows 64 bits".into()))?;
         if step == 0 {
-            return Err(self.error_at(pos, "a loop step must not be zero".into()));
+            return Err(self.error_at(
+                pos,
+                format!("a loop step must not be zero (the step of `{var}` is {given})"),
+            ));
         }
         Ok(step)
     }
 
-    fn const_int(&mut self) -> Option<i64> {
-        match self.next().tok {
-            Tok::Int(c) => Some(c),
-            _ => None,
+    /// The value of a step expression `e` at `at` and how it reads in messages (`BS = 32` for a
+    /// parameter's value, the number itself for a constant). Loop variables are refused, and
+    /// so is a parameter without a value, naming it.
+    fn step_amount(&self, var: &str, e: &Expr, at: Pos) -> Result<(i64, String), KernelError> {
+        if let Expr::Sym(Sym::Param(p)) = e
+            && self.kernel.params[*p] == var
+        {
+            return Err(self.error_at(at, format!("the step of `{var}` cannot be `{var}` itself")));
+        }
+        let affine = self.affine(e, at, false)?;
+        if let Some(c) = affine.as_constant() {
+            return Ok((c, c.to_string()));
+        }
+        let text = self.kernel.render(&affine);
+        let folded = self.fold(&affine, at)?;
+        match folded.as_constant() {
+            Some(c) => Ok((c, format!("`{text}` = {c}"))),
+            None => {
+                let names: Vec<String> = folded
+                    .terms
+                    .iter()
+                    .map(|&(s, _)| self.kernel.sym_name(s).to_owned())
+                    .collect();
+                Err(KernelError::StepNeedsValue {
+                    origin: self.origin.clone(),
+                    line: at.line,
+                    column: at.column,
+                    var: var.to_owned(),
+                    step: text,
+                    names,
+                })
+            }
         }
     }
 

@@ -150,7 +150,7 @@ fn refusals_name_line_column_and_expectation() {
         ),
         (
             "double a[N];\nfor (i = 0; i < N; i--) a[i] = 1;",
-            "k.c:2:1: the step of `i` moves away from its bound `<`",
+            "k.c:2:1: the step of `i` (-1) moves away from its bound `<` (a loop `i < ...` needs a positive step)",
         ),
         (
             "double a[N][N];\nfor (i = 0; i < N; i++) a[i] = 1;",
@@ -286,6 +286,74 @@ fn divided_bounds_use_c_division_once_sizes_have_values() {
     )
     .unwrap();
     assert_eq!(k.loops[0].end_inclusive.as_constant(), Some(-4));
+}
+
+const BLOCKED_MATMUL: &str = "double A[N][N], B[N][N], C[N][N];
+for (int ii = 0; ii < N; ii += BS)
+  for (int kk = 0; kk < N; kk = kk + BS)
+    for (int jj = 0; jj < N; jj += 2*BS/2)
+      for (int i = ii; i < ii+BS; ++i)
+        for (int k = kk; k < kk+BS; ++k)
+          for (int j = jj; j < jj+BS; ++j)
+            C[i][j] += A[i][k] * B[k][j];
+";
+
+#[test]
+fn a_step_given_by_a_parameter_is_its_value() {
+    let defs = values(&[("N", 8), ("BS", 4)]);
+    let k = parse_kernel_with_values(BLOCKED_MATMUL, "mm.c", &defs).unwrap();
+    let steps: Vec<i64> = k.loops.iter().map(|l| l.step).collect();
+    assert_eq!(steps, [4, 4, 4, 1, 1, 1]);
+    // The tiles cover the matrices once: N^3 iterations of 4 references.
+    let params = k.param_values(&defs).unwrap();
+    let layout = k.layout(&params, &[]).unwrap();
+    let program = Program::new(&k, &params, &layout).unwrap();
+    assert_eq!(program.accesses().count(), 8 * 8 * 8 * 4);
+    // Counting down by a parameter.
+    let down = "double a[N];\nfor (i = N-1; i >= 0; i -= S) a[i] = 1;";
+    let k = parse_kernel_with_values(down, "k.c", &values(&[("N", 9), ("S", 3)])).unwrap();
+    assert_eq!(k.loops[0].step, -3);
+}
+
+#[test]
+fn a_parameter_step_without_a_usable_value_is_refused() {
+    let with = |text: &str, defs: &[(&str, i64)]| {
+        parse_kernel_with_values(text, "k.c", &values(defs))
+            .unwrap_err()
+            .to_string()
+    };
+    assert_eq!(
+        with(BLOCKED_MATMUL, &[("N", 8)]),
+        "k.c:2:32: the step of `ii` is `BS`, a constant only once BS has a value (give it with \
+         -D BS=VALUE)"
+    );
+    assert_eq!(
+        with(BLOCKED_MATMUL, &[("N", 8), ("BS", 0)]),
+        "k.c:2:26: a loop step must not be zero (the step of `ii` is `BS` = 0)"
+    );
+    assert_eq!(
+        with(BLOCKED_MATMUL, &[("N", 8), ("BS", -4)]),
+        "k.c:2:1: the step of `ii` (-4) moves away from its bound `<` (a loop `ii < ...` needs \
+         a positive step)"
+    );
+    let loop_step =
+        "double a[N][N];\nfor (j = 1; j < N; j++)\n for (i = 0; i < N; i += j) a[j][i] = 1;";
+    assert_eq!(
+        with(loop_step, &[("N", 8)]),
+        "k.c:3:26: loop variable `j` cannot appear here"
+    );
+    let own = "double a[N];\nfor (i = 1; i < N; i += i) a[i] = 1;";
+    assert_eq!(
+        with(own, &[("N", 8)]),
+        "k.c:2:25: the step of `i` cannot be `i` itself"
+    );
+    assert_eq!(
+        with(
+            "double a[N];\nfor (i = 0; i < N; i += 2.5) a[i] = 1;",
+            &[("N", 8)]
+        ),
+        "k.c:2:25: expected an integer expression, found a floating-point constant"
+    );
 }
 
 #[test]

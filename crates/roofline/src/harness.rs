@@ -164,9 +164,11 @@ fn allocation(array: &HarnessArray) -> String {
     let inner = inner_extents(array);
     let name = &array.name;
     let ty = &array.element;
+    let declared: String = array.extents.iter().map(|e| format!("[{e}]")).collect();
     format!(
         "    {ty} (*{name}){inner} = aligned_alloc(64, (({count}UL * sizeof({ty})) + 63) / 64 * 64);\n    \
-         if (!{name}) {{ fprintf(stderr, \"cannot allocate {name}\\n\"); return 1; }}\n    \
+         if (!{name}) {{ fprintf(stderr, \"cannot allocate array `{name}` ({ty} {name}{declared}, \
+         %lu bytes)\\n\", (unsigned long)({count}UL * sizeof({ty}))); return 1; }}\n    \
          for (unsigned long k = 0; k < {count}UL; k++) (({ty} *){name})[k] = ({ty})(1.0 + (k % 7) * 1e-3);\n"
     )
 }
@@ -278,6 +280,47 @@ mod tests {
         assert!(source.contains("\ndouble s = 0.5;"), "{source}");
         assert!(source.contains("sink += ((double *)c)[2048];"), "{source}");
         assert!(source.contains("long j, i;"), "{source}");
+    }
+
+    /// One array too large for any machine: 2^60 doubles.
+    struct Huge;
+
+    impl HarnessKernel for Huge {
+        fn arrays(&self) -> Vec<HarnessArray> {
+            vec![HarnessArray {
+                name: "big".into(),
+                element: "double".into(),
+                extents: vec![1 << 42, 1 << 18],
+            }]
+        }
+        fn scalars(&self) -> Vec<(String, String, f64)> {
+            Vec::new()
+        }
+        fn indices(&self) -> Vec<String> {
+            vec!["i".into()]
+        }
+        fn loop_source(&self) -> String {
+            "    for (i = 0; i < 4; i++) big[0][i] = 1.0;".into()
+        }
+        fn flops(&self) -> u64 {
+            0
+        }
+    }
+
+    #[test]
+    fn an_allocation_failure_names_the_array_and_its_size() {
+        let Some(cc) = cc() else { return };
+        let dir = std::env::temp_dir().join(format!("loopscope-huge-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let err = run_harness(&harness_source(&Huge), 1, &cc, FLAGS, &dir).unwrap_err();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(
+            err.to_string().contains(
+                "cannot allocate array `big` (double big[4398046511104][262144], \
+                 9223372036854775808 bytes)"
+            ),
+            "{err}"
+        );
     }
 
     #[test]

@@ -27,6 +27,12 @@ pub fn simulated_traffic(
     progress: &mut dyn FnMut(u64),
 ) -> Result<Traffic, RooflineError> {
     let program = Program::new(kernel, params, layout).map_err(kernel_error)?;
+    for level in levels {
+        level.check_simulable().map_err(|e| RooflineError::Kernel {
+            bad_input: true,
+            message: e.to_string(),
+        })?;
+    }
     let references = kernel.references().count();
     let mut sim = Hierarchy::new(levels, references, false, 0);
     run_once(&program, &mut sim, progress)?;

@@ -14,9 +14,9 @@ use loopscope_cache::{
 use loopscope_kernel::{Kernel, Listener, LoadedKernel, Program as Stream, RefLabel};
 use serde::Serialize;
 
-use super::MissesRequest;
 use super::fallback::{Race, SimulationEstimate, estimate};
 use super::process::{LevelOutcome, LevelsRequest, cores, model_levels};
+use super::{MissesRequest, not_covered};
 use crate::error::plain_isl_error;
 use crate::{AnalyticError, Array, PieceCounts, Program, ReferenceMisses, program_from_kernel};
 
@@ -425,7 +425,7 @@ pub(super) fn run(
         stop: race.as_ref().map(|r| r.done.as_ref()),
         ..request.levels_request(request.define)
     };
-    let modelled = model_levels(&levels_request, levels);
+    let modelled = model_covered_levels(&levels_request, levels);
     let labels = loaded.kernel.reference_labels();
     let mut report = build_report(&loaded, levels, &modelled, &labels);
     if let Some(simulated) = race.and_then(|r| r.finished()) {
@@ -470,6 +470,43 @@ pub(super) fn run(
     Ok(report)
 }
 
+/// Models the levels the model covers; the others get their reason as their error, so that
+/// the simulator counts them as it does a level the model did not finish.
+fn model_covered_levels(request: &LevelsRequest<'_>, levels: &[LevelConfig]) -> Vec<LevelOutcome> {
+    let covered: Vec<LevelConfig> = levels
+        .iter()
+        .filter(|l| not_covered(l).is_none())
+        .cloned()
+        .collect();
+    if covered.len() == levels.len() {
+        return model_levels(request, levels);
+    }
+    let mut modelled = if covered.is_empty() {
+        Vec::new()
+    } else {
+        model_levels(request, &covered)
+    }
+    .into_iter();
+    let unmodelled = |why: String| LevelOutcome {
+        refs: Err(why),
+        explain: None,
+        duration_s: 0.0,
+        formulas: None,
+        chambers: None,
+        error_points_to_simulate: false,
+    };
+    levels
+        .iter()
+        .map(|l| match not_covered(l) {
+            // `model_levels` gives one outcome per level it is given.
+            None => modelled
+                .next()
+                .unwrap_or_else(|| unmodelled(format!("level {} was not modelled", l.name))),
+            Some(why) => unmodelled(why),
+        })
+        .collect()
+}
+
 /// The method of a level the model counted.
 const METHOD_MODEL: &str = "model";
 /// The method of a level the simulator counted.
@@ -509,11 +546,20 @@ fn simulate_within_limit(
     let picked: Vec<LevelConfig> = missing.iter().map(|&l| levels[l].clone()).collect();
     let refs = loaded.kernel.references().count();
     let simulated = simulate_each_level_alone(&stream, refs, &picked, arrays);
-    missing
-        .iter()
-        .zip(simulated)
-        .map(|(&l, sim)| Ok((l, sim.map_err(from_simulator)?)))
-        .collect()
+    let mut counted = Vec::new();
+    for (&l, sim) in missing.iter().zip(simulated) {
+        match sim {
+            Ok(alone) => counted.push((l, alone)),
+            // A level the simulator cannot hold (a set too large to store) stays missing.
+            Err(e @ CacheError::Geometry { .. }) => add_simulator_refusal(
+                report,
+                l,
+                &format!("the simulator cannot run it either: {e}"),
+            ),
+            Err(e) => return Err(from_simulator(e)),
+        }
+    }
+    Ok(counted)
 }
 
 /// Why a level's simulation was not tried: its estimate.
@@ -592,9 +638,13 @@ fn take_the_simulators(
             .any(|l| l.name == config.name && l.error.is_some());
         if let (true, Ok(alone)) = (unfinished, alone) {
             fill_simulated(report, config, alone, labels, 0.0);
+            let covered = not_covered(config).is_none();
             if let Some(level) = report.levels.iter_mut().find(|l| l.name == config.name) {
-                // Not a failure of the model: it was still counting when the simulator ended.
-                level.model_error = None;
+                // Not a failure of the model when it covers the level: it was still counting
+                // when the simulator ended.
+                if covered {
+                    level.model_error = None;
+                }
                 level.duration_s = race_s;
             }
             listener.note(&format!(
@@ -653,7 +703,7 @@ fn warn_of_levels(report: &MissesReport, origin: &str, listener: &dyn Listener) 
 
 /// Refuses `--check` before any level runs when simulating the kernel would pass the
 /// simulator's limit, as `loopscope simulate` refuses it.
-fn check_work(loaded: &LoadedKernel) -> Result<(), AnalyticError> {
+pub(super) fn check_work(loaded: &LoadedKernel) -> Result<(), AnalyticError> {
     match check_simulation_work(&loaded.kernel, &loaded.params, 1) {
         Ok(_) => Ok(()),
         Err(CacheError::TooMuchWork {

@@ -13,7 +13,7 @@ use std::sync::{Arc, mpsc};
 use loopscope_cache::{AloneLevel, CacheError, LevelConfig, simulate_each_level_alone};
 use loopscope_kernel::{Kernel, LoadedKernel, Program as Stream, Silent, Sym};
 
-use super::counts::kernel_request_error;
+use super::counts::{check_work, kernel_request_error};
 use super::process::{GRACE_S, cores};
 use super::{MissesRequest, checked_request};
 use crate::{AnalyticError, program_from_kernel};
@@ -192,6 +192,10 @@ pub fn misses_wait(
     // A kernel the model refuses is bad input, said alone: not after a wait announced for it.
     program_from_kernel(&loaded.kernel, &loaded.params, &loaded.layout)
         .map_err(|e| kernel_request_error(&loaded.origin, e, &Silent))?;
+    // And so is a `--check` the simulator cannot run.
+    if request.check {
+        check_work(&loaded)?;
+    }
     let simulation = if request.model_only {
         None
     } else {
@@ -290,6 +294,9 @@ impl Race {
         levels: &[LevelConfig],
         arrays: &[Range<u64>],
     ) -> Option<Race> {
+        if levels.iter().any(|l| l.check_simulable().is_err()) {
+            return None;
+        }
         let (estimate, stream) = estimate(loaded, levels.len(), cores(), RACE_S).ok()?;
         let stream = stream.filter(|_| estimate.seconds <= RACE_S)?;
         let done = Arc::new(AtomicBool::new(false));

@@ -318,6 +318,27 @@ fn read_keeping_symbolic(
     };
     let about_names = || is_about_names(request, names, &error);
     Err(match &error {
+        KernelError::StepNeedsValue {
+            origin,
+            line,
+            column,
+            var,
+            step,
+            names: unvalued,
+        } if unvalued.iter().any(|n| names.contains(&n.as_str())) => {
+            let free: Vec<&str> = unvalued
+                .iter()
+                .map(String::as_str)
+                .filter(|n| names.contains(n))
+                .collect();
+            AnalyticError::Request(format!(
+                "{origin}:{line}:{column}: --symbolic {}: the step of `{var}` is `{step}`, and \
+                 the model takes a loop's step as a fixed integer, so --symbolic cannot leave \
+                 it free (`--scan {}=LO..HI` counts each value exactly)",
+                free.join(","),
+                free[0]
+            ))
+        }
         KernelError::NotAffine {
             origin,
             line,

@@ -154,26 +154,51 @@ fn checked_request(
             "--at evaluates formulas: it needs --symbolic NAME".into(),
         ));
     }
-    check_model_caches(levels)?;
+    // Counts fall back on the simulator for a level the model does not cover; formulas and
+    // scans have no such fallback.
+    if request.symbolic.is_some() || scan.is_some() {
+        check_model_caches(levels)?;
+    }
+    if request.check {
+        for level in levels {
+            level.check_simulable().map_err(|e| {
+                AnalyticError::Request(format!(
+                    "--check simulates every level: {e}; without --check the model counts it"
+                ))
+            })?;
+        }
+    }
     Ok(scan)
 }
 
 /// The model is spec 000's cache: LRU, write-allocate. Anything else would be silently wrong.
 fn check_model_caches(levels: &[LevelConfig]) -> Result<(), AnalyticError> {
     for l in levels {
-        if l.replacement != Replacement::Lru || !l.write_allocate {
+        if let Some(why) = not_covered(l) {
             return Err(AnalyticError::Request(format!(
-                "level {}: the analytic model covers LRU write-allocate caches only (use \
-                 `loopscope simulate` for {}{})",
-                l.name,
-                l.replacement.name(),
-                if l.write_allocate {
-                    ""
-                } else {
-                    ", no-write-allocate"
-                }
+                "{why} (use `loopscope simulate`, or `misses` without --symbolic and --scan, \
+                 which simulates such a level)"
             )));
         }
     }
     Ok(())
+}
+
+/// Why the model does not cover `level` (spec 000's cache is LRU and write-allocate), if it
+/// does not.
+fn not_covered(level: &LevelConfig) -> Option<String> {
+    let mut policies = Vec::new();
+    if level.replacement != Replacement::Lru {
+        policies.push(level.replacement.name());
+    }
+    if !level.write_allocate {
+        policies.push("no-write-allocate");
+    }
+    (!policies.is_empty()).then(|| {
+        format!(
+            "level {} is {}, which the analytic model (LRU, write-allocate caches) does not cover",
+            level.name,
+            policies.join(", ")
+        )
+    })
 }

@@ -80,7 +80,16 @@ pub fn run(args: &SimulateArgs, ui: &Ui) -> anyhow::Result<()> {
             define: &args.define,
             base: args.base.as_deref(),
         },
-        (None, Some(path)) => SimulationInput::Trace(path),
+        (None, Some(path)) => {
+            // A trace holds its own addresses: kernel values and placements would do nothing.
+            if !args.define.is_empty() || args.base.is_some() {
+                return Err(bad_input(
+                    "-D and --base describe a kernel; --trace FILE reads addresses as they are, \
+                     so give them only with a kernel file",
+                ));
+            }
+            SimulationInput::Trace(path)
+        }
         (None, None) => return Err(bad_input("give a kernel file or --trace FILE")),
     };
     let options = SimulationOptions {
