@@ -400,7 +400,7 @@ mod tests {
             let e = parse_cache_spec(spec).unwrap_err().to_string();
             assert!(e.contains(kind), "{spec}: {e}");
         }
-        let l = parse_cache_spec("L1=32K:8:64:fifo:FIFO:wt:nwa:excl").unwrap();
+        let l = parse_cache_spec("L1=32K:8:64:fifo:FIFO:wt:nwa:incl").unwrap();
         assert_eq!(l[0].replacement, Replacement::Fifo);
         assert!(!l[0].write_back && !l[0].write_allocate);
     }

@@ -207,6 +207,57 @@ pub fn misses_wait(
     }))
 }
 
+/// Most seconds the simulator is estimated to take, every level at once, for it to run beside
+/// the model ([`Race`]).
+pub(super) const RACE_S: f64 = 0.5;
+
+/// The exact simulator counting every level alone on a thread of its own, beside the model: on
+/// a small kernel it finishes in milliseconds where the model may take seconds, and both give
+/// the same counts. The model's levels that are done when the simulation ends are kept; the
+/// others take the simulator's counts. A simulation the model outruns is left to end by itself
+/// within [`RACE_S`] or so; its results are dropped.
+pub(super) struct Race {
+    /// Set when the simulation has finished (or failed).
+    pub(super) done: Arc<AtomicBool>,
+    results: mpsc::Receiver<Vec<Result<AloneLevel, CacheError>>>,
+}
+
+impl Race {
+    /// Starts the simulation of `levels` when it is estimated to take under [`RACE_S`]; `None`
+    /// otherwise, or when the simulator cannot run the kernel.
+    pub(super) fn start(
+        loaded: &LoadedKernel,
+        levels: &[LevelConfig],
+        arrays: &[Range<u64>],
+    ) -> Option<Race> {
+        if levels.iter().any(|l| l.check_simulable().is_err()) {
+            return None;
+        }
+        let (estimate, stream) = estimate(loaded, levels.len(), cores(), RACE_S).ok()?;
+        let stream = stream.filter(|_| estimate.seconds <= RACE_S)?;
+        let done = Arc::new(AtomicBool::new(false));
+        let (send, results) = mpsc::channel();
+        let references = loaded.kernel.references().count();
+        let (levels, arrays, finished) = (levels.to_vec(), arrays.to_vec(), done.clone());
+        std::thread::spawn(move || {
+            let counted = simulate_each_level_alone(&stream, references, &levels, &arrays);
+            // The receiver is gone when the model finished first: nothing to tell.
+            let _ = send.send(counted);
+            finished.store(true, Ordering::Release);
+        });
+        Some(Race { done, results })
+    }
+
+    /// The simulation's counts of every level, when it has finished.
+    pub(super) fn finished(&self) -> Option<Vec<Result<AloneLevel, CacheError>>> {
+        if self.done.load(Ordering::Acquire) {
+            self.results.try_recv().ok()
+        } else {
+            None
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -268,56 +319,5 @@ mod tests {
         assert_eq!(estimate.accesses_bound, 2 * 1_000_000u128.pow(3));
         assert!(stream.is_none());
         assert!(!estimate.fits(1e9));
-    }
-}
-
-/// Most seconds the simulator is estimated to take, every level at once, for it to run beside
-/// the model ([`Race`]).
-pub(super) const RACE_S: f64 = 0.5;
-
-/// The exact simulator counting every level alone on a thread of its own, beside the model: on
-/// a small kernel it finishes in milliseconds where the model may take seconds, and both give
-/// the same counts. The model's levels that are done when the simulation ends are kept; the
-/// others take the simulator's counts. A simulation the model outruns is left to end by itself
-/// within [`RACE_S`] or so; its results are dropped.
-pub(super) struct Race {
-    /// Set when the simulation has finished (or failed).
-    pub(super) done: Arc<AtomicBool>,
-    results: mpsc::Receiver<Vec<Result<AloneLevel, CacheError>>>,
-}
-
-impl Race {
-    /// Starts the simulation of `levels` when it is estimated to take under [`RACE_S`]; `None`
-    /// otherwise, or when the simulator cannot run the kernel.
-    pub(super) fn start(
-        loaded: &LoadedKernel,
-        levels: &[LevelConfig],
-        arrays: &[Range<u64>],
-    ) -> Option<Race> {
-        if levels.iter().any(|l| l.check_simulable().is_err()) {
-            return None;
-        }
-        let (estimate, stream) = estimate(loaded, levels.len(), cores(), RACE_S).ok()?;
-        let stream = stream.filter(|_| estimate.seconds <= RACE_S)?;
-        let done = Arc::new(AtomicBool::new(false));
-        let (send, results) = mpsc::channel();
-        let references = loaded.kernel.references().count();
-        let (levels, arrays, finished) = (levels.to_vec(), arrays.to_vec(), done.clone());
-        std::thread::spawn(move || {
-            let counted = simulate_each_level_alone(&stream, references, &levels, &arrays);
-            // The receiver is gone when the model finished first: nothing to tell.
-            let _ = send.send(counted);
-            finished.store(true, Ordering::Release);
-        });
-        Some(Race { done, results })
-    }
-
-    /// The simulation's counts of every level, when it has finished.
-    pub(super) fn finished(&self) -> Option<Vec<Result<AloneLevel, CacheError>>> {
-        if self.done.load(Ordering::Acquire) {
-            self.results.try_recv().ok()
-        } else {
-            None
-        }
     }
 }
