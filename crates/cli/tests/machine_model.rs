@@ -366,6 +366,18 @@ fn each_kernel_gets_the_l3_bandwidth_of_its_own_share_of_written_bytes() {
         text.contains("L3 80 GB/s at 0 % written … 120 GB/s at 50 %"),
         "{text}"
     );
+    // Memory keeps its fastest run, whatever the mix: a store run there changes nothing.
+    let with_memory_store = with_store.replace(
+        "gb_per_s = 20.0\n",
+        "gb_per_s = 20.0\n\n[[measured.bandwidth]]\nlevel = \"MEM\"\nkernel = \"store\"\n\
+         threads = 2\nworking_set_bytes = 134217728\ngb_per_s = 15.0\n\
+         gb_per_s_with_write_allocate = 30.0\n",
+    );
+    assert_ne!(with_memory_store, with_store);
+    let file = machine_file(&with_memory_store);
+    let m = file.path().to_str().unwrap();
+    let streamed = json(&["roofline", triad.as_str(), "-D", "N=1000000", "-m", m]);
+    assert_eq!(rate_of(&streamed, "MEM"), 30.0);
     // --bandwidth overrides the level whatever its mix.
     let fixed = json(&[
         "roofline",

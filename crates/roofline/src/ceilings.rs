@@ -222,7 +222,7 @@ impl Ceilings {
     }
 
     /// Takes every level's bandwidth from `probe`'s measurements; see [`best_bandwidths`].
-    /// Levels beyond L1 also take probe's kernels by write share, when it timed several with
+    /// Caches beyond L1 also take probe's kernels by write share, when it timed several with
     /// the same threads ([`LevelCeiling::mixes`]). L1 takes probe's `load` and `store` runs as
     /// its ports, those with vectors of `l1_vector_bytes` when given and recorded (the width
     /// the kernel is built for: L1's bandwidth depends on it), else the fastest.
@@ -234,9 +234,11 @@ impl Ceilings {
         l1_vector_bytes: Option<u32>,
     ) -> Result<(), RooflineError> {
         for (level, gb_per_s, run) in best_runs(measured, threads) {
+            // L1 has its ports; memory's rate follows how many streams run at once more than
+            // their write share (see crate::mixes), so it keeps the fastest run.
             let mixes = match level {
-                Level::Cache(1) => Vec::new(),
-                _ => measured_mixes(measured, level, run.threads),
+                Level::Cache(1) | Level::Memory => Vec::new(),
+                Level::Cache(_) => measured_mixes(measured, level, run.threads),
             };
             let how = if mixes.is_empty() {
                 describe_run(run)

@@ -9,6 +9,12 @@
 //! loop's level is timed at the bandwidth of its own write share, interpolated between those
 //! points in time per byte (a read and a write then cost what they cost in the kernels either
 //! side) and held at the nearest end outside them.
+//!
+//! Memory is left out: there the rate follows how many streams run at once (the prefetchers'
+//! and the core's outstanding misses) more than their write share. On the Zen 3 guest probe's
+//! one-stream `load` kernel reads memory at 15.5 GB/s and its three-stream `triad` moves
+//! 25.6 GB/s counting write-allocate; a `cc -O2` daxpy (two streams read, one written) moves
+//! 24 GB/s, and interpolating would predict it 20 % slow. Memory keeps the fastest kernel.
 
 use loopscope_machine::Measured;
 use serde::Serialize;
