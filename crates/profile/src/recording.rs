@@ -77,8 +77,8 @@ pub struct ObjectRef {
     pub path: String,
     /// Its GNU build-id in hex, when it has one.
     pub build_id: Option<String>,
-    /// For a file without a build-id: its [`content_id`], taken when it was recorded, so that
-    /// another build at the same path is still told apart. `None` with a build-id, for a file
+    /// For a file without a build-id: its content id (a hash of its loaded segments), taken
+    /// when it was recorded, so that another build at the same path is still told apart. `None` with a build-id, for a file
     /// that could not be read, and in profiles written before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content_id: Option<String>,
@@ -128,7 +128,7 @@ impl ObjectRef {
 }
 
 impl crate::Profile {
-    /// Identifies every object without a build-id by its [`content_id`], read from the files
+    /// Identifies every object without a build-id by its content id, read from the files
     /// now: call it right after recording, before the files can change, so that `report` and
     /// `mix` refuse another build at the same path as they do one with another build-id.
     pub fn identify_unversioned_objects(&mut self) {

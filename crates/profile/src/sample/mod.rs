@@ -236,7 +236,7 @@ pub struct SampledRun {
 const FEW_SAMPLES: usize = 20;
 
 impl SampledRun {
-    /// What to do about a run that gave fewer than [`FEW_SAMPLES`] samples (one shorter than a
+    /// What to do about a run that gave fewer than 20 samples (one shorter than a
     /// few sampling periods): `None` when it gave enough.
     pub fn few_samples_note(&self) -> Option<String> {
         let n = self.samples.len();
