@@ -78,8 +78,9 @@ pub struct ObjectRef {
     /// Its GNU build-id in hex, when it has one.
     pub build_id: Option<String>,
     /// For a file without a build-id: its content id (a hash of its loaded segments), taken
-    /// when it was recorded, so that another build at the same path is still told apart. `None` with a build-id, for a file
-    /// that could not be read, and in profiles written before it was kept.
+    /// when it was recorded, so that another build at the same path is still told apart.
+    /// `None` with a build-id, for a file that could not be read, and in profiles written
+    /// before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content_id: Option<String>,
 }
