@@ -54,9 +54,7 @@ fn mix_json(input: &Path, extra: &[&str]) -> Value {
 
 /// Exact counts of 20 repetitions.
 fn exact_mix(dir: &Path, binary: &Path) -> Option<Value> {
-    let scope = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope").unwrap_or_default();
-    if scope.trim() == "3" {
-        eprintln!("skipped: ptrace disabled (kernel.yama.ptrace_scope = 3)");
+    if !common::ptrace_allowed() {
         return None;
     }
     let profile = dir.join("exact.profile");

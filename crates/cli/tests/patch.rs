@@ -7,7 +7,10 @@ use std::io::BufRead;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::{assert_bad_input, build_c, compile_profile_fixture, loopscope, repo_root, stdout};
+use common::{
+    assert_bad_input, build_c, compile_profile_fixture, loopscope, ptrace_allowed, repo_root,
+    stdout,
+};
 use serde_json::Value;
 
 fn record(args: &[&str], binary: &Path, target_args: &[&str], profile: &Path) {
@@ -46,15 +49,6 @@ fn counts(node: &Value, path: &str, out: &mut Vec<(String, u64, u64)>) {
     for c in node["children"].as_array().into_iter().flatten() {
         counts(c, &here, out);
     }
-}
-
-fn ptrace_allowed() -> bool {
-    let scope = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope").unwrap_or_default();
-    if scope.trim() == "3" {
-        eprintln!("skipped: ptrace disabled (kernel.yama.ptrace_scope = 3)");
-        return false;
-    }
-    true
 }
 
 #[test]

@@ -10,7 +10,7 @@ use std::process::{Command, Output};
 
 use common::{
     assert_bad_input, compile_fixture, compile_profile_fixture, loopscope, perf_events_allowed,
-    stderr, stdout,
+    ptrace_allowed, stderr, stdout,
 };
 use serde_json::Value;
 
@@ -38,15 +38,6 @@ fn write_profile_json(path: &Path, value: &Value) {
     let text = std::fs::read_to_string(path).unwrap();
     let (first, _) = text.split_once('\n').unwrap();
     std::fs::write(path, format!("{first}\n{value}")).unwrap();
-}
-
-fn ptrace_allowed() -> bool {
-    let scope = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope").unwrap_or_default();
-    if scope.trim() == "3" {
-        eprintln!("skipped: ptrace disabled (kernel.yama.ptrace_scope = 3)");
-        return false;
-    }
-    true
 }
 
 #[test]

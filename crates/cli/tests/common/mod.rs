@@ -81,6 +81,17 @@ fn optimised<'a>(extra: &[&'a str]) -> Vec<&'a str> {
     [&["-O1", "-g"][..], extra].concat()
 }
 
+/// Whether this process may trace its children (`kernel.yama.ptrace_scope` below 3); says it
+/// skipped when not.
+pub fn ptrace_allowed() -> bool {
+    let scope = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope").unwrap_or_default();
+    if scope.trim() == "3" {
+        eprintln!("skipped: ptrace disabled (kernel.yama.ptrace_scope = 3)");
+        return false;
+    }
+    true
+}
+
 /// Whether perf events can be opened here (`perf_event_paranoid` 2 or less); says it skipped
 /// when not.
 pub fn perf_events_allowed() -> bool {
