@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use anyhow::Context;
 use clap::{Args, ValueEnum};
 use loopscope_machine::write_atomically;
 use loopscope_profile::{
@@ -74,6 +75,12 @@ pub struct ReportArgs {
     pub html: Option<PathBuf>,
 }
 
+/// The report of `profile`, read from `path`; an error names the profile (of several merged,
+/// the one that failed).
+fn report_of(profile: &Profile, path: &Path, rule: HotRule) -> anyhow::Result<ProfileReport> {
+    build_report(profile, rule).with_context(|| path.display().to_string())
+}
+
 /// The `--threshold` of hot nodes when it is not given (and `--hot` is not either).
 const DEFAULT_THRESHOLD_PERCENT: f64 = 1.0;
 
@@ -89,7 +96,7 @@ pub fn run(args: &ReportArgs, ui: &Ui) -> anyhow::Result<()> {
     }
     let path = &args.profiles[0];
     let profile = read_profile(path)?;
-    let report = build_report(&profile, rule)?;
+    let report = report_of(&profile, path, rule)?;
     if let Some(out) = &args.firefox {
         write_firefox(out, &[("", path, &report)], ui)?;
     }
@@ -168,7 +175,7 @@ fn run_merged(args: &ReportArgs, rule: HotRule, ui: &Ui) -> anyhow::Result<()> {
     let mut profiles = Vec::new();
     for path in paths {
         let profile = read_profile(path)?;
-        let report = build_report(&profile, rule)?;
+        let report = report_of(&profile, path, rule)?;
         let label = path.file_name().map_or_else(
             || path.display().to_string(),
             |n| n.to_string_lossy().into_owned(),
