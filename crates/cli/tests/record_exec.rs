@@ -5,6 +5,8 @@
 mod common;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use common::{build_c, loopscope, repo_root, stderr, stdout};
 use serde_json::Value;
@@ -126,6 +128,45 @@ fn exact_follows_every_program_a_process_starts() {
             return;
         };
         assert_counts(&report, mode, true);
+    }
+}
+
+/// A process started by the shell of `system()` may report its first stops before the shell's
+/// fork event does (the kernel reports the newest tracee first), more often on a busy machine:
+/// the run must adopt it then, not lose track of it. Two spinning threads make the machine busy.
+#[test]
+fn ptrace_adopts_processes_that_stop_before_their_fork_is_reported() {
+    let _busy = Busy::start(2);
+    for _ in 0..8 {
+        let dir = tempfile::tempdir().unwrap();
+        let Some(report) = record(dir.path(), &["--backend", "ptrace"], "system") else {
+            return;
+        };
+        assert_counts(&report, "system", true);
+    }
+}
+
+/// Threads that spin until dropped, also when a test fails.
+struct Busy(Arc<AtomicBool>);
+
+impl Busy {
+    fn start(threads: usize) -> Busy {
+        let spinning = Arc::new(AtomicBool::new(true));
+        for _ in 0..threads {
+            let spinning = spinning.clone();
+            std::thread::spawn(move || {
+                while spinning.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            });
+        }
+        Busy(spinning)
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Relaxed);
     }
 }
 

@@ -10,10 +10,37 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<std::ffi::OsStr>,
 {
-    Command::new(env!("CARGO_BIN_EXE_loopscope"))
-        .args(args)
-        .output()
-        .expect("the loopscope binary runs")
+    let mut command = Command::new(env!("CARGO_BIN_EXE_loopscope"));
+    command.args(args);
+    let child = command
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the loopscope binary runs");
+    let finished = watchdog(child.id(), format!("{command:?}"));
+    let output = child.wait_with_output().expect("the loopscope binary runs");
+    finished.store(true, std::sync::atomic::Ordering::SeqCst);
+    output
+}
+
+/// No run in these tests takes minutes: a run that hangs is killed, so that the test fails
+/// naming it instead of the whole suite waiting.
+fn watchdog(pid: u32, what: String) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+    const LIMIT: std::time::Duration = std::time::Duration::from_secs(300);
+    let finished = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let done = finished.clone();
+    std::thread::spawn(move || {
+        let began = std::time::Instant::now();
+        while began.elapsed() < LIMIT {
+            if done.load(std::sync::atomic::Ordering::SeqCst) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        eprintln!("{what} ran past {} s: killed", LIMIT.as_secs());
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    });
+    finished
 }
 
 /// Standard output as text.

@@ -122,6 +122,8 @@ struct Tracer {
     threads: HashMap<i32, ThreadState>,
     thread_process: HashMap<i32, i32>,
     fresh_threads: std::collections::HashSet<i32>,
+    /// Stops of threads and processes reported before the event of the thread that made them.
+    early_stops: HashMap<i32, Stop>,
     objects: Vec<ObjectRef>,
     /// Every program analysed, by path.
     analysed: HashMap<String, Analysed>,
@@ -165,9 +167,9 @@ pub fn record_exact(
     let outcome = std::thread::scope(|scope| {
         let watcher = watched.clone();
         scope.spawn(move || wake_on_stop(stop, &watcher));
-        let result = tracer.start(pid).and_then(|()| tracer.run(stop));
-        watched.store(0, Ordering::SeqCst);
-        result
+        // Cleared on the way out of a panic too: the scope waits for the watcher to end.
+        let _watching = Watching(&watched);
+        tracer.start(pid).and_then(|()| tracer.run(stop))
     });
     outcome?;
     let blocks = tracer.block_counts();
@@ -185,6 +187,15 @@ pub fn record_exact(
         blocks,
         patch: None,
     })
+}
+
+/// Tells [`wake_on_stop`] the run is over when dropped.
+struct Watching<'a>(&'a AtomicI32);
+
+impl Drop for Watching<'_> {
+    fn drop(&mut self) {
+        self.0.store(0, Ordering::SeqCst);
+    }
 }
 
 /// The tracer waits in `waitpid`, which a signal to loopscope does not interrupt; stopping the
@@ -218,6 +229,7 @@ impl Tracer {
             threads: HashMap::new(),
             thread_process: HashMap::new(),
             fresh_threads: Default::default(),
+            early_stops: HashMap::new(),
             objects: Vec::new(),
             analysed: HashMap::new(),
             counted: HashMap::new(),
@@ -285,6 +297,13 @@ impl Tracer {
         while !self.threads.is_empty() {
             let (tid, event) = sys::wait_any().map_err(system("waitpid"))?;
             let now = tsc_now();
+            let known = self.threads.contains_key(&tid);
+            if !known && !matches!(event, Stop::Exited(_) | Stop::Killed(_)) {
+                // The kernel may report a new thread's or process's first stop before the
+                // creating thread's clone or fork event: it waits, stopped, until adopted.
+                self.early_stops.insert(tid, event);
+                continue;
+            }
             if stop.load(Ordering::SeqCst) {
                 self.detach_all(tid, event);
                 return Ok(());
@@ -305,19 +324,20 @@ impl Tracer {
                     // its parent's memory, as a vfork child does.
                     self.forked(tid, new, now)?;
                     self.resume(tid, 0);
-                    return Ok(());
+                    return self.adopt(new, now);
                 }
                 let pid = self.thread_process[&tid];
                 self.threads
                     .insert(new, ThreadState::new(pid as u32, new as u32, now));
                 self.thread_process.insert(new, pid);
-                self.fresh_threads.insert(new);
                 self.resume(tid, 0);
+                self.adopt(new, now)?;
             }
             Stop::Event(e) if e == libc::PTRACE_EVENT_FORK || e == libc::PTRACE_EVENT_VFORK => {
                 let new = sys::event_message(tid).map_err(system("ptrace(GETEVENTMSG)"))? as i32;
                 self.forked(tid, new, now)?;
                 self.resume(tid, 0);
+                self.adopt(new, now)?;
             }
             Stop::Event(e) if e == libc::PTRACE_EVENT_EXEC => {
                 self.executed(tid, now)?;
@@ -329,6 +349,22 @@ impl Tracer {
             Stop::Signal(signal) => self.resume(tid, signal),
         }
         Ok(())
+    }
+
+    /// Thread or process `tid`, just registered, runs once its first stop (a `SIGSTOP`) is
+    /// seen, which may have come already.
+    fn adopt(&mut self, tid: i32, now: u64) -> Result<(), ProfileError> {
+        match self.early_stops.remove(&tid) {
+            None => {
+                self.fresh_threads.insert(tid);
+                Ok(())
+            }
+            Some(Stop::Signal(libc::SIGSTOP)) => {
+                self.resume(tid, 0);
+                Ok(())
+            }
+            Some(other) => self.handle(tid, other, now),
+        }
     }
 
     fn resume(&mut self, tid: i32, signal: i32) {
@@ -446,7 +482,6 @@ impl Tracer {
         let state = self.threads[&parent_tid].forked(child as u32, child as u32, now);
         self.threads.insert(child, state);
         self.thread_process.insert(child, child);
-        self.fresh_threads.insert(child);
         Ok(())
     }
 
@@ -745,7 +780,7 @@ impl Tracer {
                 self.rewind_if_trapped(tid, event);
             }
         }
-        for &tid in self.threads.keys() {
+        for &tid in self.threads.keys().chain(self.early_stops.keys()) {
             let _ = sys::detach(tid, 0);
         }
         for &pid in self.processes.keys() {
