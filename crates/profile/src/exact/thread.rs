@@ -30,6 +30,17 @@ struct ActiveLoop {
     id: u32,
     node: NodeId,
     trips: u64,
+    /// Entered by this process, not inherited through a fork: only such an entry's exit has
+    /// a trip count (the entry and its count are the parent's).
+    entered_here: bool,
+}
+
+impl ActiveLoop {
+    fn exit(self, tree: &mut Lcct) {
+        if self.entered_here {
+            tree.exit(self.node, self.trips);
+        }
+    }
 }
 
 /// A thread's tree and where it is in it.
@@ -108,7 +119,14 @@ impl ThreadState {
                 unmatched_events: 0,
             },
             frames: self.frames.clone(),
-            loops: self.loops.clone(),
+            loops: self
+                .loops
+                .iter()
+                .map(|active| ActiveLoop {
+                    entered_here: false,
+                    ..*active
+                })
+                .collect(),
             cur: self.cur,
             last_tsc: now_tsc,
         }
@@ -192,7 +210,7 @@ impl ThreadState {
             let frame = self.frames.pop().expect("depth < len");
             while self.loops.len() > frame.first_loop {
                 let active = self.loops.pop().expect("len > first");
-                self.result.tree.exit(active.node, active.trips);
+                active.exit(&mut self.result.tree);
             }
             self.cur = frame.caller;
         }
@@ -246,7 +264,7 @@ impl ThreadState {
         let back_edge = common == chain.len() && header_of == chain.last().copied();
         while self.loops.len() > first + common {
             let active = self.loops.pop().expect("len > common");
-            tree.exit(active.node, active.trips);
+            active.exit(tree);
         }
         let mut at = self.loops[first..].last().map_or(frame_node, |a| a.node);
         for &id in &chain[common..] {
@@ -262,6 +280,7 @@ impl ThreadState {
                 id,
                 node: at,
                 trips: 0,
+                entered_here: true,
             });
         }
         if let Some(h) = header_of
@@ -609,6 +628,7 @@ mod tests {
 
     #[test]
     fn a_fork_keeps_the_shape_and_zeroes_the_counts() {
+        // The loop was entered once, by the parent: the child's end of it is no exit.
         let mut t = ThreadState::new(1, 1, 0);
         t.call(MAIN, Some(0), 0xdead, 0x7000);
         t.block(0, &[0], Some(0), DEEP);
@@ -618,6 +638,8 @@ mod tests {
         assert_eq!(child.result.tree.nodes.len(), 3);
         assert_eq!(child.result.tree.nodes[2].header_executions, 0);
         let tree = child.finish().tree;
-        assert_eq!(tree.nodes[2].exits, 1);
+        assert_eq!((tree.nodes[2].exits, tree.nodes[2].trips_min), (0, None));
+        let tree = t.finish().tree;
+        assert_eq!((tree.nodes[2].exits, tree.nodes[2].trips_min), (1, Some(2)));
     }
 }
