@@ -122,6 +122,8 @@ pub struct Program {
     steps: Vec<i64>,
     /// For each statement: how many times it executes.
     executions: Vec<u64>,
+    /// For each loop: how many times it starts with at least one iteration.
+    loop_entries: Vec<u64>,
     /// Interval analysis proved every address in `[0, 2^63)` and every loop variable far from
     /// overflow, so the stream may use unchecked (wrapping) arithmetic.
     safe: bool,
@@ -172,6 +174,7 @@ impl Program {
             ends: Vec::new(),
             steps: kernel.loops.iter().map(|l| l.step).collect(),
             executions: vec![0; kernel.statements.len()],
+            loop_entries: vec![0; kernel.loops.len()],
             safe: false,
             direct_refs: vec![Vec::new(); kernel.loops.len()],
             tight: vec![None; kernel.loops.len()],
@@ -209,17 +212,13 @@ impl Program {
             .collect();
         program.plan_increments(&kernel.body, kernel, &first_refs, &mut Vec::new());
         let mut vars = vec![0i64; kernel.loops.len()];
-        let mut executions = vec![0u64; kernel.statements.len()];
-        count(
-            &kernel.body,
-            kernel,
-            &program,
-            1,
-            &mut vars,
-            &mut executions,
-        )
-        .ok_or_else(overflow)?;
-        program.executions = executions;
+        let mut counts = Counts {
+            executions: vec![0u64; kernel.statements.len()],
+            loop_entries: vec![0u64; kernel.loops.len()],
+        };
+        count(&kernel.body, kernel, &program, 1, &mut vars, &mut counts).ok_or_else(overflow)?;
+        program.executions = counts.executions;
+        program.loop_entries = counts.loop_entries;
         program.safe = program.proved_safe();
         Ok(program)
     }
@@ -320,6 +319,12 @@ impl Program {
         &self.executions
     }
 
+    /// How many times each loop starts with at least one iteration (by [`Kernel::loops`]
+    /// index).
+    pub fn loop_entries(&self) -> &[u64] {
+        &self.loop_entries
+    }
+
     /// The total number of accesses the stream will produce.
     pub fn total_accesses(&self, kernel: &Kernel) -> u64 {
         kernel
@@ -395,19 +400,28 @@ pub(crate) fn address_space_message(at: &str) -> String {
     )
 }
 
-/// Adds how many times each statement under `nodes` executes, with `times` executions of the
-/// enclosing loops. Loops whose variable no inner bound uses are counted by multiplication.
+/// Executions of each statement and entries of each loop.
+struct Counts {
+    executions: Vec<u64>,
+    loop_entries: Vec<u64>,
+}
+
+/// Adds how many times each statement under `nodes` executes and each loop starts, with
+/// `times` executions of the enclosing loops. Loops whose variable no inner bound uses are
+/// counted by multiplication.
 fn count(
     nodes: &[Node],
     kernel: &Kernel,
     p: &Program,
     times: u64,
     vars: &mut [i64],
-    out: &mut [u64],
+    out: &mut Counts,
 ) -> Option<()> {
     for node in nodes {
         match node {
-            Node::Statement(s) => out[*s] = out[*s].checked_add(times)?,
+            Node::Statement(s) => {
+                out.executions[*s] = out.executions[*s].checked_add(times)?;
+            }
             Node::Loop { id, body } => {
                 let (start, end, step) = (
                     p.starts[*id].eval(vars)?,
@@ -418,6 +432,7 @@ fn count(
                 if trips == 0 {
                     continue;
                 }
+                out.loop_entries[*id] = out.loop_entries[*id].checked_add(times)?;
                 if inner_bounds_use(body, kernel, *id) {
                     let mut v = start;
                     for _ in 0..trips {

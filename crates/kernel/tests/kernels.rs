@@ -105,6 +105,20 @@ fn stream_walks_imperfect_nests_in_order() {
 }
 
 #[test]
+fn loops_count_their_entries_with_at_least_one_trip() {
+    let k = parse_kernel(
+        "double y[N][N];\nfor (i = 0; i < N; i++)\n  for (j = 0; j < i; j++)\n    for (k = 0; k < 3; k++)\n      y[i][j] = y[j][i] + 1.0;\n",
+        "t.c",
+    )
+    .unwrap();
+    let params = k.param_values(&[("N".into(), 4)]).unwrap();
+    let program = Program::new(&k, &params, &k.layout(&params, &[]).unwrap()).unwrap();
+    // i = 0 has no j trip: j starts 3 times (i = 1, 2, 3), k once per (i, j): 1 + 2 + 3.
+    assert_eq!(program.loop_entries(), [1, 3, 6]);
+    assert_eq!(program.executions(), [18]);
+}
+
+#[test]
 fn default_layout_is_declaration_order_aligned() {
     let k = parse_kernel(
         "float a[3]; double b[2];\nfor (i = 0; i < 1; i++) b[i] = a[i];",

@@ -37,7 +37,7 @@ pub fn simulated_traffic(
     let mut sim = Hierarchy::new(levels, references, false, 0);
     run_once(&program, &mut sim, progress)?;
     let warm: Vec<LevelStats> = sim.stats().to_vec();
-    let accessed = run_once(&program, &mut sim, progress)?;
+    run_once(&program, &mut sim, progress)?;
     let boundary = sim
         .stats()
         .iter()
@@ -52,7 +52,7 @@ pub fn simulated_traffic(
             }
         })
         .collect();
-    Ok(assemble(kernel, &program, accessed, boundary, timed))
+    Ok(assemble(kernel, &program, boundary, timed))
 }
 
 /// Bytes between the registers and L1 in one run, loads and stores apart: they go through
@@ -74,18 +74,18 @@ pub(crate) struct Boundary {
     pub(crate) written_bytes: u64,
 }
 
-/// The traffic of one run: `accessed` bytes between the registers and L1 (listed only when
+/// The traffic of one run: the bytes between the registers and L1 (listed only when
 /// `timed(L1)`, as the paper does not time L1), then the bytes crossing each cache level's outer
 /// boundary, listed when non-zero or when `timed` says the level has a bandwidth.
 pub(crate) fn assemble(
     kernel: &Kernel,
     program: &Program,
-    accessed: AccessBytes,
     boundary: Vec<Boundary>,
     timed: impl Fn(Level) -> bool,
 ) -> Traffic {
     let mut traffic_levels = Vec::new();
     if timed(Level::Cache(1)) {
+        let accessed = crate::registers::access_bytes(kernel, program);
         traffic_levels.push(LevelTraffic {
             store_bytes: Some(accessed.store),
             ..level_traffic(Level::Cache(1), accessed.load + accessed.store)
@@ -154,15 +154,14 @@ pub fn simulated_accesses(
     Ok(program.total_accesses(kernel).saturating_mul(2))
 }
 
-/// Feeds one execution of the kernel to the simulator; returns the bytes accessed.
+/// Feeds one execution of the kernel to the simulator.
 fn run_once(
     program: &Program,
     sim: &mut Hierarchy,
     progress: &mut dyn FnMut(u64),
-) -> Result<AccessBytes, RooflineError> {
+) -> Result<(), RooflineError> {
     const CHUNK: u64 = 1 << 20;
     let mut stream = program.accesses();
-    let mut bytes = AccessBytes::default();
     let mut count = 0u64;
     loop {
         let batch = stream.next_batch();
@@ -170,14 +169,6 @@ fn run_once(
             break;
         }
         sim.access_kernel_batch(batch);
-        for access in batch {
-            let slot = if access.write {
-                &mut bytes.store
-            } else {
-                &mut bytes.load
-            };
-            *slot += u64::from(access.size_bytes);
-        }
         count += batch.len() as u64;
         if count >= CHUNK {
             progress(count);
@@ -187,7 +178,7 @@ fn run_once(
     progress(count);
     match stream.error() {
         Some(e) => Err(kernel_error(e.clone())),
-        None => Ok(bytes),
+        None => Ok(()),
     }
 }
 

@@ -60,6 +60,7 @@ mod modelled;
 mod pairs;
 mod procedure;
 mod profiles;
+mod registers;
 mod sizes;
 mod traffic;
 

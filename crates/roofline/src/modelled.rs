@@ -26,7 +26,7 @@ use loopscope_analytic::ReferenceMisses;
 use loopscope_cache::{LevelConfig, Replacement};
 use loopscope_kernel::{AccessKind, EXPLICIT_STEPS, Kernel, Layout, Program};
 
-use crate::kernel_file::{AccessBytes, Boundary, assemble, kernel_error, outer_level};
+use crate::kernel_file::{Boundary, assemble, kernel_error, outer_level};
 use crate::{Level, RooflineError, Traffic};
 
 /// What the model gave for one cache level.
@@ -92,13 +92,7 @@ pub fn modelled_traffic(
             })
         })
         .collect();
-    let traffic = assemble(
-        kernel,
-        &program,
-        run_access_bytes(kernel, &program),
-        boundary,
-        timed,
-    );
+    let traffic = assemble(kernel, &program, boundary, timed);
     Ok((traffic, modelled))
 }
 
@@ -195,22 +189,6 @@ struct WarmLines {
     moved: u64,
     /// Of those, write-backs.
     written: u64,
-}
-
-/// Bytes the kernel's references access in one run (the traffic between registers and L1).
-fn run_access_bytes(kernel: &Kernel, program: &Program) -> AccessBytes {
-    let mut bytes = AccessBytes::default();
-    for (statement, &n) in kernel.statements.iter().zip(program.executions()) {
-        for r in &statement.refs {
-            let slot = match r.kind {
-                AccessKind::Write => &mut bytes.store,
-                AccessKind::Read => &mut bytes.load,
-            };
-            let moved = kernel.arrays[r.array].elem.bytes().saturating_mul(n);
-            *slot = slot.saturating_add(moved);
-        }
-    }
-    bytes
 }
 
 #[cfg(test)]
