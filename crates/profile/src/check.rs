@@ -274,6 +274,14 @@ fn check_sampled(run: &SampledRun) -> Result<(), String> {
 }
 
 fn check_samples(run: &SampledRun) -> Result<(), String> {
+    // A recording asks for at least one sample a second, and each sample stands for at least
+    // one event and has at least its instruction pointer: zeros would print samples of 0 ns.
+    if run.frequency_hz == 0 {
+        return Err("recording.frequency_hz is 0, not a sampling rate".into());
+    }
+    if run.period == 0 {
+        return Err("recording.period is 0: a sample stands for at least one event".into());
+    }
     u64::try_from(run.samples.len())
         .ok()
         .and_then(|n| n.checked_mul(run.period))
@@ -286,6 +294,17 @@ fn check_samples(run: &SampledRun) -> Result<(), String> {
         })?;
     let mut total: u64 = 0;
     for (s, sample) in run.samples.iter().enumerate() {
+        if sample.period == 0 {
+            return Err(format!(
+                "recording.samples[{s}].period is 0: a sample stands for at least one event"
+            ));
+        }
+        if sample.stack.is_empty() {
+            return Err(format!(
+                "recording.samples[{s}].stack is empty: a sample has at least the address it \
+                 interrupted"
+            ));
+        }
         total = total
             .checked_add(sample.period)
             .ok_or_else(|| format!("recording.samples[{s}].period: {PAST_U64}"))?;
@@ -517,6 +536,50 @@ mod tests {
             }]
         });
         assert_eq!(what, "recording.blocks[0]: 2 starts but 1 executions");
+    }
+
+    /// A sampled run of one process with one sample in its one mapping, as a recording writes.
+    fn sampled_run() -> SampledRun {
+        serde_json::from_value(serde_json::json!({
+            "backend": "sample", "event": "cpu-clock", "precise_ip": 0, "frequency_hz": 1000,
+            "period": 1_000_000, "sampled_total": 1_000_000,
+            "samples": [{"pid": 7, "tid": 7, "time_ns": 10, "stack": [0x1010, 0x1020],
+                         "truncated": false, "period": 1_000_000}],
+            "mappings": [{"pid": 7, "start": 0x1000, "end": 0x2000, "file_offset": 0,
+                          "path": "/nonexistent/a.out"}],
+            "execs": [{"pid": 7, "time_ns": 0, "command": "a.out", "first_mapping": 0}],
+            "lost_samples": 0, "throttled": 0, "tsc_hz": 2.4e9, "core_cycles_per_ns": 3.2,
+            "cpu_vendor": "AuthenticAMD", "exit": {"kind": "exited", "code": 0},
+            "wall_ns": 1_000_000, "startup_ns": 0, "processes": 1, "threads": 1,
+            "stack_bytes": 16384, "buffer_bytes": 1_048_576
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn samples_that_stand_for_nothing_are_refused() {
+        let check = |damage: fn(&mut SampledRun)| {
+            let mut run = sampled_run();
+            damage(&mut run);
+            check_profile(&Profile::sampled(vec!["a.out".into()], run))
+        };
+        check(|_| ()).unwrap();
+        let cases: [(fn(&mut SampledRun), &str); 4] = [
+            (|r| r.frequency_hz = 0, "recording.frequency_hz is 0"),
+            (|r| r.period = 0, "recording.period is 0"),
+            (
+                |r| r.samples[0].period = 0,
+                "recording.samples[0].period is 0",
+            ),
+            (
+                |r| r.samples[0].stack.clear(),
+                "recording.samples[0].stack is empty",
+            ),
+        ];
+        for (damage, needle) in cases {
+            let what = check(damage).unwrap_err();
+            assert!(what.starts_with(needle), "{what}");
+        }
     }
 
     /// A chain of distinct functions `length` deep below the root.
