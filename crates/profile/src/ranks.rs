@@ -150,8 +150,9 @@ pub fn merge_reports(
     })
 }
 
-/// Refuses two profiles of different programs: another file (unless the build-ids say it is
-/// a copy of the same build), or the same file rebuilt.
+/// Refuses two profiles of different programs: another file (unless its build-id, or for a
+/// program without one the hash of its loaded code, says it is a copy of the same build), or
+/// the same file rebuilt.
 fn check_same_program(
     (first_label, first): (&str, &ProfileReport),
     (label, other): (&str, &ProfileReport),
@@ -159,25 +160,34 @@ fn check_same_program(
     let (Some(a), Some(b)) = (&first.program, &other.program) else {
         return Ok(());
     };
-    let same_build = matches!((&a.build_id, &b.build_id), (Some(x), Some(y)) if x == y);
-    if a.path != b.path && !same_build {
+    let (build_a, build_b) = (build_of(a), build_of(b));
+    if a.path != b.path && !(build_a.is_some() && build_a == build_b) {
         return Err(ProfileError::Merge(format!(
             "{label} is a profile of {}, {first_label} of {}; merge only the profiles of one \
              program (the ranks of one run)",
             b.path, a.path
         )));
     }
-    if a.build_id != b.build_id {
-        let id = |p: &ObjectRef| p.build_id.clone().unwrap_or_else(|| "none".into());
+    if build_a != build_b {
+        let name = |build: Option<String>| build.unwrap_or_else(|| "no build-id".into());
         return Err(ProfileError::Merge(format!(
-            "{label} was recorded from {} with build-id {}, {first_label} with build-id {}; \
-             merge only the profiles of one build",
+            "{label} was recorded from {} with {}, {first_label} with {}; merge only the \
+             profiles of one build",
             b.path,
-            id(b),
-            id(a)
+            name(build_b),
+            name(build_a)
         )));
     }
     Ok(())
+}
+
+/// What tells one build of a program from another: its build-id, else its loaded code's hash.
+fn build_of(program: &ObjectRef) -> Option<String> {
+    match (&program.build_id, &program.content_id) {
+        (Some(id), _) => Some(format!("build-id {id}")),
+        (None, Some(hash)) => Some(format!("loaded code {hash}")),
+        (None, None) => None,
+    }
 }
 
 /// Each distinct note once: as it is when every profile has it, else after the labels of the
@@ -524,6 +534,30 @@ mod tests {
             err.contains("build-id cc33") && err.contains("aa11"),
             "{err}"
         );
+
+        // Without build-ids, the loaded code's hash tells builds apart.
+        let without_build_id = |hash: &str| {
+            let mut r = report(1.0, None);
+            let program = r.program.as_mut().unwrap();
+            (program.build_id, program.content_id) = (None, Some(hash.into()));
+            r
+        };
+        let reports = vec![
+            ("a.prof".to_owned(), without_build_id("1111")),
+            ("b.prof".to_owned(), without_build_id("2222")),
+        ];
+        let err = merge_reports(&reports, HotRule::Rank(8), 5)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("with loaded code 2222, a.prof with loaded code 1111"),
+            "{err}"
+        );
+        let reports = vec![
+            ("a.prof".to_owned(), without_build_id("1111")),
+            ("b.prof".to_owned(), without_build_id("1111")),
+        ];
+        assert!(merge_reports(&reports, HotRule::Rank(8), 5).is_ok());
 
         let mut copy = report(1.0, None);
         copy.program.as_mut().unwrap().path = "/scratch/app".into();
