@@ -564,7 +564,8 @@ mod tests {
             check_profile(&Profile::sampled(vec!["a.out".into()], run))
         };
         check(|_| ()).unwrap();
-        let cases: [(fn(&mut SampledRun), &str); 4] = [
+        type RunDamage = (fn(&mut SampledRun), &'static str);
+        let cases: [RunDamage; 4] = [
             (|r| r.frequency_hz = 0, "recording.frequency_hz is 0"),
             (|r| r.period = 0, "recording.period is 0"),
             (

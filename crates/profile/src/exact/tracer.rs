@@ -189,6 +189,26 @@ pub fn record_exact(
     })
 }
 
+/// Writes `process`'s original bytes over its markers and entry trap into `memory` (its own, or
+/// a forked copy's).
+fn restore_code(process: &Process, memory: &Memory) {
+    if let Some((entry, original)) = process.entry_trap {
+        let _ = memory.write(entry, &[original]);
+    }
+    if let Some(program) = &process.program {
+        for (&address, marker) in &program.sites {
+            let _ = memory.write(address, &[marker.original]);
+        }
+    }
+}
+
+/// The parent process of `pid`, from `/proc/PID/status`.
+fn parent_pid(pid: i32) -> Option<i32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix("PPid:"))?;
+    line.trim().parse().ok()
+}
+
 /// Tells [`wake_on_stop`] the run is over when dropped.
 struct Watching<'a>(&'a AtomicI32);
 
@@ -756,13 +776,14 @@ impl Tracer {
     /// Restores every program's code, stops and detaches every thread, and closes the trees.
     fn detach_all(&mut self, stopped: i32, event: Stop) {
         for process in self.processes.values() {
-            if let Some((entry, original)) = process.entry_trap {
-                let _ = process.memory.write(entry, &[original]);
-            }
-            if let Some(program) = &process.program {
-                for (&address, marker) in &program.sites {
-                    let _ = process.memory.write(address, &[marker.original]);
-                }
+            restore_code(process, &process.memory);
+        }
+        // A process forked just now, held until its fork event comes, has a copy of its
+        // parent's markers.
+        for &held in self.early_stops.keys() {
+            let parent = parent_pid(held).and_then(|p| self.processes.get(&p));
+            if let (Some(parent), Ok(memory)) = (parent, Memory::open(held)) {
+                restore_code(parent, &memory);
             }
         }
         let mut pending: Vec<i32> = self
