@@ -55,14 +55,6 @@ pub fn simulated_traffic(
     Ok(assemble(kernel, &program, boundary, timed))
 }
 
-/// Bytes between the registers and L1 in one run, loads and stores apart: they go through
-/// separate ports.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct AccessBytes {
-    pub(crate) load: u64,
-    pub(crate) store: u64,
-}
-
 /// Bytes crossing a cache level's outer boundary in one run, as traffic of the next level out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Boundary {

@@ -15,7 +15,13 @@
 
 use loopscope_kernel::{AccessKind, Kernel, Node, Program, Sym};
 
-use crate::kernel_file::AccessBytes;
+/// Bytes between the registers and L1 in one run, loads and stores apart: they go through
+/// separate ports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct AccessBytes {
+    pub(crate) load: u64,
+    pub(crate) store: u64,
+}
 
 /// Bytes the kernel's references move between the registers and L1 in one run.
 pub(crate) fn access_bytes(kernel: &Kernel, program: &Program) -> AccessBytes {
