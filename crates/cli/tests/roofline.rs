@@ -779,6 +779,42 @@ fn cflags_decide_the_chains() {
     assert_eq!(chained_adds(matvec, "-O2 -ffast-math"), 16 * 16 / 2);
 }
 
+#[test]
+fn an_unoptimised_build_keeps_nothing_in_registers() {
+    let matmul = kernel_file(
+        "double a[N][N], b[N][N], c[N][N];\n\
+         for(int i=0; i<N; ++i)\n for(int j=0; j<N; ++j)\n  for(int k=0; k<N; ++k)\n\
+         c[i][j] += a[i][k] * b[k][j];\n",
+    );
+    let matmul = matmul.path().to_str().unwrap();
+    let l1_bytes = |cflags: &str| {
+        let flag = format!("--cflags={cflags}");
+        let out = loopscope(&kernel_run(
+            matmul,
+            "N=16",
+            "L1=100,MEM=20",
+            &[&flag, "--json"],
+        ));
+        assert!(out.status.success(), "{}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let l1 = &v["traffic"]["levels"][0];
+        assert_eq!(l1["level"], "L1", "{v}");
+        let bytes = (
+            l1["bytes"].as_u64().unwrap(),
+            l1["store_bytes"].as_u64().unwrap(),
+        );
+        (bytes, stderr(&out).contains("do not optimise"))
+    };
+    // Optimised, c[i][j] is loaded before the k loop and stored after it.
+    let kept = (8 * (2 * 16 * 16 * 16 + 2 * 16 * 16), 8 * 16 * 16);
+    assert_eq!(l1_bytes("-O2"), (kept, false));
+    assert_eq!(l1_bytes("-O0 -O3"), (kept, false));
+    // gcc's default is -O0, as is a later -O0: every reference, every iteration.
+    let every = (8 * 4 * 16 * 16 * 16, 8 * 16 * 16 * 16);
+    assert_eq!(l1_bytes("-O2 -O0"), (every, true));
+    assert_eq!(l1_bytes("-g"), (every, true));
+}
+
 /// The chained additions the roofline counts for the kernel file at `path` (N=16) built with
 /// `cflags`.
 fn chained_adds(path: &str, cflags: &str) -> u64 {

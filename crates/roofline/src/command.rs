@@ -394,6 +394,9 @@ struct Build {
     vector_bytes: Option<u32>,
     /// Whether the compiler may reassociate floating-point sums (no in-order chains).
     reassociates: bool,
+    /// Whether the build optimises (its last `-O` flag is not `-O0`; gcc's default is `-O0`):
+    /// without it every reference is loaded and stored each time it runs.
+    optimises: bool,
 }
 
 impl Build {
@@ -418,11 +421,17 @@ impl Build {
                 _ => None,
             })
             .unwrap_or(Some(16));
+        let optimises = flags
+            .iter()
+            .rev()
+            .find(|f| f.starts_with("-O"))
+            .is_some_and(|f| f != "-O0");
         Build {
             flags,
             given: cflags.is_some(),
             vector_bytes,
             reassociates,
+            optimises,
         }
     }
 }
@@ -516,6 +525,14 @@ fn for_build(
     layout: &Layout,
     listener: &dyn Listener,
 ) -> Result<Traffic, RooflineError> {
+    if !build.optimises {
+        listener.warn(
+            "--cflags do not optimise (no -O, or -O0 last): every reference counts at L1 each \
+             time it runs; the loads and stores of loop variables such a build keeps in memory \
+             are not counted, so it runs below the prediction",
+        );
+        crate::registers::count_every_access(&mut traffic, &loaded.kernel, &loaded.params, layout)?;
+    }
     if traffic.chained_adds == 0 {
         return Ok(traffic);
     }

@@ -13,7 +13,9 @@
 //! they never do); and when the loop has loops inside it, where the compiler's choice depends
 //! on register pressure.
 
-use loopscope_kernel::{AccessKind, Kernel, Node, Program, Sym};
+use loopscope_kernel::{AccessKind, Kernel, Layout, Node, Program, Sym};
+
+use crate::{Level, RooflineError, Traffic};
 
 /// Bytes between the registers and L1 in one run, loads and stores apart: they go through
 /// separate ports.
@@ -23,9 +25,36 @@ pub(crate) struct AccessBytes {
     pub(crate) store: u64,
 }
 
-/// Bytes the kernel's references move between the registers and L1 in one run.
+/// Bytes the kernel's references move between the registers and L1 in one run of an
+/// optimised build.
 pub(crate) fn access_bytes(kernel: &Kernel, program: &Program) -> AccessBytes {
-    let kept = kept_in_registers(kernel);
+    bytes_keeping(kernel, program, &kept_in_registers(kernel))
+}
+
+/// `traffic`'s L1 bytes (when it lists L1) as a build that does not optimise moves them: every
+/// reference each time it runs, none kept in a register.
+pub(crate) fn count_every_access(
+    traffic: &mut Traffic,
+    kernel: &Kernel,
+    params: &[i64],
+    layout: &Layout,
+) -> Result<(), RooflineError> {
+    let Some(l1) = traffic
+        .levels
+        .iter_mut()
+        .find(|l| l.level == Level::Cache(1))
+    else {
+        return Ok(());
+    };
+    let program = Program::new(kernel, params, layout).map_err(crate::kernel_file::kernel_error)?;
+    let bytes = bytes_keeping(kernel, &program, &vec![None; kernel.references().count()]);
+    l1.bytes = bytes.load.saturating_add(bytes.store);
+    l1.store_bytes = Some(bytes.store);
+    Ok(())
+}
+
+/// [`access_bytes`] with `kept` saying which references stay in a register across which loop.
+fn bytes_keeping(kernel: &Kernel, program: &Program, kept: &[Option<usize>]) -> AccessBytes {
     let mut bytes = AccessBytes::default();
     let mut index = 0;
     for (statement, &executions) in kernel.statements.iter().zip(program.executions()) {
