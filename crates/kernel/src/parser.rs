@@ -197,6 +197,10 @@ impl Parser {
         }
         match self.peek() {
             Tok::Ident(k) if k == "for" => self.for_loop().map(Some),
+            Tok::Ident(k) if is_type_keyword(k) => Err(self.error_at(
+                self.pos(),
+                format!("type `{k}` is outside the kernel subset ({TYPES_ACCEPTED})"),
+            )),
             Tok::Ident(k) if is_keyword(k) => Err(self.error_at(
                 self.pos(),
                 format!("`{k}` is outside the kernel subset (expected a declaration, `for` or an assignment)"),
@@ -206,8 +210,48 @@ impl Parser {
                 self.next();
                 Ok(None)
             }
+            Tok::Punct(op @ ("++" | "--")) => Err(self.error_at(
+                self.pos(),
+                format!(
+                    "the increment `{op}` is outside the kernel subset (write `x {}= 1`)",
+                    &op[..1]
+                ),
+            )),
+            Tok::Punct("*") => Err(self.error_at(
+                self.pos(),
+                "pointer dereference `*` is outside the kernel subset (expected a declaration, \
+                 `for` or an assignment to an array element)"
+                    .into(),
+            )),
+            Tok::Punct("{") if self.scope.is_empty() => Err(self.error_at(
+                self.pos(),
+                "a block `{` outside a loop is outside the kernel subset (expected a declaration, \
+                 `for` or an assignment)"
+                    .into(),
+            )),
             _ => Err(self.unexpected("a declaration, `for` or an assignment")),
         }
+    }
+
+    /// The error for a statement that starts with the name `name` at `pos` and goes on with
+    /// something an assignment cannot: a call, a declaration of a type or with a qualifier the
+    /// subset lacks, or an increment. `None` when the name starts what may be an assignment.
+    fn not_an_assignment(&self, name: &str, pos: Pos) -> Option<KernelError> {
+        let message = match self.peek() {
+            Tok::Punct("(") if name == "swap" => format!(
+                "function call `{name}(...)` is outside the kernel subset (kerncraft's `swap` \
+                 exchanges arrays between sweeps; delete it to model one sweep of the loop nest)"
+            ),
+            Tok::Punct("(") => format!("function call `{name}(...)` is outside the kernel subset"),
+            Tok::Ident(_) if is_qualifier(name) => {
+                format!("`{name}` is outside the kernel subset ({TYPES_ACCEPTED})")
+            }
+            Tok::Ident(_) => {
+                format!("type `{name}` is outside the kernel subset ({TYPES_ACCEPTED})")
+            }
+            _ => return None,
+        };
+        Some(self.error_at(pos, message))
     }
 
     /// `const` and `static`, in any order and number (`static const`, `const static`): C allows
@@ -224,6 +268,13 @@ impl Parser {
         self.skip_qualifiers();
         let mut node = None;
         loop {
+            if self.peek() == &Tok::Punct("*") {
+                return Err(self.error_at(
+                    self.pos(),
+                    "pointers are outside the kernel subset (declare an array: `double a[N];`)"
+                        .into(),
+                ));
+            }
             let (name, pos) = self.ident("a variable name")?;
             if self.arrays.contains_key(&name) || self.scalars.contains_key(&name) {
                 return Err(self.error_at(pos, format!("`{name}` is declared twice")));
@@ -242,6 +293,12 @@ impl Parser {
                     }
                     extents.push(extent);
                     self.expect("]")?;
+                }
+                if self.peek() == &Tok::Punct("=") {
+                    return Err(self.error_at(
+                        self.pos(),
+                        format!("the initialiser of array `{name}` is outside the kernel subset"),
+                    ));
                 }
                 self.arrays.insert(name.clone(), self.kernel.arrays.len());
                 self.kernel.arrays.push(Array {
@@ -284,6 +341,22 @@ impl Parser {
         self.expect("(")?;
         if self.elem_type().is_some() {
             self.next();
+        } else if let Tok::Ident(t) = self.peek()
+            && (is_type_keyword(t)
+                || matches!(
+                    self.tokens.get(self.at + 1),
+                    Some(Token {
+                        tok: Tok::Ident(_),
+                        ..
+                    })
+                ))
+        {
+            return Err(self.error_at(
+                self.pos(),
+                format!(
+                    "type `{t}` is outside the kernel subset (loop variables are `int` or `long`)"
+                ),
+            ));
         }
         let (var, var_pos) = self.ident("the loop variable")?;
         if self.arrays.contains_key(&var) || self.scope.iter().any(|(n, _)| *n == var) {
@@ -473,6 +546,9 @@ impl Parser {
     fn assignment(&mut self) -> Result<Node, KernelError> {
         let pos = self.pos();
         let (name, name_pos) = self.ident("an assignment target")?;
+        if let Some(e) = self.not_an_assignment(&name, name_pos) {
+            return Err(e);
+        }
         let target = if let Some(&array) = self.arrays.get(&name) {
             let subs = self.subscripts(array, &name, name_pos)?;
             Target::Array(array, subs, name_pos)
@@ -493,6 +569,21 @@ impl Parser {
             Tok::Punct("-=") => '-',
             Tok::Punct("*=") => '*',
             Tok::Punct("/=") => '/',
+            Tok::Punct(op @ ("++" | "--")) => {
+                let written = if matches!(target, Target::Array(..)) {
+                    format!("{name}[...]")
+                } else {
+                    name.clone()
+                };
+                return Err(self.error_at(
+                    name_pos,
+                    format!(
+                        "the increment `{written}{op}` is outside the kernel subset (write \
+                         `{written} {}= 1`)",
+                        &op[..1]
+                    ),
+                ));
+            }
             other => {
                 return Err(self.error_at(
                     name_pos,
@@ -661,6 +752,14 @@ impl Parser {
             Tok::Int(v) => Ok(Expr::Int(v)),
             Tok::Float(_) => Ok(Expr::Float),
             Tok::Punct("(") => {
+                if let Tok::Ident(t) = self.peek()
+                    && (is_type_keyword(t) || self.elem_type().is_some())
+                {
+                    return Err(self.error_at(
+                        token.pos,
+                        format!("the cast `({t})` is outside the kernel subset"),
+                    ));
+                }
                 let e = self.expr()?;
                 self.expect(")")?;
                 Ok(e)
@@ -856,6 +955,26 @@ impl Parser {
     }
 }
 
+/// What a refused declaration is told to use instead.
+const TYPES_ACCEPTED: &str = "declarations use `double`, `float`, `int` or `long`";
+
+/// Type names of C that the subset does not declare with.
+fn is_type_keyword(name: &str) -> bool {
+    matches!(
+        name,
+        "void" | "char" | "struct" | "unsigned" | "signed" | "short" | "union" | "enum"
+    )
+}
+
+/// C's storage classes and qualifiers besides `const` and `static`, and `typedef`: a
+/// declaration with one is refused by name rather than read as an assignment to it.
+fn is_qualifier(name: &str) -> bool {
+    matches!(
+        name,
+        "typedef" | "extern" | "register" | "volatile" | "restrict" | "inline" | "auto"
+    )
+}
+
 fn is_keyword(name: &str) -> bool {
     matches!(
         name,
@@ -882,6 +1001,8 @@ fn is_keyword(name: &str) -> bool {
             | "signed"
             | "short"
             | "sizeof"
+            | "union"
+            | "enum"
     )
 }
 

@@ -148,7 +148,8 @@ fn refusals_name_line_column_and_expectation() {
         ),
         (
             "double a[N];\nfor (i = 0; i < N; i++) *a = 1;",
-            "k.c:2:25: expected a declaration, `for` or an assignment, found `*`",
+            "k.c:2:25: pointer dereference `*` is outside the kernel subset (expected a \
+             declaration, `for` or an assignment to an array element)",
         ),
         (
             "double a[N], b[N];\nfor (i = 0; i < N; i++) a[b[i]] = 1;",
@@ -181,6 +182,89 @@ fn refusals_name_line_column_and_expectation() {
         (
             "double s;",
             "k.c:1:10: the kernel has no statement: expected an assignment",
+        ),
+    ];
+    for (text, want) in cases {
+        assert_eq!(error(text), want, "for {text:?}");
+    }
+}
+
+/// Statements a C file, or a kerncraft kernel, may hold beyond the subset: each is named for
+/// what it is, not taken for an assignment to a name.
+#[test]
+fn statements_outside_the_subset_are_named() {
+    let cases = [
+        (
+            "double a[N], b[N];\nfor (i = 1; i < N-1; i++)\n  b[i] = a[i];\nswap(a, b);",
+            "k.c:4:1: function call `swap(...)` is outside the kernel subset (kerncraft's `swap` \
+             exchanges arrays between sweeps; delete it to model one sweep of the loop nest)",
+        ),
+        (
+            "double a[N];\nfor (i = 0; i < N; i++) {\n  a[i] = 1;\n  flush(a);\n}",
+            "k.c:4:3: function call `flush(...)` is outside the kernel subset",
+        ),
+        (
+            "double a[N];\nfor (i = 0; i < N; i++) a[i] = 2 * f(i);",
+            "k.c:2:36: function call `f(...)` is outside the kernel subset",
+        ),
+        (
+            "double a[N];\nfor (i = 0; i < N; i++) a[i]++;",
+            "k.c:2:25: the increment `a[...]++` is outside the kernel subset (write `a[...] += 1`)",
+        ),
+        (
+            "double a[N], s;\nfor (i = 0; i < N; i++) { s--; a[i] = s; }",
+            "k.c:2:27: the increment `s--` is outside the kernel subset (write `s -= 1`)",
+        ),
+        (
+            "double a[N];\nint n;\nfor (i = 0; i < N; i++) { ++n; a[i] = n; }",
+            "k.c:3:27: the increment `++` is outside the kernel subset (write `x += 1`)",
+        ),
+        (
+            "double *a;\nfor (i = 0; i < N; i++) a[i] = 1;",
+            "k.c:1:8: pointers are outside the kernel subset (declare an array: `double a[N];`)",
+        ),
+        (
+            "unsigned int a[N];\nfor (i = 0; i < N; i++) a[i] = 1;",
+            "k.c:1:1: type `unsigned` is outside the kernel subset (declarations use `double`, \
+             `float`, `int` or `long`)",
+        ),
+        (
+            "size_t n;\ndouble a[N];\nfor (i = 0; i < N; i++) a[i] = 1;",
+            "k.c:1:1: type `size_t` is outside the kernel subset (declarations use `double`, \
+             `float`, `int` or `long`)",
+        ),
+        (
+            "double a[N];\nfor (size_t i = 0; i < N; i++) a[i] = 1;",
+            "k.c:2:6: type `size_t` is outside the kernel subset (loop variables are `int` or \
+             `long`)",
+        ),
+        (
+            "volatile double a[N];\nfor (i = 0; i < N; i++) a[i] = 1;",
+            "k.c:1:1: `volatile` is outside the kernel subset (declarations use `double`, \
+             `float`, `int` or `long`)",
+        ),
+        (
+            "double a[2] = {1, 2};\nfor (i = 0; i < 2; i++) a[i] = 1;",
+            "k.c:1:13: the initialiser of array `a` is outside the kernel subset",
+        ),
+        (
+            "float a[N];\ndouble b[N];\nfor (i = 0; i < N; i++) a[i] = (float)b[i];",
+            "k.c:3:32: the cast `(float)` is outside the kernel subset",
+        ),
+        (
+            "double a[N];\n{\n  for (i = 0; i < N; i++) a[i] = 1;\n}",
+            "k.c:2:1: a block `{` outside a loop is outside the kernel subset (expected a \
+             declaration, `for` or an assignment)",
+        ),
+        (
+            "double a[N];\nfor (i = 0; i < N; i++) { if (i) a[i] = 1; }",
+            "k.c:2:27: `if` is outside the kernel subset (expected a declaration, `for` or an \
+             assignment)",
+        ),
+        (
+            "double a[N];\nfor (i = 0; i < N; i++) { a[i] = 1; return; }",
+            "k.c:2:37: `return` is outside the kernel subset (expected a declaration, `for` or \
+             an assignment)",
         ),
     ];
     for (text, want) in cases {
