@@ -780,6 +780,34 @@ fn cflags_decide_the_chains() {
 }
 
 #[test]
+fn a_recurrence_through_memory_is_a_chain() {
+    let gauss_seidel = kernel_file(
+        "double a[N][N];\ndouble s;\nfor(int j=1; j<N-1; ++j)\n for(int i=1; i<N-1; ++i)\n  \
+         a[j][i] = (a[j][i-1] + a[j][i+1] + a[j-1][i] + a[j+1][i]) * s;\n",
+    );
+    let path = gauss_seidel.path().to_str().unwrap();
+    let extra = ["--add-latency-ns", "1"];
+    let out = loopscope(&kernel_run(path, "N=16", "L2=100,MEM=20", &extra));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    // Three additions and the product between a[j][i-1] and the store, on 14 × 14 points.
+    assert!(
+        text.contains("limited by the latency of a recurrence through memory (4 ns per iteration"),
+        "{text}"
+    );
+    assert!(
+        text.contains("only an update order without that dependence"),
+        "{text}"
+    );
+    let mut args = kernel_run(path, "N=16", "L2=100,MEM=20", &extra);
+    args.push("--json");
+    let v: serde_json::Value = serde_json::from_slice(&loopscope(&args).stdout).unwrap();
+    assert_eq!(v["traffic"]["chained_adds"], 4 * 14 * 14);
+    assert_eq!(v["traffic"]["recurrence_adds"], 4 * 14 * 14);
+    assert_eq!(v["prediction"]["limit"], "chain");
+}
+
+#[test]
 fn an_unoptimised_build_keeps_nothing_in_registers() {
     let matmul = kernel_file(
         "double a[N][N], b[N][N], c[N][N];\n\

@@ -135,6 +135,10 @@ pub struct Statement {
     pub refs: Vec<Reference>,
     /// FLOPs per execution.
     pub flops: Flops,
+    /// Per reference of `refs`: the floating-point operations between the value it reads and
+    /// the value the statement stores (`a[i-1]` in `a[i] = (a[i-1] + b[i]) * s` at depth 2; 0
+    /// for the store).
+    pub ref_depths: Vec<u32>,
     /// The scalar the statement assigns (`s` in `s += a[i]`), if it assigns one.
     pub scalar_target: Option<String>,
     /// The scalars the statement reads, each with the floating-point operations between its

@@ -615,8 +615,14 @@ impl Parser {
         };
         let compound_float = op != '=' && (target_float || rhs_float);
         let mut scalar_reads = Vec::new();
+        let mut ref_depths = Vec::new();
         let rhs_depth = u32::from(compound_float);
-        scalar_depths(&rhs, rhs_depth, &self.kernel.arrays, &mut scalar_reads);
+        let mut reads = Depths {
+            arrays: &self.kernel.arrays,
+            scalars: &mut scalar_reads,
+            refs: &mut ref_depths,
+        };
+        reads.collect(&rhs, rhs_depth);
         let mut scalar_target = None;
         if let Target::Scalar(name) = &target {
             if op != '=' {
@@ -634,7 +640,9 @@ impl Parser {
                     ordinal: 1,
                     pos: at,
                 });
+                ref_depths.push(rhs_depth);
             }
+            ref_depths.push(0);
             refs.push(Reference {
                 array,
                 subscripts,
@@ -652,6 +660,7 @@ impl Parser {
             loops: self.scope.iter().map(|(_, l)| *l).collect(),
             refs,
             flops,
+            ref_depths,
             scalar_target,
             scalar_reads,
             pos,
@@ -1026,18 +1035,30 @@ fn collect_reads(e: &Expr, out: &mut Vec<Reference>) {
     }
 }
 
-/// The scalars `e` reads, each with the floating-point operations between it and the value
-/// `e` leaves (`depth` of them above `e` already).
-fn scalar_depths(e: &Expr, depth: u32, arrays: &[Array], out: &mut Vec<(String, u32)>) {
-    match e {
-        Expr::Scalar(_, name) => out.push((name.clone(), depth)),
-        Expr::Bin(_, l, r, _) => {
-            let inner = depth + u32::from(count_flops(e, arrays, &mut Flops::default()));
-            scalar_depths(l, inner, arrays, out);
-            scalar_depths(r, inner, arrays, out);
+/// The values an expression reads, each with the floating-point operations between it and the
+/// value the expression leaves.
+struct Depths<'a> {
+    arrays: &'a [Array],
+    /// Scalars by name.
+    scalars: &'a mut Vec<(String, u32)>,
+    /// Array elements, in the order of [`collect_reads`].
+    refs: &'a mut Vec<u32>,
+}
+
+impl Depths<'_> {
+    /// Collects the reads of `e`, which has `depth` operations above it already.
+    fn collect(&mut self, e: &Expr, depth: u32) {
+        match e {
+            Expr::Scalar(_, name) => self.scalars.push((name.clone(), depth)),
+            Expr::Index(..) => self.refs.push(depth),
+            Expr::Bin(_, l, r, _) => {
+                let inner = depth + u32::from(count_flops(e, self.arrays, &mut Flops::default()));
+                self.collect(l, inner);
+                self.collect(r, inner);
+            }
+            Expr::Neg(inner) => self.collect(inner, depth),
+            Expr::Int(_) | Expr::Sym(_) | Expr::Float => {}
         }
-        Expr::Neg(inner) => scalar_depths(inner, depth, arrays, out),
-        _ => {}
     }
 }
 

@@ -793,3 +793,21 @@ fn qualifiers_may_be_combined_in_any_order() {
         );
     }
 }
+
+#[test]
+fn statements_give_each_reference_its_depth_below_the_stored_value() {
+    let k = parse_kernel(
+        "double a[M][N];\ndouble s;\nfor (j = 1; j < M-1; j++)\n  for (i = 1; i < N-1; i++) {\n    \
+         a[j][i] = (a[j][i-1] + a[j][i+1] + a[j-1][i] + a[j+1][i]) * s;\n    \
+         a[j][i] += a[j][i-1];\n  }",
+        "gs.c",
+    )
+    .unwrap();
+    let depths: Vec<&[u32]> = k.statements.iter().map(|s| &s.ref_depths[..]).collect();
+    // Left to right: ((a[j][i-1] + a[j][i+1]) + a[j-1][i]) + a[j+1][i], then the product; the
+    // compound assignment's own read sits one addition below the store.
+    assert_eq!(depths, [&[4, 4, 3, 2, 0][..], &[1, 1, 0][..]]);
+    for s in &k.statements {
+        assert_eq!(s.ref_depths.len(), s.refs.len());
+    }
+}

@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use loopscope_roofline::{
-    Analysis, BandwidthFn, Counts, KernelInput, Limit, MixBandwidth, Roofline,
+    Analysis, BandwidthFn, Counts, KernelInput, Limit, MixBandwidth, Roofline, Traffic,
 };
 
 use crate::{Align, Table};
@@ -230,7 +230,7 @@ fn render_verdicts(out: &mut String, analysis: &Analysis) {
         "prediction  {} GFLOP/s, {:.4} of peak, limited by {} ({} per iteration{total})",
         number(p.gflops),
         p.fraction_of_peak,
-        limit_name(p.limit),
+        limit_name(p.limit, &analysis.traffic),
         format_seconds(p.time_per_iteration_s)
     );
     let c = &analysis.classic;
@@ -239,7 +239,7 @@ fn render_verdicts(out: &mut String, analysis: &Analysis) {
         "classic     {} GFLOP/s, {:.4} of peak, limited by {} ({} traffic only)",
         number(c.gflops),
         c.fraction_of_peak,
-        limit_name(c.limit),
+        limit_name(c.limit, &analysis.traffic),
         c.level
     );
     for b in &analysis.boundaries {
@@ -311,7 +311,11 @@ fn render_verdicts(out: &mut String, analysis: &Analysis) {
                  (bandwidths or peak measured with other code?)"
             } else if m.at_limit && analysis.prediction.limit == Limit::Chain {
                 // The chain is the code's limit, not the machine's: the code can lift it.
-                "at the in-order sum's limit (≥ 85 %): partial sums would lift it"
+                if analysis.traffic.chain_is_recurrence() {
+                    "at the recurrence's limit (≥ 85 %): another update order would lift it"
+                } else {
+                    "at the in-order sum's limit (≥ 85 %): partial sums would lift it"
+                }
             } else if m.at_limit {
                 "at the limit (≥ 85 %), tuning can stop"
             } else {
@@ -324,10 +328,13 @@ fn render_verdicts(out: &mut String, analysis: &Analysis) {
     }
 }
 
-fn limit_name(limit: Limit) -> String {
+fn limit_name(limit: Limit, traffic: &Traffic) -> String {
     match limit {
         Limit::Level(level) => format!("{level} bandwidth"),
         Limit::Compute => "compute".to_owned(),
+        Limit::Chain if traffic.chain_is_recurrence() => {
+            "the latency of a recurrence through memory".to_owned()
+        }
         Limit::Chain => "the in-order sum's add latency".to_owned(),
     }
 }

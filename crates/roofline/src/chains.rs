@@ -24,9 +24,21 @@
 //! splits a scalar sum into partial sums. A loop body assigning more than
 //! [`MAX_CHAIN_SCALARS`] scalars is not searched for them.
 //!
+//! Recurrences through memory chain too: a statement that reads back the element it stored an
+//! iteration of its innermost loop earlier (`a[i] = a[i-1] + b[i]`, or Gauss-Seidel's
+//! `a[j][i] = (a[j][i-1] + a[j][i+1] + a[j-1][i] + a[j+1][i]) * s`) cannot start before that
+//! store's value exists, so each iteration waits for the operations between the read and the
+//! store (four in Gauss-Seidel: three additions and the product, as C evaluates them left to
+//! right), over the distance in iterations. Every operation on such a path is timed at the add
+//! latency (a product's latency equals an addition's on current x86 cores; a division's is
+//! longer, so a path through one is under-counted). Nothing runs these side by side: the loop
+//! cannot be vectorised along its recurrence, and reassociation does not shorten it. The store
+//! and the read are taken as forwarded without extra latency, as out-of-order cores with memory
+//! renaming do for this pattern.
+//!
 //! Not modelled: the overlap of short chains in the out-of-order window (a 32-iteration chain
 //! overlaps the next one almost entirely, so the bound is pessimistic for short inner loops),
-//! and recurrences through memory (`a[i] = a[i-1] + ...`).
+//! and recurrences through memory that pass from one statement to another.
 
 use std::collections::HashMap;
 
@@ -71,7 +83,7 @@ pub(crate) fn chained_adds(kernel: &Kernel, executions: &[u64], vector_bytes: u6
 
 fn build_chains(kernel: &Kernel, executions: &[u64], vector_bytes: u64, reassociates: bool) -> u64 {
     let lanes = |bytes: u64| (vector_bytes / bytes.max(1)).max(1);
-    kernel
+    let in_order = kernel
         .statements
         .iter()
         .zip(executions)
@@ -90,7 +102,67 @@ fn build_chains(kernel: &Kernel, executions: &[u64], vector_bytes: u64, reassoci
             } else {
                 1
             }
-        }))
+        }));
+    in_order.saturating_add(recurrence_adds(kernel, executions))
+}
+
+/// Operations on recurrences through memory over one run of `kernel` (each statement's
+/// heaviest one per iteration of its innermost loop), counted as additions: already part of
+/// [`chained_adds`] and [`in_order_sums`].
+pub(crate) fn recurrence_adds(kernel: &Kernel, executions: &[u64]) -> u64 {
+    kernel
+        .statements
+        .iter()
+        .zip(executions)
+        .filter_map(|(statement, &runs)| {
+            let (operations, distance) = heaviest_recurrence(kernel, statement)?;
+            let adds = (u128::from(operations) * u128::from(runs)).div_ceil(u128::from(distance));
+            Some(u64::try_from(adds).unwrap_or(u64::MAX))
+        })
+        .fold(0u64, u64::saturating_add)
+}
+
+/// The read of `statement` that waits longest per iteration for a store of an earlier iteration
+/// of its innermost loop, as (operations from the read to the store, distance in iterations).
+fn heaviest_recurrence(kernel: &Kernel, statement: &Statement) -> Option<(u32, u64)> {
+    let &inner = statement.loops.last()?;
+    let store = written(statement)?;
+    let step = kernel.loops[inner].step;
+    statement
+        .refs
+        .iter()
+        .zip(&statement.ref_depths)
+        .filter(|(r, depth)| r.kind == AccessKind::Read && r.array == store.array && **depth > 0)
+        .filter_map(|(r, &depth)| Some((depth, distance(store, r, Sym::Loop(inner), step)?)))
+        .max_by(|a, b| {
+            (u128::from(a.0) * u128::from(b.1)).cmp(&(u128::from(b.0) * u128::from(a.1)))
+        })
+}
+
+/// How many iterations of loop `sym` (stepping by `step`) before the store of `store` the
+/// element `read` reads was stored: `Some(d)`, d ≥ 1, when every subscript of `read` is
+/// `store`'s as it was d iterations earlier.
+fn distance(store: &Reference, read: &Reference, sym: Sym, step: i64) -> Option<u64> {
+    let mut found = None;
+    for (w, r) in store.subscripts.iter().zip(&read.subscripts) {
+        let offset = r.checked_sub(w)?.as_constant()?;
+        let per_iteration = w.coefficient(sym).checked_mul(step)?;
+        if per_iteration == 0 {
+            if offset != 0 {
+                return None;
+            }
+            continue;
+        }
+        if offset.checked_rem(per_iteration)? != 0 {
+            return None;
+        }
+        let d = offset.checked_div(per_iteration)?.checked_neg()?;
+        if d < 1 || found.is_some_and(|f| f != d) {
+            return None;
+        }
+        found = Some(d);
+    }
+    u64::try_from(found?).ok()
 }
 
 /// Bytes of the widest scalar `body` assigns (8 when it names none the kernel declares).
@@ -402,6 +474,67 @@ mod tests {
         assert_eq!(chains(count, 16).0, 0);
     }
 
+    /// (chained additions, of them on recurrences through memory) at N.
+    fn recurrences(text: &str, n: i64) -> (u64, u64) {
+        let kernel = parse_kernel(text, "test.c").unwrap();
+        let params = kernel.param_values(&[("N".into(), n)]).unwrap();
+        let layout = kernel.layout(&params, &[]).unwrap();
+        let program = Program::new(&kernel, &params, &layout).unwrap();
+        (
+            chained_adds(&kernel, program.executions(), BASELINE_VECTOR_BYTES),
+            recurrence_adds(&kernel, program.executions()),
+        )
+    }
+
+    #[test]
+    fn a_statement_reading_back_the_last_iterations_store_chains_through_memory() {
+        let prefix = "double a[N], b[N];
+for(int i=1; i<N; ++i)
+ a[i] = a[i-1] + b[i];";
+        assert_eq!(recurrences(prefix, 10), (9, 9));
+        // Gauss-Seidel: a[j][i-1] is four operations below the store, on each of 4 × 4 points.
+        let gauss_seidel = "double a[N][N];
+double s;
+for(int j=1; j<N-1; ++j)
+                             for(int i=1; i<N-1; ++i)
+  a[j][i] = (a[j][i-1] + a[j][i+1]                             + a[j-1][i] + a[j+1][i]) * s;";
+        assert_eq!(recurrences(gauss_seidel, 6), (64, 64));
+        // Two chains interleave when the element read back is two iterations old.
+        let two_apart = "double a[N];
+double s;
+for(int i=2; i<N; ++i)
+ a[i] = a[i-2] * s;";
+        assert_eq!(recurrences(two_apart, 11), (5, 5));
+        // Counting down, the element stored before is the one above.
+        let down = "double a[N], b[N];
+for(int i=N-2; i>=0; --i)
+ a[i] = a[i+1] + b[i];";
+        assert_eq!(recurrences(down, 10), (9, 9));
+    }
+
+    #[test]
+    fn reads_of_elements_not_yet_stored_or_of_another_array_are_no_recurrence() {
+        let ahead = "double a[N], b[N];
+for(int i=0; i<N-1; ++i)
+ a[i] = a[i+1] + b[i];";
+        assert_eq!(recurrences(ahead, 10), (0, 0));
+        let jacobi = "double a[N][N], b[N][N];
+for(int j=1; j<N-1; ++j)
+                       for(int i=1; i<N-1; ++i)
+  b[j][i] = a[j][i-1] + a[j][i+1];";
+        assert_eq!(recurrences(jacobi, 6), (0, 0));
+        // The row above was stored a whole inner loop ago: no tight chain.
+        let row_above = "double a[N][N];
+for(int j=1; j<N; ++j)
+ for(int i=0; i<N; ++i)
+                           a[j][i] = a[j-1][i] * 0.5;";
+        assert_eq!(recurrences(row_above, 6), (0, 0));
+        let update = "double a[N], b[N];
+for(int i=0; i<N; ++i)
+ a[i] += b[i];";
+        assert_eq!(recurrences(update, 10), (0, 0));
+    }
+
     fn matvec_analysis(latency_ns: Option<f64>) -> crate::Analysis {
         let traffic = crate::Traffic {
             levels: vec![crate::LevelTraffic {
@@ -415,6 +548,7 @@ mod tests {
             l1: None,
             word_bytes: 8,
             chained_adds: 1000,
+            recurrence_adds: 0,
         };
         let mut ceilings = crate::Ceilings::new(40.0, 20.0, "test").unwrap();
         let memory = crate::BandwidthFn::Constant { gb_per_s: 40.0 };

@@ -10,7 +10,7 @@
 use loopscope_cache::{Hierarchy, LevelConfig, LevelStats};
 use loopscope_kernel::{Kernel, Layout, Node, Program};
 
-use crate::chains::{BASELINE_VECTOR_BYTES, chained_adds};
+use crate::chains::{BASELINE_VECTOR_BYTES, chained_adds, recurrence_adds};
 use crate::{HarnessArray, HarnessKernel, Level, LevelTraffic, RooflineError, Traffic};
 
 /// Steady-state traffic of `kernel` through the simulated `levels` (innermost first). A level
@@ -98,6 +98,7 @@ pub(crate) fn assemble(
         l1: None,
         word_bytes: kernel.arrays.first().map_or(8, |a| a.elem.bytes()).max(1),
         chained_adds: chained_adds(kernel, program.executions(), BASELINE_VECTOR_BYTES),
+        recurrence_adds: recurrence_adds(kernel, program.executions()),
     }
 }
 

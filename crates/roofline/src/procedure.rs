@@ -357,14 +357,24 @@ fn explain_chain(analysis: &mut Analysis) {
     let per_iteration = adds as f64 / analysis.traffic.iterations as f64;
     let Some(latency) = &analysis.ceilings.add_latency else {
         analysis.warnings.push(format!(
-            "the kernel sums in order through its innermost loop ({per_iteration:.3} dependent \
-             additions per iteration) and no add latency is known: the prediction ignores that \
-             chain (give --add-latency-ns, or a machine file from `loopscope probe`)"
+            "the kernel has a dependency chain through its innermost loop ({per_iteration:.3} \
+             dependent operations per iteration) and no add latency is known: the prediction \
+             ignores that chain (give --add-latency-ns, or a machine file from `loopscope probe`)"
         ));
         return;
     };
     let prediction = &analysis.prediction;
-    if prediction.limit == Limit::Chain {
+    let recurrence = analysis.traffic.recurrence_adds;
+    if prediction.limit == Limit::Chain && analysis.traffic.chain_is_recurrence() {
+        analysis.notes.push(format!(
+            "chain-bound: each iteration reads back what an earlier one stored (a recurrence \
+             through memory): {:.3} dependent operations per iteration at {:.3} ns each outlast \
+             every bandwidth and Peff; only an update order without that dependence lifts \
+             this limit (for Gauss-Seidel: red-black ordering or a wavefront)",
+            recurrence as f64 / analysis.traffic.iterations as f64,
+            latency.ns
+        ));
+    } else if prediction.limit == Limit::Chain {
         analysis.notes.push(format!(
             "chain-bound: {per_iteration:.3} dependent additions per iteration at {:.3} ns each \
              outlast every bandwidth and Peff; several partial sums written in the source would \
@@ -449,6 +459,7 @@ mod tests {
             l1: None,
             word_bytes: 8,
             chained_adds: 0,
+            recurrence_adds: 0,
         };
         let mut ceilings = Ceilings::new(10.0, 10.0, "p").unwrap();
         ceilings
@@ -500,6 +511,7 @@ mod tests {
                 l1: None,
                 word_bytes: 8,
                 chained_adds: 0,
+                recurrence_adds: 0,
             };
             let mut ceilings = Ceilings::new(peak, peak * peff_fraction, "p").unwrap();
             for (&level, &gb_per_s) in levels.iter().zip(&bandwidths) {
@@ -539,6 +551,7 @@ mod tests {
             l1: None,
             word_bytes: 8,
             chained_adds: 0,
+            recurrence_adds: 0,
         };
         let err = analyse(&traffic, &ceilings, Options::default()).unwrap_err();
         assert!(matches!(err, RooflineError::NotPositive { .. }), "{err}");

@@ -52,9 +52,18 @@ pub struct Traffic {
     /// Floating-point additions that each wait for the one before (in-order sums through the
     /// innermost loop), over all iterations; chains that advance side by side count once.
     pub chained_adds: u64,
+    /// Of `chained_adds`, the operations on recurrences through memory (a statement reading
+    /// back what an earlier iteration of its innermost loop stored), each timed as an addition.
+    pub recurrence_adds: u64,
 }
 
 impl Traffic {
+    /// Whether most of the chained operations are on recurrences through memory rather than
+    /// in-order sums (what would lift the chain differs).
+    pub fn chain_is_recurrence(&self) -> bool {
+        self.recurrence_adds > 0 && self.recurrence_adds.saturating_mul(2) >= self.chained_adds
+    }
+
     /// Checks the invariants the models rely on: at least one level or some FLOPs, levels
     /// sorted and distinct, a positive iteration count.
     pub fn validate(&self) -> Result<(), RooflineError> {
@@ -144,6 +153,7 @@ impl Counts {
             l1,
             word_bytes: self.word_bytes,
             chained_adds: self.chained_adds * self.iterations,
+            recurrence_adds: 0,
         }
     }
 }

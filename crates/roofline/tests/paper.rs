@@ -104,6 +104,7 @@ fn timed_run(level: Level, volume_bytes: u64, bf: f64) -> Traffic {
         l1: None,
         word_bytes: 8,
         chained_adds: 0,
+        recurrence_adds: 0,
     }
 }
 
