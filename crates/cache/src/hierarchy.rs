@@ -14,7 +14,7 @@ pub enum MissSplit {
     /// Misses only.
     #[default]
     None,
-    /// Compulsory misses (first touch of a line at a level) counted apart, capacity and
+    /// Compulsory misses (on a line the level never brought in) counted apart, capacity and
     /// conflict left at 0: one bit per line, looked at on misses only, so hits run as fast as
     /// without a split.
     Compulsory,
@@ -33,10 +33,12 @@ pub struct LevelStats {
     pub hits: u64,
     /// Requests that did not.
     pub misses: u64,
-    /// Misses on the first touch of a line at this level (with [`MissSplit::Compulsory`] or
-    /// [`MissSplit::ThreeC`]).
+    /// Misses on a line this level never brought in (with [`MissSplit::Compulsory`] or
+    /// [`MissSplit::ThreeC`]): its first touch, and under no-write-allocate every store before
+    /// the first load, since an infinite cache with the same policy misses those too.
     pub compulsory: u64,
-    /// Misses a fully associative LRU cache of the same size would also have (3C split).
+    /// Misses a fully associative LRU cache of the same size and allocation policy would also
+    /// have (3C split).
     pub capacity: u64,
     /// The other misses (3C split).
     pub conflict: u64,
@@ -450,7 +452,9 @@ impl Hierarchy {
             cfg.line_bytes,
         );
         let line = addr >> self.levels[k].shift;
-        let distance = self.trackers.get_mut(k).map(|t| t.access(line));
+        let allocates = !write || write_allocate;
+        let distance = (self.trackers.get_mut(k))
+            .map(|t| fully_associative_distance(t, line, allocates, cfg.lines()));
         let stats = &mut self.stats[k];
         let rs = &mut self.refs[r * n + k];
         stats.accesses += 1;
@@ -484,7 +488,7 @@ impl Hierarchy {
                     rs.conflict += 1;
                 }
             }
-        } else if self.seen.get_mut(k).is_some_and(|s| s.first_touch(line)) {
+        } else if (self.seen.get_mut(k)).is_some_and(|s| never_brought_in(s, line, allocates)) {
             stats.compulsory += 1;
             rs.compulsory += 1;
         }
@@ -561,11 +565,14 @@ impl Hierarchy {
             return;
         }
         let line = addr >> self.levels[k].shift;
+        // A write-through level passes a written-back line on without keeping it, unless it is
+        // exclusive (below), so the line is not brought in.
+        let allocates = write_back || inclusion == Inclusion::Exclusive;
         if let Some(t) = self.trackers.get_mut(k) {
-            t.access(line);
+            fully_associative_distance(t, line, allocates, cfg.lines());
         }
         if let Some(seen) = self.seen.get_mut(k) {
-            seen.first_touch(line);
+            never_brought_in(seen, line, allocates);
         }
         if dirty {
             self.stats[k].writebacks_received += 1;
@@ -585,6 +592,37 @@ impl Hierarchy {
             // A whole line arrives, so it is allocated without fetching it from below.
             self.install(k, addr, dirty);
         }
+    }
+}
+
+/// Records an access to `line` in the stack of a fully associative LRU cache of `lines` lines
+/// with the level's allocation policy, returning its stack distance (`None`: never brought
+/// in). An access that does not allocate on a miss (a no-write-allocate store) moves its line
+/// up only where that cache holds it: an infinite cache with the same policy never brings the
+/// line in, so its misses stay compulsory until a load does.
+fn fully_associative_distance(
+    stack: &mut StackDistance,
+    line: u64,
+    allocates: bool,
+    lines: u64,
+) -> Option<u64> {
+    if allocates {
+        return stack.access(line);
+    }
+    let distance = stack.distance(line);
+    if distance.is_some_and(|d| d < lines) {
+        stack.access(line);
+    }
+    distance
+}
+
+/// Whether `line` was never brought into the level, as [`fully_associative_distance`] decides
+/// it: marked when the access allocates, only looked up when it does not.
+fn never_brought_in(seen: &mut SeenLines, line: u64, allocates: bool) -> bool {
+    if allocates {
+        seen.first_touch(line)
+    } else {
+        !seen.contains(line)
     }
 }
 
@@ -651,6 +689,40 @@ mod tests {
                 write_bytes: 128
             }
         );
+    }
+
+    #[test]
+    fn no_write_allocate_stores_miss_compulsorily_until_a_load_brings_the_line() {
+        // One set of 2 ways: the same as a fully associative cache of 2 lines, so no conflict.
+        let configs = parse_cache_spec("L1=128:2:64:nwa").unwrap();
+        let run = |split| {
+            let mut h = Hierarchy::with_split(&configs, 1, split, 1);
+            // Stores to 0 never bring it in; the load does, then 64 and 128 push it out.
+            for (addr, write) in [
+                (0, true),
+                (0, true),
+                (0, false),
+                (0, true),
+                (64, false),
+                (128, false),
+                (0, true),
+                (0, true),
+            ] {
+                h.access(addr, 8, write, 0);
+            }
+            h.stats()[0]
+        };
+        let three_c = run(MissSplit::ThreeC);
+        assert_eq!(
+            (
+                three_c.misses,
+                three_c.compulsory,
+                three_c.capacity,
+                three_c.conflict
+            ),
+            (7, 5, 2, 0)
+        );
+        assert_eq!(run(MissSplit::Compulsory).compulsory, 5);
     }
 
     #[test]

@@ -6,9 +6,10 @@
 //! write-through and no-write-allocate; non-inclusive, inclusive (with back-invalidation) or
 //! exclusive (victim) levels. [`Hierarchy`] counts per level and per reference: accesses, hits,
 //! misses, evictions, write-backs and bytes moved, and optionally ([`MissSplit`]) the compulsory
-//! misses alone (first touch of the line at that level: cheap, looked up on misses only) or the
-//! whole 3C split (compulsory; capacity: a fully associative LRU cache of the same size would
-//! miss too; conflict: the rest; a stack-distance tracker on every access). [`Hierarchy::access_many`] takes a stream in batches
+//! misses alone (a line the level never brought in: its first touch, and under no-write-allocate
+//! every store before its first load; cheap, looked up on misses only) or the whole 3C split
+//! (compulsory; capacity: a fully associative LRU cache of the same size and allocation policy
+//! would miss too; conflict: the rest; a stack-distance tracker on every access). [`Hierarchy::access_many`] takes a stream in batches
 //! and is several times faster than [`Hierarchy::access`] per access when the first level is
 //! LRU and write-back, with the same counts. [`StackDistance`] and [`MissCurve`] give LRU stack
 //! distances in O(log n) per access, hence the misses of a fully associative LRU cache of every

@@ -1,7 +1,9 @@
-//! The lines a level has ever seen, one bit each: enough to tell a compulsory miss (first touch
-//! of the line) from the others without the stack-distance tracker, which must be updated on
-//! every access, hits included. This set is consulted on misses and on lines arriving from
-//! above only: a hit's line is in the cache, so it was seen when it came in.
+//! The lines a level has ever brought in, one bit each: enough to tell a compulsory miss from
+//! the others without the stack-distance tracker, which must be updated on every access, hits
+//! included. This set is consulted on misses and on lines arriving from above only: a hit's
+//! line is in the cache, so it was marked when it came in. A line is marked when the level
+//! allocates it, not when an access it does not keep (a no-write-allocate store) passes by:
+//! such a line was never brought in, so its next miss is still compulsory.
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
@@ -71,6 +73,20 @@ impl SeenLines {
         *word |= mask;
         first
     }
+
+    /// Whether `line` was marked seen.
+    #[inline]
+    pub(crate) fn contains(&self, line: u64) -> bool {
+        let offset = line.wrapping_sub(self.first_line);
+        let bit = match usize::try_from(offset / 64)
+            .ok()
+            .and_then(|w| self.dense.get(w))
+        {
+            Some(w) => (*w >> (offset % 64)) & 1,
+            None => (self.sparse.get(&(line / 64))).map_or(0, |w| (*w >> (line % 64)) & 1),
+        };
+        bit == 1
+    }
 }
 
 #[cfg(test)]
@@ -83,11 +99,14 @@ mod tests {
         assert!(!seen.dense.is_empty());
         let lines = [15u64, 16, 78, 142, 0, 1, 1 << 40, u64::MAX, 15 + 64];
         for &line in &lines {
+            assert!(!seen.contains(line), "{line}");
             assert!(seen.first_touch(line), "{line}");
+            assert!(seen.contains(line), "{line}");
         }
         for &line in &lines {
             assert!(!seen.first_touch(line), "{line}");
         }
+        assert!(!seen.contains(17) && !seen.contains(1 << 41));
     }
 
     #[test]

@@ -65,6 +65,17 @@ impl LastAccess {
         Some(previous)
     }
 
+    /// `line`'s time, if it was accessed.
+    #[inline]
+    fn get(&self, line: u64) -> Option<u32> {
+        let chunk = *self.chunks.get(&(line / CHUNK_LINES))?;
+        let time = *self
+            .times
+            .get(chunk as usize)?
+            .get((line % CHUNK_LINES) as usize)?;
+        (time != NEVER).then_some(time)
+    }
+
     /// Every (time, line) pair.
     fn entries(&self) -> Vec<(u32, u64)> {
         let mut out = Vec::with_capacity(self.live as usize);
@@ -126,6 +137,14 @@ impl StackDistance {
         });
         self.add(now, 1);
         distance
+    }
+
+    /// The distance [`StackDistance::access`] would return, without recording the access: for
+    /// an access that a fully associative cache does not allocate on a miss.
+    #[inline]
+    pub fn distance(&self, line: u64) -> Option<u64> {
+        let previous = self.last.get(line)?;
+        Some(self.last.live - u64::from(self.prefix(previous)))
     }
 
     fn add(&mut self, slot: u32, delta: i32) {

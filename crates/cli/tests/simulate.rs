@@ -204,6 +204,34 @@ fn a_blocked_kernel_takes_its_tile_size_as_a_parameter() {
     );
 }
 
+/// Under no-write-allocate a store to a line never loaded misses in an infinite cache with the
+/// same policy too, so the triad's stores to `a` (never read) are all compulsory, in a cache
+/// that holds everything; the one store per line that loads nothing is no different.
+#[test]
+fn no_write_allocate_stores_to_lines_never_loaded_are_compulsory() {
+    let triad = example("triad.c");
+    let out = loopscope(&[
+        "simulate",
+        &triad,
+        "-D",
+        "N=1000",
+        "--cache",
+        "L1=32K:8:64:nwa",
+        "--3c",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let split = |x: &serde_json::Value| {
+        ["misses", "compulsory", "capacity", "conflict"].map(|f| x[f].as_u64().unwrap())
+    };
+    assert_eq!(split(&v["levels"][0]), [1375, 1375, 0, 0], "{v}");
+    let a = (v["references"].as_array().unwrap().iter())
+        .find(|r| r["text"] == "a[i]")
+        .unwrap();
+    assert_eq!(split(a), [1000, 1000, 0, 0], "{a}");
+}
+
 #[test]
 fn bad_input_exits_2_with_one_line() {
     let dir = tempfile::tempdir().unwrap();
