@@ -80,6 +80,42 @@ fn spec000_acceptance_rows() {
     }
 }
 
+/// A no-write-allocate level is simulated, not modelled: `--check` compares the other levels
+/// only and says so, and the simulated level splits its misses as `simulate --3c` does, the
+/// stores to lines never loaded compulsory.
+#[test]
+fn a_no_write_allocate_level_is_not_compared_and_its_stores_miss_compulsorily() {
+    let k = example("triad.c");
+    let args = [
+        "misses",
+        &k,
+        "-D",
+        "N=1000",
+        "--cache",
+        "L1=4K:8:64,L2=32K:8:64:nwa",
+        "--check",
+    ];
+    let v = json(&loopscope(args.iter().chain(&["--json"])));
+    assert_eq!(v["check"]["equal"], true, "{v}");
+    assert_eq!(v["check"]["compared"], serde_json::json!(["L1"]));
+    let l2_a = (v["references"].as_array().unwrap().iter())
+        .find(|r| r["level"] == "L2" && r["text"] == "a[i]")
+        .unwrap();
+    assert_eq!(
+        (&l2_a["misses"], &l2_a["compulsory"], &l2_a["conflict"]),
+        (&1000.into(), &1000.into(), &0.into()),
+        "{l2_a}"
+    );
+    let text = stdout(&loopscope(args));
+    assert!(
+        text.contains(
+            "\ncheck     the model equals the exact simulator (each level alone) on every \
+             reference (L2 not modelled, so not compared)\n"
+        ),
+        "{text}"
+    );
+}
+
 fn check_equal(kernel: &str, defines: &[&str], cache: &str) -> serde_json::Value {
     let k = example(kernel);
     let mut args = vec!["misses", &k, "--cache", cache, "--check", "--json"];
@@ -343,8 +379,35 @@ fn a_level_past_its_time_limit_is_simulated_with_the_simulators_counts() {
     }
     // With --check the model runs alone to its time limit; the level it did not finish is
     // simulated after it, with compulsory and conflict as the check's simulation splits them.
+    // Nothing was compared, so the check claims no agreement and fails (exit 1).
     let checked_out = run(&["--json", "--check"]);
-    let checked = json(&checked_out);
+    assert_eq!(
+        checked_out.status.code(),
+        Some(1),
+        "{}",
+        stderr(&checked_out)
+    );
+    let err = stderr(&checked_out);
+    assert_eq!(
+        err.lines().next_back(),
+        Some(
+            "loopscope: error: --check: nothing compared: the model counted no level (L1 not modelled)"
+        ),
+        "{err}"
+    );
+    let checked: serde_json::Value = serde_json::from_slice(&checked_out.stdout).unwrap();
+    assert_eq!(
+        checked["check"]["equal"],
+        serde_json::Value::Null,
+        "{checked}"
+    );
+    assert_eq!(checked["check"]["compared"], serde_json::json!([]));
+    assert!(
+        stdout(&run(&["--check"])).contains(
+            "\ncheck     nothing compared: the model counted no level (L1 not modelled)\n"
+        ),
+        "the text check line does not claim equality"
+    );
     assert_eq!(checked["levels"][0]["method"], "simulated");
     assert!(
         checked["levels"][0]["model_error"]

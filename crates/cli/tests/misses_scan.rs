@@ -152,6 +152,49 @@ fn no_level_modelled_at_any_value_is_an_analysis_error() {
 }
 
 #[test]
+fn values_the_kernel_refuses_are_reported_and_the_others_scanned() {
+    // N = 0 gives the arrays an empty row: refused, while N = 8 and 16 are modelled.
+    let out = scan("N=0..16:8", &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let row = |n: &str| {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(n))
+            .unwrap_or_else(|| panic!("no row {n}: {text}"))
+            .to_owned()
+    };
+    assert_eq!(
+        row("0").split_whitespace().collect::<Vec<_>>()[1..],
+        ["-"; 3]
+    );
+    assert!(
+        row("16")
+            .split_whitespace()
+            .nth(1)
+            .is_some_and(|m| m != "-"),
+        "{text}"
+    );
+    let reason = "array `a` has an extent `N` that is not a positive 64-bit integer";
+    assert!(
+        text.contains("refused by the kernel (-):\n  N = 0: ") && text.matches(reason).count() == 1,
+        "{text}"
+    );
+    let v = json(&scan("N=0..16:8", &["--json"]));
+    let values = v["values"].as_array().unwrap();
+    assert!(
+        values[0]["refused"]
+            .as_str()
+            .is_some_and(|r| r.contains(reason)),
+        "{v}"
+    );
+    assert_eq!(values[0]["levels"][0]["misses"], serde_json::Value::Null);
+    assert_eq!(values[1]["refused"], serde_json::Value::Null);
+    assert!(values[2]["levels"][0]["misses"].as_u64().is_some(), "{v}");
+    // Every value refused: nothing to scan, bad input.
+    assert_bad_input(&scan("N=-8..0:8", &[]), reason);
+}
+
+#[test]
 fn bad_input_exits_2_with_one_line() {
     for (range, extra, expected) in [
         ("N=64", &[][..], "expected NAME=LO..HI"),

@@ -3,8 +3,8 @@
 //! `--scan` and their spikes; formulas in one parameter and chambers in several (`--symbolic`).
 
 use loopscope_analytic::{
-    ChambersReport, ConflictSources, Formula, FormulasReport, Geometry, Misses, MissesReport,
-    QuasiPolynomial, ScanReport, Written,
+    ChambersReport, Check, ConflictSources, Formula, FormulasReport, Geometry, Misses,
+    MissesReport, QuasiPolynomial, ScanReport, Written,
 };
 use loopscope_kernel::RefLabel;
 
@@ -89,25 +89,7 @@ fn render_counts(r: &MissesReport) -> String {
         out.push_str(&render_sources(r, sources));
     }
     if let Some(c) = &r.check {
-        let unmodelled: Vec<&str> = r
-            .levels
-            .iter()
-            .filter(|l| l.method != Some("model"))
-            .map(|l| l.name.as_str())
-            .collect();
-        let scope = if unmodelled.is_empty() {
-            String::new()
-        } else {
-            format!(" ({} not modelled)", unmodelled.join(", "))
-        };
-        out.push_str(&format!(
-            "\ncheck     {}{scope}\n",
-            if c.equal {
-                "the model equals the exact simulator (each level alone) on every reference"
-            } else {
-                "the model differs from the simulator (see diff)"
-            }
-        ));
+        out.push_str(&format!("\ncheck     {}\n", check_line(r, c)));
     }
     for l in r.levels.iter().filter(|l| l.explain.is_some()) {
         out.push_str(&format!(
@@ -117,6 +99,30 @@ fn render_counts(r: &MissesReport) -> String {
         ));
     }
     out
+}
+
+/// What `--check` compared and found: the levels not modelled are named as not compared, and
+/// with no level compared the line says so rather than claim an agreement.
+fn check_line(r: &MissesReport, c: &Check) -> String {
+    let uncompared: Vec<&str> = (r.levels.iter())
+        .map(|l| l.name.as_str())
+        .filter(|name| !c.compared.iter().any(|m| m == name))
+        .collect();
+    let scope = match uncompared.as_slice() {
+        [] => String::new(),
+        [one] => format!(" ({one} not modelled, so not compared)"),
+        more => format!(" ({} not modelled, so not compared)", more.join(", ")),
+    };
+    match c.equal {
+        Some(true) => format!(
+            "the model equals the exact simulator (each level alone) on every reference{scope}"
+        ),
+        Some(false) => format!("the model differs from the simulator (see diff){scope}"),
+        None => format!(
+            "nothing compared: the model counted no level ({} not modelled)",
+            uncompared.join(", ")
+        ),
+    }
 }
 
 fn signed(v: i64) -> String {
@@ -268,6 +274,13 @@ fn render_scan(r: &ScanReport) -> String {
     out.push_str(&format!("\nspikes: {}\n", r.spike_rule));
     for l in &r.levels {
         out.push_str(&format!("  {:<6} {}\n", l.name, spike_line(r, &l.name)));
+    }
+    let refused = r.refused();
+    if !refused.is_empty() {
+        out.push_str("\nrefused by the kernel (-):\n");
+        for f in refused {
+            out.push_str(&format!("  {p} = {}: {}\n", f.values_text(), f.reason));
+        }
     }
     let failures = r.not_modelled();
     if !failures.is_empty() {
@@ -674,6 +687,7 @@ mod tests {
             values: (1..=5)
                 .map(|v| ValueReport {
                     value: v,
+                    refused: None,
                     levels: vec![
                         ValueLevel {
                             spike: v == 3,
@@ -709,5 +723,63 @@ mod tests {
             "{text}"
         );
         assert_eq!(text.matches(slow).count(), 1, "{text}");
+    }
+
+    #[test]
+    fn scan_text_lists_each_refusal_once_apart_from_the_levels() {
+        let empty = "k.c: array `a` has an extent `N` that is not a positive 64-bit integer";
+        let info = |name: &str| LevelInfo {
+            name: name.into(),
+            size_bytes: 1024,
+            line_bytes: 64,
+            ways: 2,
+            sets: 8,
+        };
+        let value = |v: i64| ValueReport {
+            value: v,
+            refused: (v <= 0).then(|| empty.to_owned()),
+            levels: ["L1", "L2"]
+                .iter()
+                .map(|n| match v {
+                    ..=0 => ValueLevel {
+                        error: None,
+                        ..failed(n, "")
+                    },
+                    _ => counted(n, 100, 4),
+                })
+                .collect(),
+            duration_s: 0.1,
+        };
+        let report = ScanReport {
+            kernel: "k.c".into(),
+            params: Default::default(),
+            parameter: "N".into(),
+            range: RangeReport {
+                lo: -1,
+                hi: 2,
+                step: 1,
+            },
+            model: "m",
+            spike_rule: SPIKE_RULE,
+            values_at_once: 1,
+            levels: vec![info("L1"), info("L2")],
+            values: (-1..=2).map(value).collect(),
+            spikes: Vec::new(),
+            duration_s: 0.4,
+        };
+        let text = render_misses(&Misses::Scan(report));
+        let row = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("0 "))
+            .unwrap();
+        assert_eq!(row.matches('-').count(), 6, "{text}");
+        assert!(
+            text.contains(&format!(
+                "refused by the kernel (-):\n  N = -1, 0: {empty}\n"
+            )),
+            "{text}"
+        );
+        assert_eq!(text.matches(empty).count(), 1, "{text}");
+        assert!(!text.contains("not modelled"), "{text}");
     }
 }

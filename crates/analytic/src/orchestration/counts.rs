@@ -169,8 +169,13 @@ pub struct MissesArray {
 /// The exact simulator's counts, each level alone, beside the model's.
 #[derive(Debug, Serialize)]
 pub struct Check {
-    /// True when every modelled count equals the simulator's.
-    pub equal: bool,
+    /// Whether every count of the `compared` levels equals the simulator's; `None` when no level
+    /// was compared (the model counted none), so that nothing claims an agreement never tested.
+    pub equal: Option<bool>,
+    /// The levels the model counted, whose counts were compared, innermost first. The others
+    /// (not modelled: simulated instead, or missing) are simulated here but compared with
+    /// nothing.
+    pub compared: Vec<String>,
     /// Per level.
     pub levels: Vec<CheckLevel>,
     /// Per reference and level.
@@ -908,7 +913,11 @@ fn check(
     // One thread per level, as the model runs: the levels are independent simulations.
     let simulated = simulate_each_level_alone(&stream, refs, levels, arrays);
     let mut out = Check {
-        equal: true,
+        equal: None,
+        compared: (report.levels.iter())
+            .filter(|l| l.error.is_none())
+            .map(|l| l.name.clone())
+            .collect(),
         levels: Vec::new(),
         references: Vec::new(),
     };
@@ -923,11 +932,13 @@ fn check(
         out.references.extend(checked);
         each.push(alone);
     }
-    out.equal = (out.references.iter()).all(|c| {
-        matches!(
-            report.agreement(c),
-            Agreement::NotModelled | Agreement::Equal
-        )
+    out.equal = (!out.compared.is_empty()).then(|| {
+        (out.references.iter()).all(|c| {
+            matches!(
+                report.agreement(c),
+                Agreement::NotModelled | Agreement::Equal
+            )
+        })
     });
     Ok((out, each))
 }
@@ -1033,7 +1044,8 @@ mod tests {
             model: "spec 000",
             references: levels.iter().map(|l| reference(&l.name, 64, 320)).collect(),
             check: Some(Check {
-                equal: false,
+                equal: Some(false),
+                compared: Vec::new(),
                 levels: Vec::new(),
                 references: levels
                     .iter()

@@ -186,6 +186,9 @@ pub struct LevelInfo {
 pub struct ValueReport {
     /// The parameter's value.
     pub value: i64,
+    /// Why the kernel refuses this value (an empty or negative array extent, a subscript out of
+    /// its array); its levels then have no counts and no error of their own.
+    pub refused: Option<String>,
     /// Levels in the order of `levels`; empty when the value's worker failed.
     pub levels: Vec<ValueLevel>,
     /// Wall-clock seconds of the value (its levels ran at once).
@@ -269,10 +272,11 @@ pub(super) fn run(
     Ok(report)
 }
 
-/// Fails when no level could be modelled at any value.
+/// Fails when no level could be modelled at any value the kernel takes.
 fn nothing_modelled(report: &ScanReport) -> Result<(), AnalyticError> {
     let failures = report.not_modelled();
-    let cells = report.values.len() * report.levels.len();
+    let taken = report.values.iter().filter(|v| v.refused.is_none()).count();
+    let cells = taken * report.levels.len();
     if failures.iter().map(|f| f.values.len()).sum::<usize>() == cells {
         let reasons: Vec<String> = failures
             .iter()
@@ -289,10 +293,11 @@ fn nothing_modelled(report: &ScanReport) -> Result<(), AnalyticError> {
 }
 
 impl ScanReport {
-    /// The levels and values that could not be modelled, one entry per level and reason.
+    /// The levels and values that could not be modelled, one entry per level and reason (the
+    /// values the kernel refuses are in [`ScanReport::refused`]).
     pub fn not_modelled(&self) -> Vec<Failure<'_>> {
         let mut out: Vec<Failure<'_>> = Vec::new();
-        for v in &self.values {
+        for v in self.values.iter().filter(|v| v.refused.is_none()) {
             if v.levels.is_empty() {
                 for l in &self.levels {
                     add_failure(
@@ -312,49 +317,89 @@ impl ScanReport {
         out
     }
 
-    /// One warning per level and reason not modelled, for output that does not list them
-    /// (JSON has them in each value's `error`).
+    /// The values the kernel refuses, one entry per reason (`level` empty).
+    pub fn refused(&self) -> Vec<Failure<'_>> {
+        let mut out: Vec<Failure<'_>> = Vec::new();
+        for v in &self.values {
+            if let Some(reason) = &v.refused {
+                add_failure(&mut out, "", reason, v.value);
+            }
+        }
+        out
+    }
+
+    /// One warning per reason a value was refused and per level and reason not modelled, for
+    /// output that does not list them (JSON has them in each value's `refused` and `error`).
     pub fn failure_warnings(&self) -> Vec<String> {
-        self.not_modelled()
-            .iter()
-            .map(|f| {
-                format!(
-                    "{} not modelled at {} = {}: {}",
-                    f.level,
-                    self.parameter,
-                    f.values_text(),
-                    f.reason
-                )
-            })
-            .collect()
+        let refused = self.refused().into_iter().map(|f| {
+            format!(
+                "{} = {} refused: {}",
+                self.parameter,
+                f.values_text(),
+                f.reason
+            )
+        });
+        let not_modelled = self.not_modelled().into_iter().map(|f| {
+            format!(
+                "{} not modelled at {} = {}: {}",
+                f.level,
+                self.parameter,
+                f.values_text(),
+                f.reason
+            )
+        });
+        refused.chain(not_modelled).collect()
     }
 }
 
-/// The kernel at the first value, with the checks that make a bad request exit 2: `NAME` is a
-/// parameter and the kernel loads (every other parameter has a `-D` value).
+/// The kernel at the first value it takes, with the checks that make a bad request exit 2:
+/// `NAME` is a parameter and the kernel loads at some value (every other parameter has a `-D`
+/// value). A value it refuses (an empty array at `N = 0`) is reported as such by its own run,
+/// so the scan goes on from the next; when it refuses every value, the first refusal is the
+/// error.
 fn load_first(
     request: &MissesRequest<'_>,
     range: &ScanRange,
     listener: &dyn Listener,
 ) -> Result<LoadedKernel, AnalyticError> {
     let name = &range.name;
-    // Read with the values the first run binds, so that products with parameters (a[j*N+i])
-    // are folded, the scanned one's included.
-    let define = defines_at(request.define, name, range.lo);
-    let (_, kernel) = read_kernel_file_with_values(request.kernel, &define)?;
-    if !kernel.params.iter().any(|p| p == name) {
-        return Err(AnalyticError::Request(format!(
-            "--scan {name}: {} has no parameter `{name}` (it has: {})",
-            kernel.origin,
-            kernel.params.join(", ")
-        )));
+    let mut first_refusal = None;
+    for value in range.values() {
+        // Read with the values the run binds, so that products with parameters (a[j*N+i]) are
+        // folded, the scanned one's included.
+        let define = defines_at(request.define, name, value);
+        let kernel = match read_kernel_file_with_values(request.kernel, &define) {
+            Ok((_, kernel)) => kernel,
+            Err(e) => {
+                first_refusal.get_or_insert(e);
+                continue;
+            }
+        };
+        if !kernel.params.iter().any(|p| p == name) {
+            return Err(AnalyticError::Request(format!(
+                "--scan {name}: {} has no parameter `{name}` (it has: {})",
+                kernel.origin,
+                kernel.params.join(", ")
+            )));
+        }
+        // A parameter without a value is missing at every value: the request's fault.
+        kernel.param_values(&define)?;
+        // Silent until a value loads: the warnings are those of the first value scanned.
+        if let Err(e) = LoadedKernel::load(request.kernel, &define, request.base, &Silent) {
+            first_refusal.get_or_insert(e);
+            continue;
+        }
+        let loaded = LoadedKernel::load(request.kernel, &define, request.base, listener)?;
+        program_from_kernel(&loaded.kernel, &loaded.params, &loaded.layout).map_err(|e| {
+            let at = format!("at {name} = {value}: {e}");
+            super::counts::kernel_request_error(&loaded.origin, at, listener)
+        })?;
+        return Ok(loaded);
     }
-    let loaded = LoadedKernel::load(request.kernel, &define, request.base, listener)?;
-    program_from_kernel(&loaded.kernel, &loaded.params, &loaded.layout).map_err(|e| {
-        let at = format!("at {name} = {}: {e}", range.lo);
-        super::counts::kernel_request_error(&loaded.origin, at, listener)
-    })?;
-    Ok(loaded)
+    Err(match first_refusal {
+        Some(e) => AnalyticError::from(e),
+        None => AnalyticError::Request(format!("--scan {name}: no value to scan")),
+    })
 }
 
 /// The `-D` values with `name` set to `value` (replacing any `-D` for it).
@@ -419,6 +464,7 @@ fn model_values(
         .map(|(slot, &value)| {
             slot.unwrap_or_else(|| ValueReport {
                 value,
+                refused: None,
                 levels: Vec::new(),
                 duration_s: 0.0,
             })
@@ -437,9 +483,11 @@ fn model_value(
 ) -> ValueReport {
     let start = Instant::now();
     let define = defines_at(request.define, name, value);
-    let bound = LoadedKernel::load(request.kernel, &define, request.base, &Silent)
-        .map_err(AnalyticError::from)
-        .and_then(|l| program_from_kernel(&l.kernel, &l.params, &l.layout).map(|_| ()));
+    let loaded = match LoadedKernel::load(request.kernel, &define, request.base, &Silent) {
+        Ok(loaded) => loaded,
+        Err(e) => return refused_value(value, levels, e.to_string(), start),
+    };
+    let bound = program_from_kernel(&loaded.kernel, &loaded.params, &loaded.layout).map(|_| ());
     let outcomes: Vec<LevelOutcome> = match bound {
         Err(e) => levels
             .iter()
@@ -462,11 +510,38 @@ fn model_value(
     };
     ValueReport {
         value,
+        refused: None,
         levels: levels
             .iter()
             .zip(outcomes)
             .map(|(l, o)| value_level(l, o))
             .collect(),
+        duration_s: start.elapsed().as_secs_f64(),
+    }
+}
+
+/// A value the kernel refuses, for `reason`: every level without counts.
+fn refused_value(
+    value: i64,
+    levels: &[LevelConfig],
+    reason: String,
+    start: Instant,
+) -> ValueReport {
+    let no_counts = |l: &LevelConfig| ValueLevel {
+        name: l.name.clone(),
+        accesses: None,
+        misses: None,
+        compulsory: None,
+        conflict: None,
+        conflict_fraction: None,
+        spike: false,
+        duration_s: 0.0,
+        error: None,
+    };
+    ValueReport {
+        value,
+        refused: Some(reason),
+        levels: levels.iter().map(no_counts).collect(),
         duration_s: start.elapsed().as_secs_f64(),
     }
 }
@@ -748,6 +823,7 @@ mod tests {
             values: (1..=5)
                 .map(|v| ValueReport {
                     value: v,
+                    refused: None,
                     levels: vec![
                         level("L1", 100, Some(if v == 3 { 70 } else { 4 })),
                         level("L2", 100, (v == 2).then_some(0)),

@@ -135,11 +135,22 @@ pub fn run(args: &MissesArgs, ui: &Ui) -> anyhow::Result<()> {
 }
 
 /// `--check` fails (exit 1) when the model and the simulator differ, after printing both, so
-/// that a script sees it: the first difference named, and how many more there are.
+/// that a script sees it: the first difference named, and how many more there are. It fails
+/// too when the model counted no level, since a script gating on the check must not pass
+/// without a comparison.
 fn check_outcome(result: &Misses) -> anyhow::Result<()> {
     let Misses::Counts(report) = result else {
         return Ok(());
     };
+    if let Some(check) = &report.check
+        && check.equal.is_none()
+    {
+        let levels: Vec<&str> = report.levels.iter().map(|l| l.name.as_str()).collect();
+        anyhow::bail!(
+            "--check: nothing compared: the model counted no level ({} not modelled)",
+            levels.join(", ")
+        );
+    }
     match report.check_differences().as_slice() {
         [] => Ok(()),
         [one] => anyhow::bail!("--check: the model differs from the simulator at {one}"),
