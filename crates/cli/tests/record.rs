@@ -150,6 +150,31 @@ fn sampled_shares_match_the_work() {
 }
 
 #[test]
+fn sampling_follows_a_child_that_outlives_its_parent() {
+    if !perf_events_allowed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(binary) = common::compile_fixture("outlived.c", dir.path()) else {
+        return;
+    };
+    let profile = dir.path().join("outlived.profile");
+    record(&["--backend", "sample"], &binary, &[], &profile);
+    let report = report_json(&profile);
+    let mut all = Vec::new();
+    nodes(&report["tree"], &mut all);
+    let share = |name: &str| -> f64 {
+        all.iter()
+            .filter(|n| n["kind"] == "function" && n["name"] == name)
+            .map(|n| n["inclusive_share"].as_f64().unwrap())
+            .sum()
+    };
+    // The child runs 100 times the parent's iterations, after the parent has returned.
+    assert!(share("child_work") > 0.9, "{report:#}");
+    assert!(share("parent_work") < 0.05, "{report:#}");
+}
+
+#[test]
 fn dot_renders_with_graphviz() {
     let dir = tempfile::tempdir().unwrap();
     let Some(binary) = compile("nest.c", dir.path()) else {

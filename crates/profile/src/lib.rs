@@ -14,6 +14,7 @@ mod lcct;
 mod mix;
 mod naming;
 mod patch;
+mod procfs;
 mod ranks;
 mod recording;
 mod sample;

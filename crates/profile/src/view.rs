@@ -206,12 +206,7 @@ pub fn build_report(profile: &Profile, rule: HotRule) -> Result<ProfileReport, P
             if let Some(note) = truncated_note(run) {
                 notes.push(note);
             }
-            if run.lost_samples > 0 {
-                notes.push(format!(
-                    "{} samples lost (ring buffer full)",
-                    run.lost_samples
-                ));
-            }
+            notes.extend(run.lost_samples_note());
             let measure = format!(
                 "{} samples at {} Hz ({} {} each)",
                 run.event.name(),

@@ -405,7 +405,9 @@ fn wait_for_descendants(results: &Path, root: i32, stop: &AtomicBool) {
     loop {
         let pending: Vec<i32> = pids_with(results, "started")
             .into_iter()
-            .filter(|&p| p != root && !results.join(format!("{p}.json")).exists() && alive(p))
+            .filter(|&p| {
+                p != root && !results.join(format!("{p}.json")).exists() && crate::procfs::alive(p)
+            })
             .collect();
         if pending.is_empty() {
             return;
@@ -418,17 +420,6 @@ fn wait_for_descendants(results: &Path, root: i32, stop: &AtomicBool) {
             }
         }
         std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Whether process `pid` exists and is not a zombie (which has written all it will).
-fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .is_some_and(|state| state != "Z" && state != "X"),
-        Err(_) => false,
     }
 }
 

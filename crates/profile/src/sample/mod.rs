@@ -257,6 +257,15 @@ impl SampledRun {
         ))
     }
 
+    /// What the samples the kernel dropped mean for the shares; `None` when none were.
+    pub fn lost_samples_note(&self) -> Option<String> {
+        lost_samples_note(
+            self.lost_samples,
+            self.samples.len() as u64,
+            self.frequency_hz,
+        )
+    }
+
     /// The mapping of process `pid` that held `address` at `time_ns`: among the mappings
     /// the process had after its last `exec` before `time_ns`, the latest one containing
     /// the address.
@@ -344,7 +353,34 @@ pub fn record_sampled(
     }))
 }
 
-/// Reads the buffers until the target's first process has exited (or was given up on after
+/// Share of the samples taken that may be dropped before the shares are said to lean: the
+/// kernel drops samples while a buffer is full, that is while the code sampled most densely
+/// runs, so the loss is not spread evenly over the run.
+const LOST_SHARE_BIASED: f64 = 0.01;
+
+/// [`SampledRun::lost_samples_note`] of a run that lost `lost` samples and kept `kept`, at
+/// `frequency_hz`.
+fn lost_samples_note(lost: u64, kept: u64, frequency_hz: u64) -> Option<String> {
+    if lost == 0 {
+        return None;
+    }
+    let taken = lost.saturating_add(kept);
+    let share = lost as f64 / taken as f64;
+    let mut note = format!(
+        "{lost} samples lost (ring buffer full): {:.1} % of the {taken} taken",
+        100.0 * share
+    );
+    if share >= LOST_SHARE_BIASED {
+        note.push_str(&format!(
+            "; the shares lean toward code that ran while the buffer had room, and the ± \
+             columns do not count that: record again at a lower --freq (this run: {frequency_hz} \
+             Hz)"
+        ));
+    }
+    Some(note)
+}
+
+/// Reads the buffers until the target's processes have exited (or were given up on after
 /// an interruption), handing every record to the tracker in time order.
 fn watch(
     child: &mut spawn::Child,
@@ -369,10 +405,48 @@ fn watch(
             break TargetExit::Detached;
         }
     };
-    // The first process is reaped, so all its records are in; descendants that outlive it
-    // are not followed past this point.
+    // The first process is reaped, so all its records are in, its forks included.
+    handle_before(events::monotonic_ns(), rings, &mut queue, tracker);
+    follow_descendants(rings, &mut queue, tracker, stop, interrupted_at)?;
     handle_before(events::monotonic_ns(), rings, &mut queue, tracker);
     Ok(exit)
+}
+
+/// Keeps reading while processes the target started still run after its first process ended
+/// (a launcher, a parent that returns before its children): their samples are the run's too.
+/// On `stop` they get a SIGINT, and are given up on [`INTERRUPT_GRACE`] later.
+fn follow_descendants(
+    rings: &mut events::Rings,
+    queue: &mut records::Queue,
+    tracker: &mut tracker::Tracker,
+    stop: &AtomicBool,
+    mut interrupted_at: Option<std::time::Instant>,
+) -> Result<(), ProfileError> {
+    loop {
+        // A lost exit record would keep a process listed for ever: the process table says
+        // whether it still runs.
+        let running: Vec<u32> = tracker
+            .running_descendants()
+            .filter(|&p| crate::procfs::alive(p as i32))
+            .collect();
+        if running.is_empty() {
+            return Ok(());
+        }
+        if stop.load(Ordering::Relaxed) && interrupted_at.is_none() {
+            for &pid in &running {
+                // SAFETY: kill takes plain integers; the pid ran in the target's tree a poll
+                // ago, and a process that has exited since only makes kill fail.
+                unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) };
+            }
+            interrupted_at = Some(std::time::Instant::now());
+        }
+        if interrupted_at.is_some_and(|at| at.elapsed() >= INTERRUPT_GRACE) {
+            return Ok(());
+        }
+        rings.wait(None)?;
+        let horizon_ns = events::monotonic_ns().saturating_sub(records::HORIZON_NS);
+        handle_before(horizon_ns, rings, queue, tracker);
+    }
 }
 
 /// Events handled between two reads of the buffers: unwinding a batch takes long enough for
@@ -395,5 +469,28 @@ fn handle_before(
             };
             tracker.handle(event);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lost_samples_note;
+
+    #[test]
+    fn a_loss_past_a_percent_says_the_shares_lean() {
+        assert_eq!(lost_samples_note(0, 1000, 1000), None);
+        let few = lost_samples_note(5, 995, 1000).unwrap();
+        assert_eq!(
+            few,
+            "5 samples lost (ring buffer full): 0.5 % of the 1000 taken"
+        );
+        let many = lost_samples_note(250, 750, 100_000).unwrap();
+        assert!(
+            many.starts_with(
+                "250 samples lost (ring buffer full): 25.0 % of the 1000 taken; the shares lean"
+            ),
+            "{many}"
+        );
+        assert!(many.ends_with("(this run: 100000 Hz)"), "{many}");
     }
 }

@@ -56,6 +56,8 @@ pub(super) struct Tracker {
     last_instructions: HashMap<(u32, u32), u64>,
     pids: HashSet<u32>,
     tids: HashSet<u32>,
+    /// Per process started during the run (the first one aside), its threads not yet exited.
+    running: HashMap<u32, HashSet<u32>>,
     period_sum: u64,
     root_exec_ns: Option<u64>,
     root_exit_ns: Option<u64>,
@@ -77,6 +79,7 @@ impl Tracker {
             last_instructions: HashMap::new(),
             pids: HashSet::from([root]),
             tids: HashSet::from([root]),
+            running: HashMap::new(),
             period_sum: 0,
             root_exec_ns: None,
             root_exit_ns: None,
@@ -114,9 +117,18 @@ impl Tracker {
                 if pid != ppid {
                     self.fork(ppid, pid);
                 }
+                if pid != self.root {
+                    self.running.entry(pid).or_default().insert(tid);
+                }
             }
             EventKind::Exit { pid, tid } => {
                 self.seen(pid, tid);
+                if let Some(threads) = self.running.get_mut(&pid) {
+                    threads.remove(&tid);
+                    if threads.is_empty() {
+                        self.running.remove(&pid);
+                    }
+                }
                 if pid == self.root && tid == self.root {
                     self.root_exit_ns = Some(time_ns);
                 }
@@ -124,6 +136,12 @@ impl Tracker {
             EventKind::Lost { count } => self.lost += count,
             EventKind::Throttle => self.throttled += 1,
         }
+    }
+
+    /// The processes started during the run, the first one aside, whose exit has not been
+    /// handled yet.
+    pub(super) fn running_descendants(&self) -> impl Iterator<Item = u32> + '_ {
+        self.running.keys().copied()
     }
 
     fn seen(&mut self, pid: u32, tid: u32) {

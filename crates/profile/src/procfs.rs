@@ -1,0 +1,26 @@
+//! What `/proc` says about a process the recording started, when no record or wait status
+//! can tell.
+
+/// Whether process `pid` exists and is not a zombie (which runs no more code and has written
+/// all it will).
+pub(crate) fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_is_alive_and_a_reaped_child_is_not() {
+        assert!(alive(std::process::id() as i32));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id() as i32;
+        child.wait().unwrap();
+        assert!(!alive(pid));
+    }
+}
