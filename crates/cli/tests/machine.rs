@@ -256,10 +256,53 @@ fn text_from_machine_files_is_shown_escaped() {
 }
 
 #[test]
+fn a_loopscope_machine_file_given_to_import_is_named_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = edited_machine_file(dir.path(), "skx.toml", |t| t);
+    let output = loopscope(["machine".as_ref(), "--import".as_ref(), path.as_os_str()]);
+    let shown = path.display();
+    assert_bad_input(
+        &output,
+        &format!(
+            "skx.toml: a loopscope machine file (TOML), not a kerncraft YAML file: give it with \
+             `-m {shown}` (`loopscope machine -m {shown}` shows it)"
+        ),
+    );
+}
+
+/// A machine imported from kerncraft is often one the user is not on: the bandwidth it lacks
+/// comes from the kerncraft file, not from a probe here.
+#[test]
+fn an_imported_machine_without_a_bandwidth_points_at_its_kerncraft_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = edited_machine_file(dir.path(), "skx.toml", |t| t);
+    let kernel = example("kernels/triad.c");
+    let output = loopscope([
+        "roofline".as_ref(),
+        kernel.as_os_str(),
+        "-D".as_ref(),
+        "N=100000".as_ref(),
+        "-m".as_ref(),
+        path.as_os_str(),
+    ]);
+    let yml = example("machines/skylake-sp.yml");
+    assert_bad_input(
+        &output,
+        &format!(
+            "skx.toml has no L3 bandwidth, and the kernel uses L3: the kerncraft file it was \
+             imported from ({}) has no L3 benchmark: add it there and import the file again, or \
+             give `--bandwidth L3=GB/s`",
+            yml.display()
+        ),
+    );
+    assert!(!stderr(&output).contains("probe"), "{}", stderr(&output));
+}
+
+#[test]
 fn unknown_keys_and_impossible_values_are_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
     type Edit = fn(String) -> String;
-    let cases: [(&str, Edit, &str); 6] = [
+    let cases: [(&str, Edit, &str); 7] = [
         (
             "typo.toml",
             |t| t.replacen("working_set_bytes", "working_set_byte", 1),
@@ -290,6 +333,12 @@ fn unknown_keys_and_impossible_values_are_refused_by_name() {
             "cores.toml",
             |t| t.replacen("cores = 1\n", "cores = 7\n", 1),
             "cores.toml: `measured.bandwidth[0].cores` is 7: more than the run's 1 threads",
+        ),
+        (
+            "size.toml",
+            |t| t.replacen("size_bytes = 32768", "size_bytes = 32000", 1),
+            "size.toml: `caches[0].size_bytes` (L1d) is 32000: expected a whole number of sets \
+             of 8 ways × 64 B lines, a multiple of 512 B (the file's 64 sets make 32768)",
         ),
     ];
     for (name, edit, want) in cases {

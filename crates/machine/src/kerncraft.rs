@@ -29,6 +29,9 @@ pub struct KerncraftImport {
     pub unmapped: Vec<String>,
 }
 
+/// How an imported machine's `source` begins, before the kerncraft file's path.
+pub(crate) const IMPORTED_FROM: &str = "imported from kerncraft file ";
+
 /// Reads and imports a kerncraft machine file.
 pub fn import_kerncraft(path: &Path) -> Result<KerncraftImport, MachineError> {
     import_kerncraft_str(&read_text(path)?, path)
@@ -36,6 +39,17 @@ pub fn import_kerncraft(path: &Path) -> Result<KerncraftImport, MachineError> {
 
 /// Imports a kerncraft machine file's text; `path` names it in errors and in `source`.
 pub fn import_kerncraft_str(text: &str, path: &Path) -> Result<KerncraftImport, MachineError> {
+    if is_loopscope_file(text, path) {
+        return Err(MachineError::Invalid {
+            path: path.to_owned(),
+            message: format!(
+                "a loopscope machine file (TOML), not a kerncraft YAML file: give it with \
+                 `-m {}` (`loopscope machine -m {}` shows it)",
+                path.display(),
+                path.display()
+            ),
+        });
+    }
     check_expansion(text, path)?;
     let docs = YamlLoader::load_from_str(text).map_err(|e| MachineError::Syntax {
         path: path.to_owned(),
@@ -61,6 +75,20 @@ pub fn import_kerncraft_str(text: &str, path: &Path) -> Result<KerncraftImport, 
     .import(root)
 }
 
+/// Whether `text` is one of loopscope's own machine files, which is TOML: its arrays of tables
+/// are no YAML, so the YAML parser's complaint would name a line but not the mix-up. A file
+/// named `.toml` counts only when it parses as TOML, so that a misnamed kerncraft file still
+/// imports.
+fn is_loopscope_file(text: &str, path: &Path) -> bool {
+    let named_toml = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("toml"));
+    match toml::from_str::<toml::Table>(text) {
+        Ok(table) => table.contains_key("format_version") || named_toml && !table.is_empty(),
+        Err(_) => false,
+    }
+}
+
 fn invalid(path: &Path, key: &str, message: &str) -> MachineError {
     let message = if key.is_empty() {
         message.to_owned()
@@ -82,7 +110,7 @@ struct Importer<'a> {
 impl Importer<'_> {
     fn import(mut self, root: &Yaml) -> Result<KerncraftImport, MachineError> {
         let mut machine = Machine::unknown();
-        machine.source = format!("imported from kerncraft file {}", self.path.display());
+        machine.source = format!("{IMPORTED_FROM}{}", self.path.display());
         let mut cores_per_socket = None;
         let mut line_bytes = None;
         for (key, value) in self.entries(root, "")? {
@@ -692,6 +720,37 @@ mod tests {
         let text = "memory hierarchy:\n  - level: Lx\n    cache per group: {sets: 1}\n";
         let err = import(text).unwrap_err().to_string();
         assert!(err.contains("memory hierarchy[Lx].level"), "{err}");
+    }
+
+    #[test]
+    fn a_loopscope_machine_file_is_named_as_such() {
+        let mut machine = crate::Machine::unknown();
+        machine.peak_flops_per_cycle = crate::PeakFlops { dp: 4, sp: 8 };
+        machine.caches.push(crate::Cache::new(
+            1,
+            crate::CacheKind::Data,
+            32768,
+            64,
+            8,
+            1,
+        ));
+        let text = crate::to_toml(&machine).unwrap();
+        for name in ["m.toml", "m.yml"] {
+            let err = import_kerncraft_str(&text, Path::new(name))
+                .unwrap_err()
+                .to_string();
+            assert_eq!(
+                err,
+                format!(
+                    "{name}: a loopscope machine file (TOML), not a kerncraft YAML file: give it \
+                     with `-m {name}` (`loopscope machine -m {name}` shows it)"
+                )
+            );
+        }
+        // A kerncraft file keeps importing whatever its name, and names itself as the source.
+        let imported = import_kerncraft_str(SKYLAKE, Path::new("skx.toml")).unwrap();
+        assert_eq!(imported.machine.kerncraft_file(), Some("skx.toml"));
+        assert_eq!(machine.kerncraft_file(), None);
     }
 
     #[test]

@@ -80,6 +80,13 @@ impl Machine {
             .filter(|c| c.kind != CacheKind::Instruction)
     }
 
+    /// The kerncraft file this description was imported from, as its `source` names it: its
+    /// bandwidths are that file's benchmarks, so `probe` on this machine cannot supply the
+    /// ones it lacks.
+    pub fn kerncraft_file(&self) -> Option<&str> {
+        self.source.strip_prefix(crate::kerncraft::IMPORTED_FROM)
+    }
+
     /// Sorts caches by level and kind so that output and files are stable.
     pub fn sort_caches(&mut self) {
         self.caches.sort_by_key(|c| (c.level, c.kind));

@@ -91,15 +91,34 @@ fn check_cache(
             format!("({name}) is {}: expected a power of two", cache.line_bytes),
         ));
     }
-    let product = u128::from(cache.sets) * u128::from(cache.ways) * u128::from(cache.line_bytes);
-    if product != u128::from(cache.size_bytes) {
+    let (size, sets, ways, line) = (
+        u128::from(cache.size_bytes),
+        u128::from(cache.sets),
+        u128::from(cache.ways),
+        u128::from(cache.line_bytes),
+    );
+    let set_bytes = ways * line;
+    let made = sets
+        .checked_mul(set_bytes)
+        .map_or_else(|| "more than 2^128".to_owned(), |b| b.to_string());
+    // A size that no whole number of sets makes is the figure in error; otherwise the sets
+    // are, as they follow from the other three.
+    if size % set_bytes != 0 {
+        return Err(bad(
+            &format!("{key}.size_bytes"),
+            format!(
+                "({name}) is {size}: expected a whole number of sets of {ways} ways × {line} B \
+                 lines, a multiple of {set_bytes} B (the file's {sets} sets make {made})"
+            ),
+        ));
+    }
+    if sets.checked_mul(set_bytes) != Some(size) {
         return Err(bad(
             &format!("{key}.sets"),
             format!(
-                "({name}) is {}, but sets × ways × line_bytes = {} × {} × {} = {product} is not \
-                 size_bytes = {} (a file from an older loopscope: write it again with \
-                 `loopscope machine --out FILE`)",
-                cache.sets, cache.sets, cache.ways, cache.line_bytes, cache.size_bytes
+                "({name}) is {sets}: expected size_bytes / (ways × line_bytes) = {size} / \
+                 ({ways} × {line}) = {}",
+                size / set_bytes
             ),
         ));
     }
@@ -371,11 +390,33 @@ mod tests {
         assert!(message(&m).starts_with("m.toml: `caches[1].size_bytes` (L2) is 0"));
         let mut m = good();
         m.caches[1].sets = 1000;
-        assert!(message(&m).contains("`caches[1].sets` (L2) is 1000, but sets × ways"));
+        assert_eq!(
+            message(&m),
+            "m.toml: `caches[1].sets` (L2) is 1000: expected size_bytes / (ways × line_bytes) = \
+             1048576 / (16 × 64) = 1024"
+        );
+        // A hand-edited size that no whole number of sets makes is named as the figure in
+        // error, not the sets that disagree with it.
+        let mut m = good();
+        m.caches[0].size_bytes = 32000;
+        assert_eq!(
+            message(&m),
+            "m.toml: `caches[0].size_bytes` (L1d) is 32000: expected a whole number of sets of \
+             8 ways × 64 B lines, a multiple of 512 B (the file's 64 sets make 32768)"
+        );
         let mut m = good();
         m.caches[0].line_bytes = 63;
         m.caches[0].sets = 1;
         assert!(message(&m).contains("is 63: expected a power of two"));
+        let mut m = good();
+        m.caches[2].sets = u64::MAX;
+        m.caches[2].ways = u64::MAX;
+        m.caches[2].line_bytes = 1 << 63;
+        assert!(
+            message(&m).contains("make more than 2^128"),
+            "{}",
+            message(&m)
+        );
         let mut m = good();
         m.caches.push(m.caches[0].clone());
         assert!(message(&m).contains("`caches[3]` describes L1d again"));

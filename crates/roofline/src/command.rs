@@ -301,14 +301,26 @@ fn explain_missing_bandwidth(e: RooflineError, request: &RooflineRequest<'_>) ->
         return e;
     }
     let flag = format!("`--bandwidth {level}=GB/s`");
+    // An imported machine is one the user may not be on: its bandwidths come from the
+    // kerncraft file, so more of them come from there, not from a probe here.
+    let remeasure = |what: &str, it: &str| match machine.kerncraft_file() {
+        Some(yml) => format!(
+            "the kerncraft file it was imported from ({yml}) has no {what}: add {it} there and \
+             import the file again"
+        ),
+        None => format!("rerun `loopscope probe --out {name}`"),
+    };
     let Some(measured) = machine
         .measured
         .as_ref()
         .filter(|m| !m.bandwidth.is_empty())
     else {
+        let remedy = match machine.kerncraft_file() {
+            Some(_) => remeasure("benchmarks", "them"),
+            None => format!("{} (without --quick if it was quick)", remeasure("", "")),
+        };
         return RooflineError::Invalid(format!(
-            "{name} has no measured bandwidths: rerun `loopscope probe --out {name}` (without \
-             --quick if it was quick), or give {flag}"
+            "{name} has no measured bandwidths: {remedy}, or give {flag}"
         ));
     };
     let threads = ceiling_threads(request);
@@ -330,12 +342,16 @@ fn explain_missing_bandwidth(e: RooflineError, request: &RooflineRequest<'_>) ->
         }
         Some(t) => RooflineError::Invalid(format!(
             "{name} has no {level} bandwidth measured with {}, and the kernel uses {level}: \
-             rerun `loopscope probe --out {name}`, or give {flag}",
-            plural(t, "thread")
+             {}, or give {flag}",
+            plural(t, "thread"),
+            remeasure(
+                &format!("{level} benchmark with {}", plural(t, "thread")),
+                "it"
+            )
         )),
         None => RooflineError::Invalid(format!(
-            "{name} has no {level} bandwidth, and the kernel uses {level}: rerun `loopscope \
-             probe --out {name}`, or give {flag}"
+            "{name} has no {level} bandwidth, and the kernel uses {level}: {}, or give {flag}",
+            remeasure(&format!("{level} benchmark"), "it")
         )),
     }
 }
