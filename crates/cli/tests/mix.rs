@@ -236,6 +236,43 @@ fn a_perf_record_file_is_read_back() {
 }
 
 #[test]
+fn packed_floating_point_is_told_apart_from_scalar_sse() {
+    if !common::ptrace_allowed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(binary) = common::compile_fixture("packed.c", dir.path()) else {
+        return;
+    };
+    let profile = dir.path().join("packed.profile");
+    let mut args = vec!["record", "-q", "--exact", "-o"];
+    let (profile_arg, binary_arg) = (profile.display().to_string(), binary.display().to_string());
+    args.extend([profile_arg.as_str(), "--", binary_arg.as_str()]);
+    let out = loopscope(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mix = mix_json(&profile, &["--types", "fp,simd,vector_fp"]);
+    let function = |name: &str| -> (u64, u64) {
+        let row = mix["by"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["kind"] == "function" && r["name"] == name)
+            .unwrap_or_else(|| panic!("{name}: {mix:#}"));
+        let count = |t: &str| row["types"][t].as_u64().unwrap();
+        (count("simd"), count("vector_fp"))
+    };
+    let (packed_simd, packed_vector) = function("packed_add");
+    assert!(packed_vector > 0 && packed_vector <= packed_simd, "{mix:#}");
+    let (scalar_simd, scalar_vector) = function("scalar_dot");
+    assert!(scalar_simd > 0, "{mix:#}");
+    assert_eq!(scalar_vector, 0, "{mix:#}");
+}
+
+#[test]
 fn bad_input_is_one_line_and_exit_2() {
     let dir = tempfile::tempdir().unwrap();
     let junk = dir.path().join("junk");

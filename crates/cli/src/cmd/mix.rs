@@ -97,8 +97,10 @@ fn parse_types(names: &[String]) -> anyhow::Result<Vec<InstrType>> {
             continue;
         }
         let t = InstrType::parse(name).ok_or_else(|| {
+            let known: Vec<&str> = InstrType::ALL.iter().map(|t| t.name()).collect();
             bad_input(format!(
-                "--types {name}: expected fp, simd, simd128, simd256, simd512, fma, ls, br, int or other"
+                "--types {name}: expected {} or other",
+                known.join(", ")
             ))
         })?;
         if !types.contains(&t) {

@@ -19,7 +19,8 @@ pub enum InstrType {
     Br,
     /// Everything else.
     Int,
-    /// Vector instructions of any width (128, 256 or 512 bits).
+    /// Instructions on vector registers of any width (128, 256 or 512 bits): scalar SSE and
+    /// AVX arithmetic (`addsd`) and moves included, as spec 001 §6.4 defines it.
     Simd,
     /// 128-bit vector instructions.
     Simd128,
@@ -29,10 +30,14 @@ pub enum InstrType {
     Simd512,
     /// Fused multiply-adds.
     Fma,
+    /// Packed floating-point arithmetic (`addpd`, `vmulps`, `vfmadd231pd ymm`): the
+    /// vectorised share, which `simd` does not tell apart from scalar SSE.
+    #[serde(rename = "vector_fp")]
+    VectorFp,
 }
 
 /// Number of [`InstrType`]s.
-pub const TYPE_COUNT: usize = 9;
+pub const TYPE_COUNT: usize = 10;
 
 impl InstrType {
     /// Every type, exclusive ones first.
@@ -46,6 +51,7 @@ impl InstrType {
         InstrType::Simd256,
         InstrType::Simd512,
         InstrType::Fma,
+        InstrType::VectorFp,
     ];
 
     /// The exclusive types, which partition every block.
@@ -69,6 +75,7 @@ impl InstrType {
             InstrType::Simd256 => "simd256",
             InstrType::Simd512 => "simd512",
             InstrType::Fma => "fma",
+            InstrType::VectorFp => "vector_fp",
         }
     }
 
@@ -96,6 +103,7 @@ impl TypeCounts {
         counts[InstrType::Simd256 as usize] = tags.simd256;
         counts[InstrType::Simd512 as usize] = tags.simd512;
         counts[InstrType::Fma as usize] = tags.fma;
+        counts[InstrType::VectorFp as usize] = tags.vector_fp;
         TypeCounts(counts)
     }
 

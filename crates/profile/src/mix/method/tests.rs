@@ -234,6 +234,30 @@ fn tags_round_to_the_nearest_and_do_not_disturb_the_partition() {
     assert_eq!(n2[InstrType::Fma as usize], 3);
 }
 
+#[test]
+fn packed_floating_point_is_its_own_type_beside_simd() {
+    // addsd, mulpd, vfmadd231pd ymm: every one is simd; only the packed two are vector_fp.
+    let classes = ClassCounts {
+        fp: 3,
+        ..ClassCounts::default()
+    };
+    let tags = TagCounts {
+        simd128: 2,
+        simd256: 1,
+        fma: 1,
+        vector_fp: 2,
+        ..TagCounts::default()
+    };
+    let types = TypeCounts::from_binary(&classes, &tags);
+    assert_eq!(types.0[InstrType::Simd as usize], 3);
+    assert_eq!(types.0[InstrType::VectorFp as usize], 2);
+    assert_eq!(InstrType::parse("vector_fp"), Some(InstrType::VectorFp));
+    assert_eq!(
+        serde_json::to_string(&InstrType::VectorFp).unwrap(),
+        "\"vector_fp\""
+    );
+}
+
 fn arbitrary_map() -> impl Strategy<Value = BlockMap> {
     proptest::collection::vec(
         (1u64..64, 0u64..8, 0u64..30, 0u64..30, 0u64..30, 0u64..30),
