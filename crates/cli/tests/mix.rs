@@ -228,6 +228,18 @@ fn a_perf_record_file_is_read_back() {
     );
     assert!(named["types"]["other"].as_u64().unwrap() > 0, "{named:#}");
     assert_eq!(named["types"].as_object().unwrap().len(), 2, "fp and other");
+    // An ELF that is none of the recorded objects is named as such, not as a bad ELF.
+    let other = loopscope([
+        "mix",
+        &data.display().to_string(),
+        "--binary",
+        "/proc/self/exe",
+    ]);
+    assert_bad_input(
+        &other,
+        "--binary /proc/self/exe: not one of the recorded objects",
+    );
+    assert!(!common::stderr(&other).contains("expected a 64-bit"));
     // A truncated perf.data is one line of bad input.
     let bytes = std::fs::read(&data).unwrap();
     let cut = dir.path().join("cut.data");

@@ -396,15 +396,14 @@ fn choose_files(
             }
             None => {
                 let recorded: Vec<&str> = objects.iter().map(|o| o.path.as_str()).collect();
-                return Err(ProfileError::Binary(
-                    loopscope_binary::BinaryError::Unsupported {
-                        path: binary.to_owned(),
-                        what: format!(
-                            "not one of the recorded objects, by build-id or file name (recorded: {})",
-                            recorded.join(", ")
-                        ),
-                    },
-                ));
+                return Err(ProfileError::Options {
+                    what: format!(
+                        "--binary {}: not one of the recorded objects, by build-id or file name \
+                         (recorded: {})",
+                        binary.display(),
+                        recorded.join(", ")
+                    ),
+                });
             }
         }
         return Ok(files);
