@@ -1059,3 +1059,259 @@ fn a_measured_peak_above_the_theoretical_one_is_labelled_measured() {
         "{source}"
     );
 }
+
+/// probe's L1 runs on one thread at two vector widths, as on the AMD EPYC guest: the loads are
+/// fastest at 16 bytes, the stores at 32.
+const L1_AT_TWO_WIDTHS: &str = r#"
+[[measured.bandwidth]]
+level = "L1"
+kernel = "load"
+threads = 1
+working_set_bytes = 16384
+gb_per_s = 50.0
+vector_bytes = 32
+
+[[measured.bandwidth]]
+level = "L1"
+kernel = "store"
+threads = 1
+working_set_bytes = 16384
+gb_per_s = 37.0
+gb_per_s_with_write_allocate = 74.0
+vector_bytes = 32
+
+[[measured.bandwidth]]
+level = "L1"
+kernel = "load"
+threads = 1
+working_set_bytes = 16384
+gb_per_s = 53.0
+vector_bytes = 16
+
+[[measured.bandwidth]]
+level = "L1"
+kernel = "store"
+threads = 1
+working_set_bytes = 16384
+gb_per_s = 22.5
+gb_per_s_with_write_allocate = 45.0
+vector_bytes = 16
+"#;
+
+#[test]
+fn l1_ports_take_one_vector_width_the_builds() {
+    let machine = machine_file(&format!("{MACHINE}{L1_AT_TWO_WIDTHS}"));
+    let kernel =
+        kernel_file("double a[N], b[N];\ndouble s;\nfor(int i=0; i<N; ++i)\n  b[i] = s * a[i];\n");
+    let base = [
+        kernel.path().to_str().unwrap(),
+        "-D",
+        "N=512",
+        "--cache",
+        "L1=32K:8:64",
+        "-m",
+        machine.path().to_str().unwrap(),
+        "--threads",
+        "1",
+    ];
+    let ports = |extra: &[&str]| {
+        let v = json(&[&base[..], extra].concat());
+        let l1 = v["ceilings"]["levels"][0].clone();
+        assert_eq!(l1["level"], "L1", "{l1}");
+        (
+            l1["bandwidth"]["gb_per_s"].as_f64().unwrap(),
+            l1["store"]["gb_per_s"].as_f64().unwrap(),
+            l1["source"].as_str().unwrap().to_owned(),
+        )
+    };
+    // The default build (-O2, no -march) uses the x86-64 baseline's 16-byte vectors: both ports
+    // at that width, not the fastest run of each whatever its width.
+    let (load, store, source) = ports(&[]);
+    assert_eq!((load, store), (53.0, 22.5), "{source}");
+    assert!(source.ends_with("16-byte vectors, the build's"), "{source}");
+    let text = stdout(&loopscope(&base));
+    assert!(
+        text.contains("22.5 GB/s stores (") && text.contains("16-byte vectors, the build's)"),
+        "{text}"
+    );
+    // -mavx2 builds 32-byte vectors: both ports at 32.
+    assert_eq!(ports(&["--cflags", "-O2 -mavx2"]).0, 50.0);
+    assert_eq!(ports(&["--cflags", "-O2 -mavx2"]).1, 37.0);
+    // A width probe did not time takes the nearest it did, for both ports, and says so.
+    let (load, store, source) = ports(&["--cflags", "-O2 -mavx512f"]);
+    assert_eq!((load, store), (50.0, 37.0), "{source}");
+    assert!(
+        source.ends_with("32-byte vectors: no 64-byte runs, the build's width"),
+        "{source}"
+    );
+}
+
+/// probe's L2 and L3 `load` (0 % written) and `store` (50 %) runs on two threads, and memory's
+/// copy: L3's store rate is above L2's load rate, as on the AMD EPYC guest.
+const MIXED_LEVELS: &str = r#"
+format_version = 1
+model = "Test CPU"
+sockets = 1
+cores = 2
+threads_per_core = 1
+nominal_hz = 2000000000
+caches = []
+isa = ["sse2"]
+
+[peak_flops_per_cycle]
+dp = 16
+sp = 32
+
+[measured]
+duration_s = 1.0
+
+[[measured.bandwidth]]
+level = "L2"
+kernel = "load"
+threads = 2
+working_set_bytes = 262144
+gb_per_s = 77.2
+
+[[measured.bandwidth]]
+level = "L2"
+kernel = "store"
+threads = 2
+working_set_bytes = 262144
+gb_per_s = 84.5
+gb_per_s_with_write_allocate = 169.0
+
+[[measured.bandwidth]]
+level = "L3"
+kernel = "load"
+threads = 2
+working_set_bytes = 4194304
+gb_per_s = 55.6
+
+[[measured.bandwidth]]
+level = "L3"
+kernel = "store"
+threads = 2
+working_set_bytes = 4194304
+gb_per_s = 57.5
+gb_per_s_with_write_allocate = 115.0
+
+[[measured.bandwidth]]
+level = "MEM"
+kernel = "copy"
+threads = 2
+working_set_bytes = 1073741824
+gb_per_s = 15.0
+gb_per_s_with_write_allocate = 20.0
+"#;
+
+/// A kernel file's run with `n` over a 512 KiB L2 and an 8 MiB L3 with `MIXED_LEVELS`, and
+/// `extra` flags.
+fn with_l3<'a>(kernel: &'a str, n: &'a str, machine: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        kernel,
+        "-D",
+        n,
+        "--cache",
+        "L1=32K:8:64,L2=512K:8:64,L3=8M:16:64",
+        "-m",
+        machine,
+    ];
+    args.extend(extra);
+    args
+}
+
+#[test]
+fn a_level_without_traffic_is_shown_at_the_kernels_write_share_everywhere() {
+    let machine = machine_file(MIXED_LEVELS);
+    let machine = machine.path().to_str().unwrap();
+    let kernel =
+        kernel_file("double a[N], b[N];\ndouble s;\nfor(int i=0; i<N; ++i)\n  b[i] = s * a[i];\n");
+    let kernel = kernel.path().to_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let plot = dir.path().join("roofline.svg");
+    let args = with_l3(
+        kernel,
+        "N=8192",
+        machine,
+        &["--plot", plot.to_str().unwrap()],
+    );
+    let v = json(&args);
+    let levels = v["prediction"]["levels"].as_array().unwrap();
+    let (l2, l3) = (&levels[0], &levels[1]);
+    assert_eq!((&l2["name"], &l3["name"]), (&"L2".into(), &"L3".into()));
+    assert_eq!(l3["bytes"], 0);
+    // A third of L2's bytes are write-backs (b's lines); L3 is timed at that share, not at
+    // its store kernel's 115 GB/s.
+    let share = l2["write_share"].as_f64().unwrap();
+    assert!((share - 1.0 / 3.0).abs() < 1e-9, "{share}");
+    assert_eq!(l3["write_share"].as_f64().unwrap(), share);
+    let rate = |l: &serde_json::Value| l["bandwidth_gb_per_s"].as_f64().unwrap();
+    let at_a_third = 1.0 / ((1.0 / 3.0) / 55.6 + (2.0 / 3.0) / 115.0);
+    assert!((rate(l3) - at_a_third).abs() < 1e-9, "{}", rate(l3));
+    assert!(rate(l3) < rate(l2));
+    // The table, the plot's legend and the note give the same rate and say which share.
+    let text = stdout(&loopscope(&args));
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    for (what, shown) in [
+        ("table", "L3                 0 B   0.000   84.8011 GB/s"),
+        ("legend", "L3 84.8011 GB/s at 33 % written, no traffic"),
+        ("legend", "L2 121.0278 GB/s at 33 % written"),
+        (
+            "note",
+            "note        L3 moves no bytes: its rate is taken at 33 % written bytes, the \
+             kernel's share through L2",
+        ),
+    ] {
+        let haystack = if what == "legend" { &svg } else { &text };
+        assert!(
+            haystack.contains(shown),
+            "{what}: no `{shown}` in\n{haystack}"
+        );
+    }
+    assert!(!svg.contains("115 GB/s"), "{svg}");
+}
+
+#[test]
+fn the_classic_line_of_a_kernel_without_flops_is_true() {
+    let machine = machine_file(MIXED_LEVELS);
+    let machine = machine.path().to_str().unwrap();
+    let copy = kernel_file("double a[N], b[N];\nfor(int i=0; i<N; ++i)\n  b[i] = a[i];\n");
+    let copy = copy.path().to_str().unwrap();
+    // In L2: no FLOPs and no memory bytes, so no memory bandwidth limits it.
+    let args = with_l3(copy, "N=8192", machine, &[]);
+    let text = stdout(&loopscope(&args));
+    assert!(
+        text.contains(
+            "classic     no floating-point work, and no bytes to time (MEM traffic only: none)"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("limited by MEM bandwidth"), "{text}");
+    let v = json(&args);
+    assert!(v["classic"]["limit"].is_null(), "{}", v["classic"]);
+    assert_eq!(v["classic"]["time_s"].as_f64().unwrap(), 0.0);
+    // From memory: memory's time, as the prediction's.
+    let big = with_l3(copy, "N=700000", machine, &[]);
+    let v = json(&big);
+    assert_eq!(v["classic"]["limit"], "MEM");
+    let memory_time = v["prediction"]["levels"][2]["time_s"].as_f64().unwrap();
+    assert_eq!(v["classic"]["time_s"].as_f64().unwrap(), memory_time);
+    let text = stdout(&loopscope(&big));
+    assert!(
+        text.contains("classic     no floating-point work: ")
+            && text.contains("in total, limited by MEM bandwidth (MEM traffic only)"),
+        "{text}"
+    );
+    // A kernel file timed at L1 alone: the classic roofline takes L1 for memory, and says so.
+    let dot =
+        kernel_file("double a[N], b[N];\ndouble s;\nfor(int i=0; i<N; ++i)\n  s += a[i] * b[i];\n");
+    let dot = dot.path().to_str().unwrap();
+    let args = kernel_run(dot, "N=512", "L1=100", &["--add-latency-ns", "1"]);
+    let text = stdout(&loopscope(&args));
+    assert!(
+        text.contains(
+            "limited by L1 bandwidth (L1 traffic only, the outermost timed level: MEM is not timed)"
+        ),
+        "{text}"
+    );
+}

@@ -256,7 +256,7 @@ fn roofline_section(rooflines: &[Figure<'_, Roofline>]) -> Result<String, PlotEr
             a.prediction.gflops,
             escape_html(&a.prediction.limit.to_string()),
             a.classic.gflops,
-            escape_html(&a.classic.limit.to_string()),
+            escape_html(&a.classic.limit.map_or("none".to_owned(), |l| l.to_string())),
             measured.map_or_else(
                 || "-".into(),
                 |m| match m.seconds_per_run {

@@ -31,6 +31,8 @@ struct Roof {
     level: Level,
     gb_per_s: f64,
     intensity: Option<f64>,
+    /// The legend's entry: level, rate, and the share of written bytes it is taken at.
+    label: String,
 }
 
 /// Renders the analysis as an SVG document.
@@ -92,7 +94,7 @@ pub fn render_roofline_svg(analysis: &Analysis, axis: RooflineAxis) -> Result<St
             chart
                 .draw_series(LineSeries::new(line, color.stroke_width(2)))
                 .map_err(fail)?
-                .label(format!("{} {} GB/s", roof.level, number(roof.gb_per_s)))
+                .label(roof.label.clone())
                 .legend(move |(x, y)| {
                     PathElement::new([(x, y), (x + 18, y)], color.stroke_width(2))
                 });
@@ -115,34 +117,39 @@ pub fn render_roofline_svg(analysis: &Analysis, axis: RooflineAxis) -> Result<St
     Ok(svg)
 }
 
+/// The roofs of the levels the model timed, as the level table lists them: a ceiling the
+/// kernel's traffic has no level for is not drawn, and a level it moves no bytes through is
+/// drawn at the rate the table gives it (for a level timed by write share, at the kernel's
+/// share), so that the roofs rank as the levels do.
 fn roofs(analysis: &Analysis) -> Vec<Roof> {
     let flops = analysis.traffic.flops as f64;
     analysis
-        .ceilings
+        .prediction
         .levels
         .iter()
-        .map(|ceiling| {
-            let used = analysis
-                .prediction
-                .levels
-                .iter()
-                .find(|l| l.name == ceiling.level);
+        .filter_map(|used| {
             // A level timed by separate load and store ports: the rate it sustains for the
             // kernel's mix, which is what its roof means for this kernel.
-            let mixed = used
+            let mixed = Some(used)
                 .filter(|l| l.store_bandwidth_gb_per_s.is_some() && l.time_s > 0.0)
                 .map(|l| l.bytes as f64 / l.time_s / 1e9);
-            let gb_per_s = mixed
-                .or(used.and_then(|l| l.bandwidth_gb_per_s))
-                .unwrap_or_else(|| ceiling.bandwidth.gb_per_s(0));
-            let intensity = used
+            let gb_per_s = mixed.or(used.bandwidth_gb_per_s)?;
+            let intensity = Some(used)
                 .filter(|l| l.bytes > 0 && flops > 0.0)
                 .map(|l| flops / l.bytes as f64);
-            Roof {
-                level: ceiling.level,
+            let mut label = format!("{} {} GB/s", used.name, number(gb_per_s));
+            if let Some(share) = used.write_share {
+                label.push_str(&format!(" at {:.0} % written", share * 100.0));
+            }
+            if used.bytes == 0 {
+                label.push_str(", no traffic");
+            }
+            Some(Roof {
+                level: used.name,
                 gb_per_s,
                 intensity,
-            }
+                label,
+            })
         })
         .collect()
 }
@@ -323,6 +330,59 @@ mod tests {
         assert!(flop.contains("FLOP/byte"));
         let bf = render_roofline_svg(&a, RooflineAxis::BytesPerFlop).unwrap();
         assert!(bf.contains("bytes per FLOP"));
+    }
+
+    #[test]
+    fn untouched_levels_are_drawn_at_the_kernels_write_share() {
+        use loopscope_roofline::{BandwidthFn, Ceilings, LevelTraffic, MixBandwidth, Traffic};
+        let mut ceilings = Ceilings::new(100.0, 100.0, "t").unwrap();
+        // probe's store kernel puts L3 (115 GB/s) above L2's loads (77.2 GB/s).
+        for (level, load, store) in [(2, 77.2, 169.1), (3, 55.6, 115.0)] {
+            let bandwidth = BandwidthFn::Constant { gb_per_s: store };
+            ceilings
+                .set_bandwidth(Level::Cache(level), bandwidth, "t")
+                .unwrap();
+            let mix = |write_share, gb_per_s| MixBandwidth {
+                write_share,
+                gb_per_s,
+                kernel: String::new(),
+            };
+            ceilings.levels.last_mut().unwrap().mixes = vec![mix(0.0, load), mix(0.5, store)];
+        }
+        let memory = BandwidthFn::Constant { gb_per_s: 13.0 };
+        ceilings.set_bandwidth(Level::Memory, memory, "t").unwrap();
+        let level = |level, bytes, store_bytes| LevelTraffic {
+            level,
+            bytes,
+            volume_bytes: None,
+            store_bytes: Some(store_bytes),
+        };
+        let traffic = Traffic {
+            // No memory level: its ceiling is not the kernel's and is not drawn.
+            levels: vec![
+                level(Level::Cache(2), 2400, 600),
+                level(Level::Cache(3), 0, 0),
+            ],
+            flops: 400,
+            iterations: 100,
+            l1: None,
+            word_bytes: 8,
+            chained_adds: 0,
+            recurrence_adds: 0,
+        };
+        let a = analyse(&traffic, &ceilings, Options::default()).unwrap();
+        let svg = render_roofline_svg(&a, RooflineAxis::FlopPerByte).unwrap();
+        let l2 = a.prediction.levels[0].bandwidth_gb_per_s.unwrap();
+        let l3 = a.prediction.levels[1].bandwidth_gb_per_s.unwrap();
+        assert!(l3 < l2, "{l3} {l2}");
+        for label in [
+            format!("L2 {} GB/s at 25 % written", number(l2)),
+            format!("L3 {} GB/s at 25 % written, no traffic", number(l3)),
+        ] {
+            assert!(svg.contains(&label), "no `{label}`");
+        }
+        assert!(!svg.contains("MEM"));
+        assert!(!svg.contains("115 GB/s"));
     }
 
     #[test]

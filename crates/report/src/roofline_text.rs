@@ -233,15 +233,7 @@ fn render_verdicts(out: &mut String, analysis: &Analysis) {
         limit_name(p.limit, &analysis.traffic),
         format_seconds(p.time_per_iteration_s)
     );
-    let c = &analysis.classic;
-    let _ = writeln!(
-        out,
-        "classic     {} GFLOP/s, {:.4} of peak, limited by {} ({} traffic only)",
-        number(c.gflops),
-        c.fraction_of_peak,
-        limit_name(c.limit, &analysis.traffic),
-        c.level
-    );
+    let _ = writeln!(out, "classic     {}", classic_text(analysis));
     for b in &analysis.boundaries {
         let _ = writeln!(
             out,
@@ -328,6 +320,42 @@ fn render_verdicts(out: &mut String, analysis: &Analysis) {
     }
 }
 
+/// The classic roofline's line: its rate and limit, or for a kernel without FLOPs the time the
+/// level's traffic alone takes, as the prediction gives a time for it. It names the level whose
+/// traffic it used, and says so when that is not memory or memory moves nothing.
+fn classic_text(analysis: &Analysis) -> String {
+    let c = &analysis.classic;
+    let iterations = analysis.traffic.iterations;
+    let moves_bytes = analysis.traffic.level(c.level).is_some_and(|l| l.bytes > 0);
+    let mut used = format!("{} traffic only", c.level);
+    if !c.level.is_memory() {
+        used.push_str(", the outermost timed level: MEM is not timed");
+    } else if !moves_bytes {
+        used.push_str(": none");
+    }
+    match c.limit {
+        Some(limit) if analysis.traffic.flops > 0 => format!(
+            "{} GFLOP/s, {:.4} of peak, limited by {} ({used})",
+            number(c.gflops),
+            c.fraction_of_peak,
+            limit_name(limit, &analysis.traffic),
+        ),
+        Some(limit) => {
+            let total = if iterations > 1 {
+                format!(", {} in total", format_seconds(c.time_s))
+            } else {
+                String::new()
+            };
+            format!(
+                "no floating-point work: {} per iteration{total}, limited by {} ({used})",
+                format_seconds(c.time_s / iterations as f64),
+                limit_name(limit, &analysis.traffic),
+            )
+        }
+        None => format!("no floating-point work, and no bytes to time ({used})"),
+    }
+}
+
 fn limit_name(limit: Limit, traffic: &Traffic) -> String {
     match limit {
         Limit::Level(level) => format!("{level} bandwidth"),
@@ -391,6 +419,39 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("it has 6: MEM side"), "{text}");
+    }
+
+    #[test]
+    fn the_classic_line_says_which_traffic_it_used() {
+        let k = paper_profile("k-computer").unwrap();
+        let classic = |counts: &str| {
+            let traffic = parse_counts(counts).unwrap().traffic();
+            let analysis = analyse(&traffic, &k, Options::default()).unwrap();
+            let text = render_roofline(&analysis, None);
+            let line = text.lines().find(|l| l.starts_with("classic")).unwrap();
+            line.trim_start_matches("classic").trim().to_owned()
+        };
+        // A copy in cache: no FLOPs and no memory bytes, so no memory bandwidth limits it.
+        assert_eq!(
+            classic("mem=0,l2=2,flops=0,iterations=10"),
+            "no floating-point work, and no bytes to time (MEM traffic only: none)"
+        );
+        // A copy from memory: memory's time, as the prediction gives one.
+        assert_eq!(
+            classic("mem=2,flops=0,iterations=1000"),
+            "no floating-point work: 0.3478 ns per iteration, 347.8261 ns in total, limited by \
+             MEM bandwidth (MEM traffic only)"
+        );
+        assert_eq!(
+            classic("mem=0,l2=2,flops=8"),
+            "128 GFLOP/s, 1.0000 of peak, limited by compute (MEM traffic only: none)"
+        );
+        // Without memory in the traffic, the outermost level stands in, and the line says so.
+        assert_eq!(
+            classic("l2=3,flops=8"),
+            "48.6667 GFLOP/s, 0.3802 of peak, limited by L2 bandwidth (L2 traffic only, the \
+             outermost timed level: MEM is not timed)"
+        );
     }
 
     #[test]

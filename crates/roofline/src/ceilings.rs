@@ -62,17 +62,31 @@ impl LevelCeiling {
     /// when the level has [`Self::mixes`] and the traffic knows its write-backs (and the level
     /// has no store ports of its own), else `bandwidth` at the traffic's access volume.
     pub fn gb_per_s_for(&self, traffic: &LevelTraffic) -> f64 {
-        let by_share = match (traffic.store_bytes, &self.store) {
-            (Some(written), None) if traffic.bytes > 0 => {
-                let share = written.min(traffic.bytes) as f64 / traffic.bytes as f64;
-                bandwidth_at_share(&self.mixes, share)
+        self.gb_per_s_at(traffic, self.write_share_of(traffic))
+    }
+
+    /// The share of written bytes [`Self::gb_per_s_for`] takes `traffic`'s bandwidth at: its
+    /// own, when the level has [`Self::mixes`] and no store ports, and the traffic moves bytes
+    /// and knows its write-backs.
+    pub fn write_share_of(&self, traffic: &LevelTraffic) -> Option<f64> {
+        match (traffic.store_bytes, &self.store) {
+            (Some(written), None) if traffic.bytes > 0 && !self.mixes.is_empty() => {
+                Some(written.min(traffic.bytes) as f64 / traffic.bytes as f64)
             }
             _ => None,
-        };
-        by_share.unwrap_or_else(|| {
-            self.bandwidth
-                .gb_per_s(traffic.volume_bytes.unwrap_or(traffic.bytes))
-        })
+        }
+    }
+
+    /// The bandwidth `traffic` runs at through this level when `write_share` of it is written:
+    /// from [`Self::mixes`] when the level has them and a share is given, else `bandwidth` at
+    /// the traffic's access volume.
+    pub fn gb_per_s_at(&self, traffic: &LevelTraffic, write_share: Option<f64>) -> f64 {
+        write_share
+            .and_then(|share| bandwidth_at_share(&self.mixes, share))
+            .unwrap_or_else(|| {
+                self.bandwidth
+                    .gb_per_s(traffic.volume_bytes.unwrap_or(traffic.bytes))
+            })
     }
 }
 
@@ -224,8 +238,8 @@ impl Ceilings {
     /// Takes every level's bandwidth from `probe`'s measurements; see [`best_bandwidths`].
     /// Caches beyond L1 also take probe's kernels by write share, when it timed several with
     /// the same threads ([`LevelCeiling::mixes`]). L1 takes probe's `load` and `store` runs as
-    /// its ports, those with vectors of `l1_vector_bytes` when given and recorded (the width
-    /// the kernel is built for: L1's bandwidth depends on it), else the fastest.
+    /// its ports, both at one vector width ([`l1_ports`]): `l1_vector_bytes`, the width the
+    /// kernel is built for, when probe timed both there (L1's bandwidth depends on it).
     pub fn add_measured(
         &mut self,
         measured: &Measured,
@@ -261,12 +275,8 @@ impl Ceilings {
         }
         // L1's load and store ports apart, when probe timed both: a store that hits L1 moves
         // no write-allocate line, so the best run counting one overstates L1.
-        let kernel_run = |kernel| {
-            l1_run(measured, threads, kernel, l1_vector_bytes)
-                .or_else(|| l1_run(measured, threads, kernel, None))
-        };
-        if let (Some((load, load_how)), Some((store, store_how))) =
-            (kernel_run("load"), kernel_run("store"))
+        if let Some(((load, load_how), (store, store_how))) =
+            l1_ports(measured, threads, l1_vector_bytes)
         {
             let l1 = Level::Cache(1);
             let bandwidth = BandwidthFn::Constant { gb_per_s: load };
@@ -291,39 +301,99 @@ impl Ceilings {
     }
 }
 
-/// The best L1 run of `probe`'s `kernel` with `threads` threads (or the most threads when
-/// `None`) and vectors of `vector_bytes` (any when `None`), in bytes the kernel moved (no
-/// write-allocate in L1), and its description.
-fn l1_run(
+/// L1's load and store ports, each as GB/s the kernel moved (no write-allocate in L1) and its
+/// description: probe's `load` and `store` runs with `threads` threads (the most both kernels
+/// were timed with when `None`), both at one vector width, since a port's rate scales with the
+/// width and a build uses one. That width is `vector_bytes` (the build's) when probe timed
+/// both there; else the recorded width nearest to it (the narrower on a tie); for a build of
+/// unknown width (`None`), the width with the fastest loads. Runs without a recorded width
+/// count as one width of their own. Without a thread count and width at which both were
+/// timed, each port takes its fastest run, its width named.
+fn l1_ports(
     measured: &Measured,
     threads: Option<u32>,
-    kernel: &str,
     vector_bytes: Option<u32>,
-) -> Option<(f64, String)> {
-    let runs = measured.bandwidth.iter().filter(|run| {
-        run.level == "L1"
-            && run.kernel == kernel
-            && (vector_bytes.is_none() || run.vector_bytes == vector_bytes)
-            && threads.is_none_or(|t| t == run.threads)
-            && run.gb_per_s.is_finite()
-            && run.gb_per_s > 0.0
-    });
-    let best = runs.max_by(|a, b| {
-        (a.threads, a.gb_per_s)
-            .partial_cmp(&(b.threads, b.gb_per_s))
-            .unwrap_or(std::cmp::Ordering::Equal)
-    })?;
-    let plural = if best.threads == 1 { "" } else { "s" };
-    let width = best
-        .vector_bytes
-        .map_or(String::new(), |b| format!(", {b}-byte vectors"));
-    Some((
-        best.gb_per_s,
-        format!(
-            "measured {kernel} kernel, {} thread{plural}{width}",
-            best.threads
-        ),
-    ))
+) -> Option<((f64, String), (f64, String))> {
+    let runs = |kernel: &str| -> Vec<&Bandwidth> {
+        measured
+            .bandwidth
+            .iter()
+            .filter(|run| {
+                run.level == "L1"
+                    && run.kernel == kernel
+                    && threads.is_none_or(|t| t == run.threads)
+                    && run.gb_per_s.is_finite()
+                    && run.gb_per_s > 0.0
+            })
+            .collect()
+    };
+    let (loads, stores) = (runs("load"), runs("store"));
+    // The fastest of `runs` with `threads` threads (any when `None`) at `width` (any when
+    // `None`), the most threads first.
+    fn best<'a>(
+        runs: &[&'a Bandwidth],
+        threads: Option<u32>,
+        width: Option<Option<u32>>,
+    ) -> Option<&'a Bandwidth> {
+        runs.iter()
+            .copied()
+            .filter(|r| threads.is_none_or(|t| t == r.threads))
+            .filter(|r| width.is_none_or(|w| w == r.vector_bytes))
+            .max_by(|a, b| {
+                (a.threads, a.gb_per_s)
+                    .partial_cmp(&(b.threads, b.gb_per_s))
+                    .unwrap_or(std::cmp::Ordering::Equal)
+            })
+    }
+    let mut shared: Vec<(u32, Option<u32>)> = loads
+        .iter()
+        .map(|r| (r.threads, r.vector_bytes))
+        .filter(|key| stores.iter().any(|s| (s.threads, s.vector_bytes) == *key))
+        .collect();
+    let most = shared.iter().map(|&(t, _)| t).max();
+    shared.retain(|&(t, _)| Some(t) == most);
+    let widths: Vec<Option<u32>> = shared.iter().map(|&(_, w)| w).collect();
+    let chosen = match vector_bytes {
+        Some(wanted) if widths.contains(&Some(wanted)) => {
+            Some((Some(wanted), ", the build's".to_owned()))
+        }
+        Some(wanted) => widths
+            .iter()
+            .copied()
+            .min_by_key(|w| w.map_or((u32::MAX, 0), |w| (w.abs_diff(wanted), w)))
+            .map(|w| (w, format!(": no {wanted}-byte runs, the build's width"))),
+        None => widths
+            .iter()
+            .copied()
+            .max_by(|a, b| {
+                let load = |w| best(&loads, most, Some(w)).map_or(0.0, |r| r.gb_per_s);
+                load(*a).total_cmp(&load(*b))
+            })
+            .map(|w| (w, ", the fastest: the build's width is unknown".to_owned())),
+    };
+    let describe = |run: &Bandwidth, why: &str| {
+        let width = run
+            .vector_bytes
+            .map_or(String::new(), |b| format!(", {b}-byte vectors{why}"));
+        (
+            run.gb_per_s,
+            format!(
+                "measured {} kernel, {}{width}",
+                run.kernel,
+                plural(run.threads, "thread")
+            ),
+        )
+    };
+    match chosen {
+        Some((width, why)) => Some((
+            describe(best(&loads, most, Some(width))?, &why),
+            describe(best(&stores, most, Some(width))?, &why),
+        )),
+        None => Some((
+            describe(best(&loads, None, None)?, ""),
+            describe(best(&stores, None, None)?, ""),
+        )),
+    }
 }
 
 /// Rounds half-up to two decimals, as the paper prints its coefficients. A tiny epsilon keeps
@@ -602,7 +672,11 @@ mod tests {
         let l1 = ceilings.level(Level::Cache(1)).unwrap();
         assert_eq!(l1.bandwidth, BandwidthFn::Constant { gb_per_s: 110.0 });
         assert_eq!(l1.store.as_ref().map(|s| s.gb_per_s), Some(55.0));
-        assert!(l1.source.ends_with("16-byte vectors"), "{}", l1.source);
+        assert!(
+            l1.source.ends_with("16-byte vectors, the build's"),
+            "{}",
+            l1.source
+        );
         // A file without them: the fastest runs, whatever their width.
         let mut ceilings = Ceilings::new(40.0, 40.0, "t").unwrap();
         ceilings
@@ -620,6 +694,70 @@ mod tests {
             .add_measured(&loads_only, Some(1), "m.toml", None)
             .unwrap();
         assert!(ceilings.level(Level::Cache(1)).unwrap().store.is_none());
+    }
+
+    #[test]
+    fn both_l1_ports_come_from_one_vector_width() {
+        // The loads are fastest at 16 bytes, the stores at 32 (the AMD EPYC guest's runs).
+        let at = |kernel: &str, gb: f64, width: u32| Bandwidth {
+            vector_bytes: Some(width),
+            ..run("L1", kernel, 1, gb, None)
+        };
+        let measured = Measured {
+            bandwidth: vec![
+                at("load", 50.8, 32),
+                at("store", 36.9, 32),
+                at("load", 53.1, 16),
+                at("store", 22.5, 16),
+                // A store timed only with two threads is no partner for one-thread loads.
+                Bandwidth {
+                    threads: 2,
+                    ..at("store", 92.0, 64)
+                },
+                at("load", 99.0, 64),
+            ],
+            ..Measured::default()
+        };
+        let ports = |width: Option<u32>| {
+            let mut ceilings = Ceilings::new(40.0, 40.0, "t").unwrap();
+            ceilings
+                .add_measured(&measured, Some(1), "m.toml", width)
+                .unwrap();
+            let l1 = ceilings.level(Level::Cache(1)).unwrap().clone();
+            let store = l1.store.unwrap();
+            (
+                l1.bandwidth.gb_per_s(0),
+                store.gb_per_s,
+                l1.source,
+                store.source,
+            )
+        };
+        let (load, store, load_how, store_how) = ports(Some(16));
+        assert_eq!((load, store), (53.1, 22.5));
+        assert!(
+            load_how.ends_with("16-byte vectors, the build's"),
+            "{load_how}"
+        );
+        assert!(
+            store_how.ends_with("16-byte vectors, the build's"),
+            "{store_how}"
+        );
+        let (load, store, _, _) = ports(Some(32));
+        assert_eq!((load, store), (50.8, 36.9));
+        // No 64-byte store with one thread: the nearest width both were timed at, said so.
+        let (load, store, load_how, _) = ports(Some(64));
+        assert_eq!((load, store), (50.8, 36.9));
+        assert!(
+            load_how.ends_with("32-byte vectors: no 64-byte runs, the build's width"),
+            "{load_how}"
+        );
+        // A build of unknown width: the width with the fastest loads, for both ports.
+        let (load, store, load_how, _) = ports(None);
+        assert_eq!((load, store), (53.1, 22.5));
+        assert!(
+            load_how.ends_with("the build's width is unknown"),
+            "{load_how}"
+        );
     }
 
     #[test]

@@ -404,8 +404,6 @@ const DEFAULT_CFLAGS: &str = "-O2";
 /// The build a kernel file is predicted and measured for, from --cflags.
 struct Build {
     flags: Vec<String>,
-    /// Whether the flags were given (then L1's bandwidth is taken at the build's width).
-    given: bool,
     /// Bytes of the vectors it uses, when the flags tell (`None`: an unknown `-march`).
     vector_bytes: Option<u32>,
     /// Whether the compiler may reassociate floating-point sums (no in-order chains).
@@ -444,7 +442,6 @@ impl Build {
             .is_some_and(|f| f != "-O0");
         Build {
             flags,
-            given: cflags.is_some(),
             vector_bytes,
             reassociates,
             optimises,
@@ -713,7 +710,6 @@ fn machine_ceilings(
     precision: Precision,
     listener: &dyn Listener,
 ) -> Result<Ceilings, RooflineError> {
-    let measuring = measures_kernel(request);
     let threads = ceiling_threads(request);
     // The peak covers the cores the bandwidths were measured on, so that compute and memory
     // ceilings describe one set of cores: the asked-for threads, else the runs' thread count.
@@ -790,11 +786,8 @@ fn machine_ceilings(
     };
     let mut ceilings = Ceilings::new(peak, effective, source).map_err(|e| within(blamed, e))?;
     if let Some(measured) = &machine.measured {
-        // L1's bandwidth at the width the build uses, when the build is known.
-        let l1_vector_bytes = (measuring || build.given)
-            .then_some(build.vector_bytes)
-            .flatten();
-        ceilings.add_measured(measured, threads, name, l1_vector_bytes)?;
+        // L1's bandwidth at the width the build uses: a default build's is the baseline's.
+        ceilings.add_measured(measured, threads, name, build.vector_bytes)?;
         if let Some(ns) = measured.add_latency_ns {
             ceilings.set_add_latency(ns, format!("{name}: measured"))?;
         }

@@ -47,6 +47,10 @@ pub struct LevelTime {
     pub bandwidth_gb_per_s: Option<f64>,
     /// The bandwidth the level's stores were timed with, when they were timed apart.
     pub store_bandwidth_gb_per_s: Option<f64>,
+    /// The share of written bytes the bandwidth was taken at, when the level's bandwidth
+    /// depends on it (probe's kernels by write share): the level's own, or for a level the
+    /// kernel moves no bytes through, the kernel's share beyond L1 ([`untouched_share`]).
+    pub write_share: Option<f64>,
     /// t_L = D_L / B_L over all iterations.
     pub time_s: f64,
     /// The kernel's required bytes per FLOP at this level (b/f), `None` without FLOPs.
@@ -85,16 +89,21 @@ pub struct Prediction {
 /// The classic roofline's answer (eq. 2), from the outermost level's traffic alone.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Classic {
-    /// min(Ppeak, B·X) in 10^9 FLOP/s.
+    /// min(Ppeak, B·X) in 10^9 FLOP/s (0 for a kernel without FLOPs).
     pub gflops: f64,
     /// Cp of eq. (3).
     pub fraction_of_peak: f64,
-    /// The level, or `compute` when the peak caps it.
-    pub limit: Limit,
-    /// The level whose traffic and bandwidth it uses.
+    /// The level, or `compute` when the peak caps it; `None` for a kernel with neither FLOPs
+    /// nor bytes through that level, which the classic roofline does not bound.
+    pub limit: Option<Limit>,
+    /// The level whose traffic and bandwidth it uses: memory, or the outermost level the
+    /// traffic lists when it lists no memory.
     pub level: Level,
     /// That level's b/f, `None` without FLOPs.
     pub bytes_per_flop: Option<f64>,
+    /// Its time over all iterations, the longer of the level's transfer time and the FLOPs
+    /// at Ppeak: what it predicts for a kernel without FLOPs.
+    pub time_s: f64,
 }
 
 /// Evaluates eq. (4)–(9) for `traffic` under `ceilings`. Every level the kernel moves bytes
@@ -141,21 +150,29 @@ pub fn predict(traffic: &Traffic, ceilings: &Ceilings) -> Result<Prediction, Roo
     })
 }
 
-/// The classic roofline on the outermost timed level: P = min(F, B·X), eq. (2).
+/// The classic roofline on the outermost timed level: P = min(F, B·X), eq. (2). That level is
+/// memory whenever the traffic lists it; the paper's base tests list only the level their data
+/// comes from (Table 2's L2 column is eq. (2) with L2's bandwidth), so without memory the
+/// outermost listed level stands in, and [`Classic::level`] names it.
 pub fn classic(traffic: &Traffic, ceilings: &Ceilings) -> Result<Classic, RooflineError> {
     traffic.validate()?;
     let outer = traffic.levels.last().ok_or(RooflineError::NoTimedLevel)?;
-    let bandwidth = bandwidth_at(ceilings, outer)?;
+    let bandwidth = bandwidth_at(ceilings, traffic, outer)?
+        .map(|(b, _)| b)
+        .filter(|_| outer.bytes > 0);
     let peak = ceilings.peak_gflops;
     let flops = traffic.flops as f64;
     let bytes = outer.bytes as f64;
-    let memory_gflops = bandwidth.map_or(f64::INFINITY, |b| b * flops / bytes);
-    let (gflops, limit) = if traffic.flops == 0 {
-        (0.0, Limit::Level(outer.level))
-    } else if outer.bytes == 0 || memory_gflops >= peak {
-        (peak, Limit::Compute)
-    } else {
-        (memory_gflops, Limit::Level(outer.level))
+    let level_time_s = bandwidth.map_or(0.0, |b| bytes / (b * 1e9));
+    let compute_time_s = flops / (peak * 1e9);
+    let (gflops, limit, time_s) = match bandwidth {
+        Some(b) if level_time_s > compute_time_s => (
+            b * flops / bytes,
+            Some(Limit::Level(outer.level)),
+            level_time_s,
+        ),
+        _ if traffic.flops > 0 => (peak, Some(Limit::Compute), compute_time_s),
+        _ => (0.0, None, 0.0),
     };
     Ok(Classic {
         gflops,
@@ -163,6 +180,7 @@ pub fn classic(traffic: &Traffic, ceilings: &Ceilings) -> Result<Classic, Roofli
         limit,
         level: outer.level,
         bytes_per_flop: (traffic.flops > 0).then(|| bytes / flops),
+        time_s,
     })
 }
 
@@ -172,7 +190,8 @@ fn level_times(traffic: &Traffic, ceilings: &Ceilings) -> Result<Vec<LevelTime>,
         .levels
         .iter()
         .map(|l| {
-            let bandwidth = bandwidth_at(ceilings, l)?;
+            let rate = bandwidth_at(ceilings, traffic, l)?;
+            let bandwidth = rate.map(|(b, _)| b);
             let bytes = l.bytes as f64;
             let bytes_per_flop = (traffic.flops > 0).then(|| bytes / flops);
             let store = store_split(ceilings, l);
@@ -190,6 +209,7 @@ fn level_times(traffic: &Traffic, ceilings: &Ceilings) -> Result<Vec<LevelTime>,
                 bytes_per_iteration: bytes / traffic.iterations as f64,
                 bandwidth_gb_per_s: bandwidth,
                 store_bandwidth_gb_per_s: store.map(|(_, b)| b),
+                write_share: rate.and_then(|(_, share)| share),
                 time_s,
                 bytes_per_flop,
                 // With separate ports, the rate the level sustains for this mix of loads
@@ -212,34 +232,59 @@ pub(crate) fn store_split(ceilings: &Ceilings, traffic: &LevelTraffic) -> Option
     Some((stored as f64, store.gb_per_s))
 }
 
-/// The bandwidth `traffic` runs at through its level ([`crate::LevelCeiling::gb_per_s_for`]); an
-/// error when the level moves bytes but has no bandwidth, or its bandwidth is not positive
-/// there.
+/// The bandwidth `level` runs at for `traffic` and the share of written bytes it was taken at
+/// (when it depends on one): a level the kernel moves bytes through at its own share
+/// ([`crate::LevelCeiling::gb_per_s_for`]), one it moves none through at the kernel's
+/// ([`untouched_share`]). An error when the level moves bytes but has no bandwidth, or its
+/// bandwidth is not positive there.
 pub(crate) fn bandwidth_at(
     ceilings: &Ceilings,
-    traffic: &LevelTraffic,
-) -> Result<Option<f64>, RooflineError> {
-    let level = traffic.level;
-    let Some(ceiling) = ceilings.level(level) else {
-        return if traffic.bytes == 0 {
+    traffic: &Traffic,
+    level: &LevelTraffic,
+) -> Result<Option<(f64, Option<f64>)>, RooflineError> {
+    let name = level.level;
+    let Some(ceiling) = ceilings.level(name) else {
+        return if level.bytes == 0 {
             Ok(None)
         } else {
             Err(RooflineError::MissingBandwidth {
-                level,
-                bytes: traffic.bytes,
+                level: name,
+                bytes: level.bytes,
             })
         };
     };
-    let gb_per_s = ceiling.gb_per_s_for(traffic);
-    if gb_per_s.is_finite() && gb_per_s > 0.0 {
-        Ok(Some(gb_per_s))
+    let share = if level.bytes == 0 && ceiling.store.is_none() && !ceiling.mixes.is_empty() {
+        untouched_share(traffic)
     } else {
-        let volume = traffic.volume_bytes.unwrap_or(traffic.bytes);
+        ceiling.write_share_of(level)
+    };
+    let gb_per_s = ceiling.gb_per_s_at(level, share);
+    if gb_per_s.is_finite() && gb_per_s > 0.0 {
+        Ok(Some((gb_per_s, share)))
+    } else {
+        let volume = level.volume_bytes.unwrap_or(level.bytes);
         Err(RooflineError::NotPositive {
-            what: format!("the {level} bandwidth at an access volume of {volume} bytes"),
+            what: format!("the {name} bandwidth at an access volume of {volume} bytes"),
             value: gb_per_s,
         })
     }
+}
+
+/// The share of written bytes a level the kernel moves no bytes through is timed at: that of
+/// the kernel's traffic through the outermost level beyond L1 it uses, so that the untouched
+/// level's roof is the one the kernel would meet there and ranks with the roofs of the levels
+/// it uses (probe's store kernel, at 50 %, can put an L3 above an L2 read at 0 %); 0 (loads
+/// alone) when it moves nothing beyond L1. `None` when the traffic does not know its
+/// write-backs (`--counts`): every level then takes its single bandwidth.
+pub(crate) fn untouched_share(traffic: &Traffic) -> Option<f64> {
+    let beyond_l1 = || traffic.levels.iter().filter(|l| l.level > Level::Cache(1));
+    if beyond_l1().all(|l| l.store_bytes.is_none()) {
+        return None;
+    }
+    let used = beyond_l1()
+        .filter_map(|l| Some((l.store_bytes?.min(l.bytes), l.bytes)))
+        .rfind(|&(_, bytes)| bytes > 0);
+    Some(used.map_or(0.0, |(written, bytes)| written as f64 / bytes as f64))
 }
 
 fn rate_gflops(flops: u64, time_s: f64) -> f64 {

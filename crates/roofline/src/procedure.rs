@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use crate::model::{bandwidth_at, store_split};
+use crate::model::{bandwidth_at, store_split, untouched_share};
 use crate::{
     Ceilings, Classic, Level, Limit, Prediction, RooflineError, Traffic, classic, predict, round2,
 };
@@ -253,9 +253,9 @@ pub fn boundaries(
         if store_split(ceilings, inner).is_some() || store_split(ceilings, outer).is_some() {
             continue;
         }
-        let b_inner = bandwidth_at(ceilings, inner)?;
-        let b_outer = bandwidth_at(ceilings, outer)?;
-        let (Some(b_inner), Some(b_outer)) = (b_inner, b_outer) else {
+        let b_inner = bandwidth_at(ceilings, traffic, inner)?;
+        let b_outer = bandwidth_at(ceilings, traffic, outer)?;
+        let (Some((b_inner, _)), Some((b_outer, _))) = (b_inner, b_outer) else {
             continue;
         };
         let exact_k = b_inner / b_outer - 1.0;
@@ -425,6 +425,7 @@ fn explain(analysis: &mut Analysis) {
             );
         }
     }
+    explain_untouched(analysis);
     if analysis
         .prediction
         .levels
@@ -437,6 +438,43 @@ fn explain(analysis: &mut Analysis) {
                 .into(),
         );
     }
+}
+
+/// The share of written bytes the levels the kernel moves no bytes through were given a rate
+/// at ([`untouched_share`]): their rate in the table and their roof in the plot are not a rate
+/// the kernel gets.
+fn explain_untouched(analysis: &mut Analysis) {
+    let untouched: Vec<String> = analysis
+        .prediction
+        .levels
+        .iter()
+        .filter(|l| l.bytes == 0 && l.write_share.is_some())
+        .map(|l| l.name.to_string())
+        .collect();
+    let Some(share) = untouched_share(&analysis.traffic).filter(|_| !untouched.is_empty()) else {
+        return;
+    };
+    let used = analysis
+        .traffic
+        .levels
+        .iter()
+        .rfind(|l| l.level > Level::Cache(1) && l.bytes > 0);
+    let (subject, verb, rates) = match untouched.as_slice() {
+        [one] => (one.clone(), "moves", "its rate is"),
+        many => (many.join(", "), "move", "their rates are"),
+    };
+    analysis.notes.push(match used {
+        Some(level) => format!(
+            "{subject} {verb} no bytes: {rates} taken at {:.0} % written bytes, the kernel's \
+             share through {}",
+            share * 100.0,
+            level.level
+        ),
+        None => format!(
+            "{subject} {verb} no bytes: {rates} for loads alone (0 % written), as the kernel \
+             moves nothing beyond L1"
+        ),
+    });
 }
 
 #[cfg(test)]
@@ -466,6 +504,155 @@ mod tests {
             .set_bandwidth(Level::Memory, BandwidthFn::Constant { gb_per_s: 16.0 }, "p")
             .unwrap();
         analyse(&traffic, &ceilings, Options::default()).unwrap()
+    }
+
+    fn level(level: Level, bytes: u64, store_bytes: Option<u64>) -> LevelTraffic {
+        LevelTraffic {
+            level,
+            bytes,
+            volume_bytes: None,
+            store_bytes,
+        }
+    }
+
+    fn traffic(levels: Vec<LevelTraffic>, flops: u64) -> Traffic {
+        Traffic {
+            levels,
+            flops,
+            iterations: 100,
+            l1: None,
+            word_bytes: 8,
+            chained_adds: 0,
+            recurrence_adds: 0,
+        }
+    }
+
+    /// L2 and L3 timed by probe's load (0 % written) and store (50 %) kernels, as on the AMD
+    /// EPYC guest with two threads: L3's store rate is above L2's load rate.
+    fn mixed_ceilings() -> Ceilings {
+        let mut ceilings = Ceilings::new(100.0, 100.0, "p").unwrap();
+        for (level, load, store) in [(2, 77.2, 169.1), (3, 55.6, 115.0)] {
+            let level = Level::Cache(level);
+            let bandwidth = BandwidthFn::Constant { gb_per_s: store };
+            ceilings.set_bandwidth(level, bandwidth, "p").unwrap();
+            let mix = |write_share, gb_per_s, kernel: &str| crate::MixBandwidth {
+                write_share,
+                gb_per_s,
+                kernel: kernel.into(),
+            };
+            ceilings.levels.last_mut().unwrap().mixes =
+                vec![mix(0.0, load, "load"), mix(0.5, store, "store")];
+        }
+        let memory = BandwidthFn::Constant { gb_per_s: 13.0 };
+        ceilings.set_bandwidth(Level::Memory, memory, "p").unwrap();
+        ceilings
+    }
+
+    #[test]
+    fn an_untouched_level_is_timed_at_the_kernels_write_share() {
+        let ceilings = mixed_ceilings();
+        // A stencil in L2: a quarter of its L2 traffic written back, nothing beyond.
+        let in_l2 = traffic(
+            vec![
+                level(Level::Cache(2), 2400, Some(600)),
+                level(Level::Cache(3), 0, Some(0)),
+                level(Level::Memory, 0, Some(0)),
+            ],
+            400,
+        );
+        let a = analyse(&in_l2, &ceilings, Options::default()).unwrap();
+        let rate = |a: &Analysis, i: usize| a.prediction.levels[i].bandwidth_gb_per_s.unwrap();
+        let at = |load: f64, store: f64, share: f64| {
+            1.0 / ((1.0 - 2.0 * share) / load + 2.0 * share / store)
+        };
+        assert!((rate(&a, 0) - at(77.2, 169.1, 0.25)).abs() < 1e-9);
+        // Not L3's store rate (115 GB/s, above L2's): its rate at the kernel's 25 %.
+        assert!((rate(&a, 1) - at(55.6, 115.0, 0.25)).abs() < 1e-9);
+        assert!(rate(&a, 1) < rate(&a, 0));
+        assert_eq!(a.prediction.levels[1].write_share, Some(0.25));
+        // Memory has one rate whatever the share.
+        assert_eq!(rate(&a, 2), 13.0);
+        assert_eq!(a.prediction.levels[2].write_share, None);
+        assert!(a.boundaries[0].k > 0.0, "{:?}", a.boundaries);
+        assert!(
+            a.notes.iter().any(|n| n
+                == "L3 moves no bytes: its rate is taken at 25 % written bytes, \
+                              the kernel's share through L2"),
+            "{:?}",
+            a.notes
+        );
+        // Nothing beyond L1: loads alone.
+        let in_l1 = traffic(
+            vec![
+                level(Level::Cache(2), 0, Some(0)),
+                level(Level::Cache(3), 0, Some(0)),
+            ],
+            400,
+        );
+        let mut l1 = ceilings.clone();
+        l1.levels.retain(|c| !c.level.is_memory());
+        let b = analyse(&in_l1, &l1, Options::default()).unwrap();
+        assert_eq!((rate(&b, 0), rate(&b, 1)), (77.2, 55.6));
+        assert!(
+            b.notes
+                .iter()
+                .any(|n| n.starts_with("L2, L3 move no bytes: their rates are for loads alone")),
+            "{:?}",
+            b.notes
+        );
+        // Counts, which do not know their write-backs: every level at its single rate.
+        let counts = traffic(
+            vec![
+                level(Level::Cache(2), 2400, None),
+                level(Level::Cache(3), 0, None),
+            ],
+            400,
+        );
+        let c = analyse(&counts, &l1, Options::default()).unwrap();
+        assert_eq!((rate(&c, 0), rate(&c, 1)), (169.1, 115.0));
+        assert!(
+            !c.notes.iter().any(|n| n.contains("no bytes")),
+            "{:?}",
+            c.notes
+        );
+    }
+
+    #[test]
+    fn the_classic_roofline_of_a_kernel_without_flops_is_a_time_or_nothing() {
+        let ceilings = mixed_ceilings();
+        // A copy in L2: no FLOPs, no memory traffic.
+        let in_cache = traffic(
+            vec![
+                level(Level::Cache(2), 2400, Some(800)),
+                level(Level::Memory, 0, Some(0)),
+            ],
+            0,
+        );
+        let a = analyse(&in_cache, &ceilings, Options::default()).unwrap();
+        assert_eq!(a.classic.limit, None);
+        assert_eq!((a.classic.gflops, a.classic.time_s), (0.0, 0.0));
+        assert_eq!(a.classic.level, Level::Memory);
+        // The same copy in memory: memory's time, as the prediction has.
+        let in_memory = traffic(
+            vec![
+                level(Level::Cache(2), 2600, Some(800)),
+                level(Level::Memory, 2600, Some(800)),
+            ],
+            0,
+        );
+        let b = analyse(&in_memory, &ceilings, Options::default()).unwrap();
+        assert_eq!(b.classic.limit, Some(Limit::Level(Level::Memory)));
+        assert!((b.classic.time_s - 2600.0 / 13e9).abs() < 1e-18);
+        assert_eq!(b.classic.time_s, b.prediction.time_s);
+        // With FLOPs and no memory traffic, the peak.
+        let c = analyse(
+            &traffic(in_cache.levels.clone(), 400),
+            &ceilings,
+            Options::default(),
+        )
+        .unwrap();
+        assert_eq!(c.classic.limit, Some(Limit::Compute));
+        assert_eq!(c.classic.gflops, 100.0);
     }
 
     #[test]

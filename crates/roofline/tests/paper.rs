@@ -155,7 +155,7 @@ fn section_4_3_example_conventional_and_measured() {
     assert_eq!(fixed(a.classic.bytes_per_flop.unwrap(), 3), "0.930");
     assert_eq!(fixed(a.classic.fraction_of_peak, 3), "0.387");
     assert_eq!(fixed(a.classic.fraction_of_peak, 2), "0.39");
-    assert_eq!(a.classic.limit, Limit::Level(Level::Memory));
+    assert_eq!(a.classic.limit, Some(Limit::Level(Level::Memory)));
     assert_eq!(fixed(a.prediction.fraction_of_peak, 3), "0.236");
     let measured = a.measured.unwrap();
     assert_eq!(fixed(measured.fraction_of_peak, 3), "0.147");
@@ -729,5 +729,5 @@ fn missing_bandwidth_names_the_level() {
         .unwrap();
     let a = analyse(&traffic, &only_l3, Options::default()).unwrap();
     assert_eq!(a.prediction.limit, Limit::Level(L3));
-    assert_eq!(a.classic.limit, Limit::Compute);
+    assert_eq!(a.classic.limit, Some(Limit::Compute));
 }
