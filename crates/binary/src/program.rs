@@ -293,7 +293,8 @@ fn named_noreturn(image: &Image, seeds: &[Seed]) -> AddressSet {
     let mut noreturn: AddressSet = image
         .plt_names
         .iter()
-        .filter(|(_, name)| is_noreturn_name(name, name))
+        // Stubs carry the raw symbol: C++'s `std::__throw_*` are only known demangled.
+        .filter(|(_, name)| is_noreturn_name(name, &demangle(name)))
         .map(|(&a, _)| a)
         .collect();
     noreturn.extend(

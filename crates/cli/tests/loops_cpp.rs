@@ -113,6 +113,21 @@ fn blocks_shortens_the_function_name() {
     assert!(first.starts_with("std::__introsort_loop<…>(…)"), "{first}");
 }
 
+#[test]
+fn a_call_to_a_std_throw_function_through_its_stub_does_not_return() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(binary) = fixture(dir.path()) else {
+        return;
+    };
+    // `std::vector<double> v(n)` checks its size with `std::__throw_bad_array_new_length`,
+    // called through a PLT stub that carries the mangled name; main calls nothing else that
+    // ends the program.
+    let out = loopscope(&["blocks", binary.to_str().unwrap(), "--function", "main"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let blocks = text(&out.stdout);
+    assert!(blocks.contains(" no-return-call "), "{blocks}");
+}
+
 /// Runs loopscope under a pseudo-terminal (`script`) with `COLUMNS` set, or `None` (said) when
 /// `script` is missing.
 fn on_a_terminal(columns: usize, args: &[&str]) -> Option<String> {

@@ -116,7 +116,12 @@ pub fn marker_sites(
             });
         }
         for block in f.blocks.iter().filter(|b| b.exit == Exit::Call) {
-            site(&mut sites, block.end).return_site = true;
+            // A call with no block after it in its function is one the compiler knew never
+            // returns (the function ends at it: padding or the next function follows), to a
+            // callee not known by name; its return address is never executed.
+            if !block.succs.is_empty() {
+                site(&mut sites, block.end).return_site = true;
+            }
             if call_target(block.last).is_some_and(is_plt) {
                 site(&mut sites, block.last).plt_call = true;
             }
@@ -211,6 +216,73 @@ pub fn plan_resume(instr: &Instruction, copy: u64) -> (Resume, Option<Vec<u8>>) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use loopscope_binary::{Block, EdgeKind, Function, SeedSource, Succ};
+
+    fn call_block(start: u64, end: u64, succs: Vec<Succ>) -> Block {
+        Block {
+            start,
+            end,
+            last: start,
+            instructions: 1,
+            classes: Default::default(),
+            tags: Default::default(),
+            exit: Exit::Call,
+            succs,
+        }
+    }
+
+    #[test]
+    fn a_call_the_function_ends_at_gets_no_return_site() {
+        // 0x1000: call (returns to 0x1005) | 0x1005: call, then padding the analysis never
+        // decoded: a callee that does not return, though its name does not say so.
+        let blocks = vec![
+            call_block(
+                0x1000,
+                0x1005,
+                vec![Succ {
+                    block: 1,
+                    kind: EdgeKind::FallThrough,
+                }],
+            ),
+            call_block(0x1005, 0x100a, Vec::new()),
+        ];
+        let program = Program {
+            binary: String::new(),
+            kind: loopscope_binary::BinaryKind::Executable,
+            build_id: None,
+            entry: 0,
+            segments: Vec::new(),
+            plt: Vec::new(),
+            split: Default::default(),
+            stripped: false,
+            functions: vec![Function {
+                name: "f".into(),
+                symbol: "f".into(),
+                address: 0x1000,
+                size: 0x0a,
+                ranges: Vec::new(),
+                source: SeedSource::Symbol,
+                entry_block: 0,
+                blocks,
+                loops: Vec::new(),
+                instructions: 2,
+                classes: Default::default(),
+                undecodable: 0,
+                unknown_jumps: 0,
+                jump_tables: 0,
+                noreturn: false,
+            }],
+            warnings: Vec::new(),
+        };
+        let sites = marker_sites(&program, |_| None, false);
+        let returns: Vec<u64> = sites
+            .iter()
+            .filter(|s| s.return_site)
+            .map(|s| s.address)
+            .collect();
+        assert_eq!(returns, [0x1005]);
+        assert!(sites.iter().all(|s| s.address != 0x100a));
+    }
 
     #[test]
     fn a_rip_relative_load_is_relocated_with_its_displacement_fixed() {

@@ -7,6 +7,8 @@ use super::record::PatchSummary;
 
 /// Fallback sites named one by one in the notes; the rest are counted.
 const TRAPS_LISTED: usize = 12;
+/// Skipped sites named one by one in the notes; the rest are counted.
+const SKIPPED_LISTED: usize = 12;
 
 /// The notes of a patch recording; `programs` (by object index) name the functions of the
 /// sites listed.
@@ -57,11 +59,17 @@ pub fn patch_notes(summary: &PatchSummary, programs: &[Option<&Program>]) -> Vec
             ));
         }
     }
-    for s in &summary.skipped {
+    for s in summary.skipped.iter().take(SKIPPED_LISTED) {
         notes.push(format!(
             "marker at {} skipped: {}",
             place(program(s.object), s.address),
             s.reason
+        ));
+    }
+    if summary.skipped.len() > SKIPPED_LISTED {
+        notes.push(format!(
+            "{} more markers skipped (the profile file lists them all)",
+            summary.skipped.len() - SKIPPED_LISTED
         ));
     }
     if summary.dropped_events > 0 {
@@ -112,5 +120,31 @@ fn place(program: Option<&Program>, address: u64) -> String {
     match function {
         Some(f) => format!("{}+{:#x} ({address:#x})", f.name, address - f.address),
         None => format!("{address:#x}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::patch::record::SkippedSite;
+
+    #[test]
+    fn skipped_markers_are_listed_up_to_a_few_then_counted() {
+        let site = |address| SkippedSite {
+            object: 0,
+            address,
+            reason: "the bytes do not decode".into(),
+        };
+        let summary = PatchSummary {
+            skipped: (0..300).map(|i| site(0x1000 + i)).collect(),
+            ..PatchSummary::default()
+        };
+        let notes = patch_notes(&summary, &[]);
+        let listed = notes.iter().filter(|n| n.contains(" skipped: ")).count();
+        assert_eq!(listed, SKIPPED_LISTED, "{notes:?}");
+        assert_eq!(
+            notes.last().map(String::as_str),
+            Some("288 more markers skipped (the profile file lists them all)")
+        );
     }
 }
