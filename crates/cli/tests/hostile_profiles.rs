@@ -330,8 +330,15 @@ fn profiles_with_impossible_trees_or_values_are_refused_naming_the_field() {
             }));
         }
     };
-    let cases: [NodesDamage; 8] = [
+    let cases: [NodesDamage; 9] = [
         (|n| n.clear(), "tree.nodes: empty"),
+        (
+            |n| {
+                n[2]["entries"] = json!(0);
+                n[2]["header_executions"] = json!(4096);
+            },
+            "nodes[2]: 0 entries but 4096 header_executions: a loop runs only once entered",
+        ),
         (|n| n[1]["parent"] = json!(1), "1 names 1 as its parent"),
         (
             |n| n[1]["children"] = json!([99999]),
@@ -381,4 +388,69 @@ fn profiles_with_impossible_trees_or_values_are_refused_naming_the_field() {
         &loopscope(["report", "--json", p]),
         "damaged: recording.tsc_hz is 0, not a rate (expected hertz, at least 1)",
     );
+}
+
+#[test]
+fn a_loop_its_binary_does_not_have_is_refused_naming_the_node() {
+    use serde_json::json;
+    let dir = tempfile::tempdir().unwrap();
+    let Some(binary) = common::compile_profile_fixture("nest.c", dir.path(), &[]) else {
+        return;
+    };
+    let path = dir.path().join("p.profile");
+    let p = path.to_str().unwrap();
+    let binary = binary.to_str().unwrap();
+    let mut profile = exact_profile_json();
+    let object =
+        json!({"path": binary, "build_id": loopscope_profile::build_id(Path::new(binary))});
+    profile["objects"] = json!([object]);
+    profile["recording"]["objects"] = json!([object]);
+    let write = |id: u32| {
+        profile_with_loop(&profile, id, &path);
+        loopscope(["report", p])
+    };
+    let out = write(0);
+    assert!(out.status.success(), "loop 0 of nest: {}", stderr(&out));
+    assert_bad_input(
+        &write(9999),
+        "p.profile: damaged: recording.threads[0].tree.nodes[2].key.id is 9999, but ",
+    );
+    assert_bad_input(&write(9999), "nest has no loop 9999 (its loops are 0 to ");
+}
+
+/// Writes `profile` to `path` with its loop node's id set to `id`.
+fn profile_with_loop(profile: &serde_json::Value, id: u32, path: &Path) {
+    let mut profile = profile.clone();
+    profile["recording"]["threads"][0]["tree"]["nodes"][2]["key"]["id"] = serde_json::json!(id);
+    std::fs::write(path, format!("loopscope-profile 1\n{profile}")).unwrap();
+}
+
+#[test]
+fn a_compressed_perf_data_is_said_to_be_compressed_not_damaged() {
+    if !perf_events_allowed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("perf.data");
+    let recorded = Command::new("perf")
+        .args(["record", "-q", "-z", "-e", "cpu-clock", "-o"])
+        .arg(&path)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done",
+        ])
+        .output();
+    if !recorded.is_ok_and(|o| o.status.success()) || !path.is_file() {
+        eprintln!("skipped: no `perf record -z` here");
+        return;
+    }
+    let out = loopscope(["mix", path.to_str().unwrap()]);
+    assert_bad_input(
+        &out,
+        "perf.data: compressed (`perf record -z`), which loopscope does not read: record again \
+         without -z",
+    );
+    assert!(!stderr(&out).contains("damaged"), "{}", stderr(&out));
 }

@@ -4,6 +4,10 @@
 //! bits and clock rates that are rates. Checked once, when a profile is read, so that the code
 //! that builds reports can index and add without checking again.
 
+use std::collections::BTreeSet;
+
+use loopscope_binary::Program;
+
 use crate::exact::ExactRun;
 use crate::lcct::{Lcct, Node, NodeKey};
 use crate::sample::MAX_FRAMES;
@@ -77,6 +81,46 @@ fn check_exact(run: &ExactRun, objects: usize) -> Result<(), String> {
                 blocks.starts.len(),
                 blocks.executions.len()
             ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks that every loop node of an exact run names a loop of its object, for the objects
+/// `programs` holds (by object index, with their paths; `None` where the object could not be
+/// analysed): a loop id the analysis does not find is an edited or foreign profile, whose
+/// nodes would show with no function or source.
+pub(crate) fn check_loop_ids(
+    run: &ExactRun,
+    programs: &[(&str, Option<&Program>)],
+) -> Result<(), String> {
+    let ids: Vec<Option<(&str, BTreeSet<u32>)>> = programs
+        .iter()
+        .map(|&(path, program)| {
+            program.map(|p| {
+                let ids = p.functions.iter().flat_map(|f| &f.loops).map(|l| l.id);
+                (path, ids.collect())
+            })
+        })
+        .collect();
+    for (t, thread) in run.threads.iter().enumerate() {
+        for (i, node) in thread.tree.nodes.iter().enumerate() {
+            let NodeKey::Loop { object, id } = node.key else {
+                continue;
+            };
+            let Some(Some((path, known))) = ids.get(object as usize) else {
+                continue;
+            };
+            if !known.contains(&id) {
+                let has = match (known.first(), known.last()) {
+                    (Some(lo), Some(hi)) => format!("its loops are {lo} to {hi}"),
+                    _ => "it has no loops".into(),
+                };
+                return Err(format!(
+                    "recording.threads[{t}].tree.nodes[{i}].key.id is {id}, but {path} has no \
+                     loop {id} ({has})"
+                ));
+            }
         }
     }
     Ok(())
@@ -165,6 +209,15 @@ pub(crate) fn check_tree(tree: &Lcct, objects: usize) -> Result<(), String> {
                 "[{i}]: trips_min {} and trips_max {} are not a range",
                 text(node.trips_min),
                 text(node.trips_max)
+            ));
+        }
+        // A loop's header runs, and a trip ends, only after the loop was entered.
+        if node.entries == 0 && (node.header_executions > 0 || node.trips_max.is_some()) {
+            return Err(format!(
+                "[{i}]: 0 entries but {} header_executions{}: a loop runs only once entered",
+                node.header_executions,
+                node.trips_max
+                    .map_or(String::new(), |max| format!(" and trips up to {max}"))
             ));
         }
         if node.back_edges > node.header_executions {
@@ -455,7 +508,12 @@ mod tests {
 
     #[test]
     fn values_that_cannot_be_are_refused_naming_the_field() {
-        let cases: [Damage; 6] = [
+        let cases: [Damage; 7] = [
+            (
+                |t| t.nodes[2].entries = 0,
+                "nodes[2]: 0 entries but 5 header_executions and trips up to 5: a loop runs only \
+                 once entered",
+            ),
             (
                 |t| {
                     t.nodes[1].key = NodeKey::Function {
@@ -677,6 +735,13 @@ mod tests {
                 let report = build_report(&read, HotRule::Rank(8)).unwrap();
                 prop_assert!(report.tree.inclusive_s.is_finite());
                 prop_assert!(report.tree.inclusive_share <= 1.0);
+                let mut nodes = vec![&report.tree];
+                while let Some(node) = nodes.pop() {
+                    if node.entries == Some(0) {
+                        prop_assert!(node.iterations.unwrap_or(0) == 0 && node.trips.is_none());
+                    }
+                    nodes.extend(&node.children);
+                }
             }
         }
     }

@@ -53,6 +53,13 @@ pub enum ProfileError {
         /// Where and what is wrong.
         what: String,
     },
+    /// A profile that does not fit the binaries it names (a loop the binary does not have):
+    /// the caller names the profile.
+    #[error("damaged: {what}")]
+    Damaged {
+        /// Where and what is wrong.
+        what: String,
+    },
     /// A sampled profile whose stacks make a deeper tree than a report shows.
     #[error(
         "the samples' stacks make a tree {depth} levels deep, past the limit of {} (see docs/limits.md)",
@@ -104,6 +111,7 @@ impl ProfileError {
         match self {
             ProfileError::Command { .. }
             | ProfileError::BadProfile { .. }
+            | ProfileError::Damaged { .. }
             | ProfileError::TreeTooDeep { .. }
             | ProfileError::BuildIdMismatch { .. }
             | ProfileError::ContentMismatch { .. }

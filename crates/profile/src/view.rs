@@ -249,6 +249,12 @@ pub fn build_report(profile: &Profile, rule: HotRule) -> Result<ProfileReport, P
                 None => "TSC cycles between markers (trap cost not subtracted)".into(),
             };
             let programs: Vec<_> = objects.iter().map(|o| o.program.as_ref()).collect();
+            let analysed: Vec<_> = objects
+                .iter()
+                .map(|o| (o.path.as_str(), o.program.as_ref()))
+                .collect();
+            crate::check::check_loop_ids(run, &analysed)
+                .map_err(|what| ProfileError::Damaged { what })?;
             if let Some(summary) = &run.patch {
                 notes.extend(crate::patch::patch_notes(summary, &programs));
             }

@@ -12,7 +12,7 @@ use linux_perf_data::linux_perf_event_reader::{
     EventRecord, HardwareEventId, PerfEventType, RawData, ReadFormat, SampleFormat,
     SoftwareCounterType, constants,
 };
-use linux_perf_data::{Endianness, PerfFileReader, PerfFileRecord};
+use linux_perf_data::{Endianness, Feature, PerfFileReader, PerfFileRecord};
 
 use super::estimate::{MixOptions, MixReport, SampleSource, mix_of_samples};
 use super::perfcheck::check_perf_file;
@@ -66,6 +66,10 @@ pub fn mix_of_perf_data(path: &Path, options: &MixOptions) -> Result<MixReport, 
     Ok(report)
 }
 
+/// What a compressed perf.data file is told.
+const COMPRESSED: &str = "compressed (`perf record -z`), which loopscope does not read: \
+                          record again without -z";
+
 /// Reads a perf.data file; damage anywhere is one error naming the file.
 pub(crate) fn read_perf_data(path: &Path) -> Result<PerfData, ProfileError> {
     let bad = |what: String| ProfileError::BadProfile {
@@ -91,6 +95,11 @@ pub(crate) fn read_perf_data(path: &Path) -> Result<PerfData, ProfileError> {
         mut record_iter,
     } = PerfFileReader::parse_file(BufReader::new(file))
         .map_err(|e| bad(format!("not a readable perf.data file: {e}")))?;
+    // Its records are zstd frames, which this build does not decompress (nor does `perf
+    // inject`, which copies them as they are).
+    if perf_file.features().has_feature(Feature::COMPRESSED) {
+        return Err(bad(COMPRESSED.into()));
+    }
     let mut data = PerfData::default();
     let attributes = perf_file.event_attributes().to_vec();
     let Some(first) = attributes.first() else {
@@ -138,6 +147,10 @@ pub(crate) fn read_perf_data(path: &Path) -> Result<PerfData, ProfileError> {
         let record = match record_iter.next_record(&mut perf_file) {
             Ok(Some(record)) => record,
             Ok(None) => break,
+            // A compressed record in a file whose header does not say it is compressed.
+            Err(e) if e.to_string().contains("Compression support is not enabled") => {
+                return Err(bad(COMPRESSED.into()));
+            }
             Err(e) => {
                 return Err(bad(format!(
                     "damaged or truncated after {records} records: {e}"
