@@ -48,7 +48,12 @@ pub enum BinaryError {
         what: String,
     },
     /// No function of that name in the binary.
-    #[error("{}: no function named `{name}` (expected a symbol name, mangled or demangled)", path.display())]
+    #[error(
+        "{}: no function {} `{name}` (expected a symbol name, mangled or demangled, or the hex \
+         address a function starts at, as `loops` lists them)",
+        path.display(),
+        if name.starts_with("0x") { "starts at" } else { "named" }
+    )]
     NoFunction {
         /// The file.
         path: PathBuf,

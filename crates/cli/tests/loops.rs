@@ -89,6 +89,20 @@ fn loops_text_and_blocks_and_cache() {
         "{}",
         text(&out.stderr)
     );
+    assert!(
+        stdout.starts_with(&format!("{b}: PIE executable, 1 function with loops, ")),
+        "{stdout}"
+    );
+    // The header counts the functions the listing shows: those with loops.
+    let all = text(&loopscope(dir.path(), &["loops", b]).stdout);
+    let listed = all.lines().filter(|l| l.contains(" @ 0x")).count();
+    assert!(
+        all.lines()
+            .next()
+            .unwrap()
+            .contains(&format!(", {listed} functions with loops, ")),
+        "{all}"
+    );
     let again = loopscope(dir.path(), &["loops", b, "-f", "switch_loop", "-v"]);
     assert!(text(&again.stderr).contains("analysis read from"));
     assert_eq!(text(&again.stdout), stdout);
@@ -157,6 +171,21 @@ fn bad_input_exits_2_with_one_line() {
     let out = loopscope(dir.path(), &["blocks", b, "-f", "no_such_function"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("no function named `no_such_function`"));
+    // Both ways to name a function are offered, whichever was tried.
+    for (asked, said) in [("no_such_function", "named"), ("0x1", "starts at")] {
+        for command in ["blocks", "loops"] {
+            let out = loopscope(dir.path(), &[command, b, "-f", asked]);
+            assert_eq!(out.status.code(), Some(2));
+            let err = text(&out.stderr);
+            assert!(
+                err.contains(&format!(
+                    "no function {said} `{asked}` (expected a symbol name, \
+                     mangled or demangled, or the hex address a function starts at"
+                )),
+                "{err}"
+            );
+        }
+    }
 
     let table = dir.path().join("classes.toml");
     std::fs::write(&table, "[classes]\nlea = \"memory\"\n").unwrap();

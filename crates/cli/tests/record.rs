@@ -49,6 +49,14 @@ fn nodes<'a>(node: &'a Value, out: &mut Vec<&'a Value>) {
     }
 }
 
+/// A table row's cells (columns are two spaces or more apart).
+fn cells(line: &str) -> Vec<&str> {
+    line.split("  ")
+        .filter(|c| !c.is_empty())
+        .map(str::trim)
+        .collect()
+}
+
 fn line_of(source: &str, tag: &str) -> u64 {
     let text = std::fs::read_to_string(fixture(source)).unwrap();
     text.lines()
@@ -121,6 +129,28 @@ fn ptrace_report_has_exact_entries_and_trips() {
     assert!(
         work.split_whitespace().any(|w| w == "3"),
         "three contexts: {work}"
+    );
+    // A function has calls but no iterations: its `iters` cell says the count does not apply.
+    let header = cells(
+        by_loop
+            .lines()
+            .find(|l| l.starts_with("function or loop"))
+            .unwrap(),
+    );
+    let iters = header.iter().position(|&c| c == "iters").unwrap();
+    assert_eq!(cells(work)[iters], "-", "{by_loop}");
+    // Under --all the events line does not claim that only hot nodes are shown.
+    let all = stdout(&loopscope([
+        "report",
+        &profile.display().to_string(),
+        "--all",
+        "--threshold",
+        "50",
+    ]));
+    let events = all.lines().find(|l| l.starts_with("events")).unwrap();
+    assert!(
+        events.ends_with("every node shown, hot or not (hot: 50.00 % inclusive or more)"),
+        "{events}"
     );
 }
 

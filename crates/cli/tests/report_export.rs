@@ -215,3 +215,80 @@ fn html_report_is_one_self_contained_page_with_the_tree() {
         assert!(!html.contains(external), "fetches {external}");
     }
 }
+
+/// The command a page or header shows for `record`, unescaped from the HTML.
+fn shown_record_command(html: &str) -> String {
+    let html = html.replace("&#39;", "'").replace("&amp;", "&");
+    let start = html.find("loopscope record ").expect("a record command");
+    let end = html[start..].find([')', ';']).expect("the command's end");
+    html[start..start + end].to_owned()
+}
+
+#[test]
+fn the_shown_commands_are_quoted_and_record_the_same_way() {
+    if !common::ptrace_allowed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(binary) = compile_profile_fixture("nest.c", dir.path(), &[]) else {
+        return;
+    };
+    let profile = dir.path().join("a profile");
+    let profile = profile.to_str().unwrap();
+    let binary = binary.to_str().unwrap();
+    let out = dir.path().join("nest.html");
+    let out = out.to_str().unwrap();
+    run_ok(&[
+        "record",
+        "-q",
+        "--backend",
+        "ptrace",
+        "--no-calibrate",
+        "--blocks",
+        "-o",
+        profile,
+        "--",
+        binary,
+        "20",
+        "x y",
+        "",
+        "$HOME",
+    ]);
+    let text = run_ok(&["report", profile, "--html", out]);
+    let header = text.lines().next().unwrap();
+    assert!(
+        header.starts_with(&format!("profile   {binary} 20 'x y' '' '$HOME' (")),
+        "{header}"
+    );
+    let html = std::fs::read_to_string(out).unwrap();
+    assert_eq!(
+        shown_record_command(&html),
+        format!(
+            "loopscope record --backend ptrace --blocks --no-calibrate -o '{profile}' -- \
+             {binary} 20 'x y' '' '$HOME'"
+        )
+    );
+    // A profile from before the flags were stored shows the back-end alone, the one flag its
+    // recording tells.
+    let bytes = std::fs::read_to_string(profile).unwrap();
+    let (first, json) = bytes.split_once('\n').unwrap();
+    let mut value: Value = serde_json::from_str(json).unwrap();
+    assert!(
+        value
+            .as_object_mut()
+            .unwrap()
+            .remove("record_flags")
+            .is_some()
+    );
+    std::fs::write(profile, format!("{first}\n{value}")).unwrap();
+    run_ok(&["report", profile, "--html", out]);
+    let html = std::fs::read_to_string(out).unwrap();
+    assert_eq!(
+        shown_record_command(&html),
+        format!("loopscope record --backend ptrace -o '{profile}' -- {binary} 20 'x y' '' '$HOME'")
+    );
+    assert!(
+        html.contains("other flags of the recording are not stored"),
+        "the gap is said"
+    );
+}

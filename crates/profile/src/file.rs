@@ -23,6 +23,11 @@ pub const PROFILE_CAP_BYTES: u64 = 1 << 30;
 pub struct Profile {
     /// The command line recorded.
     pub command: Vec<String>,
+    /// The flags `record` was given that shape what is recorded (the back-end, what is counted,
+    /// how it samples), in `record`'s spelling, so that the recording can be made again; `None`
+    /// in profiles written before they were stored, whose flags are unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record_flags: Option<Vec<String>>,
     /// The objects the recording refers to, with their build-ids.
     pub objects: Vec<ObjectRef>,
     /// Wall time of the same command run once without loopscope, in nanoseconds, when asked.
@@ -87,6 +92,7 @@ impl Profile {
             .collect();
         Profile {
             command,
+            record_flags: None,
             objects,
             native_wall_ns: None,
             recording: Recording::Sample(run),
@@ -97,6 +103,7 @@ impl Profile {
     pub fn exact(command: Vec<String>, run: ExactRun) -> Profile {
         Profile {
             command,
+            record_flags: None,
             objects: run.objects.clone(),
             native_wall_ns: None,
             recording: Recording::Ptrace(run),
@@ -107,6 +114,7 @@ impl Profile {
     pub fn patched(command: Vec<String>, run: ExactRun) -> Profile {
         Profile {
             command,
+            record_flags: None,
             objects: run.objects.clone(),
             native_wall_ns: None,
             recording: Recording::Patch(run),

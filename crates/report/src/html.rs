@@ -22,7 +22,7 @@ use crate::misses::render_misses;
 use crate::mix::{format_compact, render_mix_summary};
 use crate::mix_plot::mix_plots;
 use crate::probe::{probe_plots, render_probe};
-use crate::profile::{render_profile_header, source_text};
+use crate::profile::{NodeFilter, render_profile_header, source_text};
 use crate::ranks::render_ranks;
 use crate::roofline::{RooflineAxis, render_roofline_svg};
 use crate::roofline_text::{format_seconds, render_roofline_report};
@@ -365,7 +365,10 @@ fn profile_section(profiles: &[Figure<'_, ProfileReport>]) -> String {
     for p in profiles {
         let _ = writeln!(out, "<h3>{}</h3>", escape_html(p.title));
         out.push_str(&render_tree(p.data));
-        out.push_str(&inputs_block(p.command, &render_profile_header(p.data)));
+        out.push_str(&inputs_block(
+            p.command,
+            &render_profile_header(p.data, NodeFilter::Hot),
+        ));
     }
     out
 }

@@ -43,6 +43,7 @@ mod profile;
 mod ranks;
 mod roofline;
 mod roofline_text;
+mod shell;
 mod simulation;
 mod table;
 mod units;
@@ -63,6 +64,7 @@ pub use profile::{
 pub use ranks::render_ranks;
 pub use roofline::{RooflineAxis, render_roofline_svg};
 pub use roofline_text::{format_seconds, render_roofline, render_roofline_report};
+pub use shell::{shell_word, shell_words};
 pub use simulation::{SimulationView, render_simulation};
 
 /// A plot could not be drawn (a plotting-library failure, not bad input).

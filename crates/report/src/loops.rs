@@ -9,13 +9,17 @@ use crate::table::{Align, Table, TextLayout, fit_name};
 /// `layout` says (names shortened, rows fitted to a width).
 pub fn render_loops(program: &Program, functions: &[&Function], layout: &TextLayout) -> String {
     let loops: usize = functions.iter().map(|f| f.loops.len()).sum();
+    // Only the functions with loops are counted: the others are not listed.
+    let looping = functions.iter().filter(|f| !f.loops.is_empty()).count();
+    let plural =
+        |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     let mut out = format!(
-        "{}: {}{}, {} functions, {} loops\n",
+        "{}: {}{}, {} with loops, {}\n",
         program.binary,
         kind_name(program),
         if program.stripped { ", stripped" } else { "" },
-        functions.len(),
-        loops
+        plural(looping, "function", "functions"),
+        plural(loops, "loop", "loops")
     );
     for f in functions
         .iter()

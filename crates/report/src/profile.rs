@@ -5,6 +5,7 @@ use loopscope_binary::Frame;
 use loopscope_profile::{ProfileReport, TreeNode};
 
 use crate::roofline_text::format_seconds;
+use crate::shell::shell_words;
 use crate::table::{Align, Table, TextLayout, fit_name};
 
 /// Which nodes a view shows.
@@ -101,11 +102,19 @@ pub(crate) fn with_library(name: &str, object: Option<&str>) -> String {
 }
 
 /// The header lines: what was run, how it was measured, the overhead.
-pub fn render_profile_header(report: &ProfileReport) -> String {
+/// `filter` is what the view below shows, which the events line says.
+pub fn render_profile_header(report: &ProfileReport, filter: NodeFilter) -> String {
     let exit = report.exit;
+    let threshold = report.hot_threshold * 100.0;
+    let shown = match filter {
+        NodeFilter::Hot => format!("hot nodes reach {threshold:.2} % inclusive"),
+        NodeFilter::All => {
+            format!("every node shown, hot or not (hot: {threshold:.2} % inclusive or more)")
+        }
+    };
     let mut out = format!(
-        "profile   {} ({} back-end, {exit})\nmeasure   {}\nevents    {} {}; hot nodes reach {:.2} % inclusive\n",
-        report.command.join(" "),
+        "profile   {} ({} back-end, {exit})\nmeasure   {}\nevents    {} {}; {shown}\n",
+        shell_words(&report.command),
         report.backend,
         report.measure,
         report.events,
@@ -114,7 +123,6 @@ pub fn render_profile_header(report: &ProfileReport) -> String {
         } else {
             "markers"
         },
-        report.hot_threshold * 100.0
     );
     let o = &report.overhead;
     let mut overhead = format!("profiled {:.3} s", o.profiled_s);
@@ -226,8 +234,8 @@ pub fn render_profile_by_loop(
         inclusive_s: f64,
         contexts: u64,
         function: Option<String>,
-        entries: u64,
-        iterations: u64,
+        entries: Option<u64>,
+        iterations: Option<u64>,
         source: String,
     }
     let mut sums: Vec<(String, Sum)> = Vec::new();
@@ -258,8 +266,13 @@ pub fn render_profile_by_loop(
             s.inclusive_s += node.inclusive_s;
         }
         s.contexts += 1;
-        s.entries += node.entries.unwrap_or(0);
-        s.iterations += node.iterations.unwrap_or(0);
+        // A count no context has (a function's iterations) does not apply: `-`, not 0.
+        let sum = |total: Option<u64>, one: Option<u64>| match (total, one) {
+            (Some(a), Some(b)) => Some(a.saturating_add(b)),
+            (a, b) => a.or(b),
+        };
+        s.entries = sum(s.entries, node.entries);
+        s.iterations = sum(s.iterations, node.iterations);
         open.push(key);
         for child in &node.children {
             add(child, open, sums);
@@ -306,8 +319,9 @@ pub fn render_profile_by_loop(
             s.contexts.to_string(),
         ];
         if !sampled {
-            row.push(s.entries.to_string());
-            row.push(s.iterations.to_string());
+            let count = |c: Option<u64>| c.map_or("-".to_owned(), |c| c.to_string());
+            row.push(count(s.entries));
+            row.push(count(s.iterations));
         }
         row.push(s.source);
         table.row(row);

@@ -25,6 +25,7 @@ use loopscope_profile::{
 };
 use loopscope_report::{
     Figure, FirefoxInput, HtmlReport, format_bytes, render_firefox_profile, render_html,
+    shell_word, shell_words,
 };
 use loopscope_roofline::{
     CacheSizes, KernelInputRequest, MachineInput, Roofline, RooflineInput, RooflineRequest,
@@ -525,10 +526,10 @@ impl Demo<'_> {
             ),
             format!(
                 "loopscope record -o {} -- {} && loopscope report {} --firefox {}",
-                sampled_path.display(),
-                text_of(&command).join(" "),
-                sampled_path.display(),
-                firefox.display()
+                shell_path(&sampled_path),
+                shell_words(text_of(&command)),
+                shell_path(&sampled_path),
+                shell_path(&firefox)
             ),
             report,
         ));
@@ -556,9 +557,9 @@ impl Demo<'_> {
             ),
             format!(
                 "loopscope record --backend patch --blocks -o {} -- {} && loopscope report {}",
-                exact_path.display(),
-                text_of(&command).join(" "),
-                exact_path.display()
+                shell_path(&exact_path),
+                shell_words(text_of(&command)),
+                shell_path(&exact_path)
             ),
             report,
         ));
@@ -581,7 +582,7 @@ impl Demo<'_> {
                 "Executed instructions: {PROGRAM_NAME} {} (every block counted)",
                 PROGRAM_ARGS.join(" ")
             ),
-            format!("loopscope mix {}", path.display()),
+            format!("loopscope mix {}", shell_path(&path)),
             mix,
         ));
         Ok(())
@@ -711,6 +712,11 @@ fn command_line(program: &Path, args: &[&str]) -> Vec<OsString> {
     std::iter::once(program.as_os_str().to_owned())
         .chain(args.iter().map(OsString::from))
         .collect()
+}
+
+/// A path as a word of a command shown to be copied.
+fn shell_path(path: &Path) -> String {
+    shell_word(&path.display().to_string()).into_owned()
 }
 
 fn text_of(command: &[OsString]) -> Vec<String> {

@@ -250,6 +250,7 @@ pub fn run(args: &RecordArgs, ui: &Ui) -> anyhow::Result<()> {
         }
     };
     profile.native_wall_ns = native_wall_ns;
+    profile.record_flags = Some(recording_flags(args, backend));
     profile.identify_unversioned_objects();
     profile.write(&output)?;
     ui.done(summary(&profile, &output));
@@ -262,6 +263,44 @@ pub fn run(args: &RecordArgs, ui: &Ui) -> anyhow::Result<()> {
         std::process::exit(130);
     }
     Ok(())
+}
+
+/// The flags given that shape the recording, in the order `record --help` lists them, so that
+/// `report` can show a command that records the same way. The back-end is always named: a
+/// later default must not change what the command does.
+fn recording_flags(args: &RecordArgs, backend: Backend) -> Vec<String> {
+    let name = |value: Option<clap::builder::PossibleValue>| {
+        value.map(|v| v.get_name().to_owned()).unwrap_or_default()
+    };
+    let mut flags = Vec::new();
+    if args.exact {
+        flags.push("--exact".to_owned());
+    } else {
+        flags.extend(["--backend".to_owned(), name(backend.to_possible_value())]);
+    }
+    for (given, flag) in [(args.blocks, "--blocks"), (args.libraries, "--libraries")] {
+        if given {
+            flags.push(flag.to_owned());
+        }
+    }
+    if let Some(event) = args.event {
+        flags.extend(["--event".to_owned(), name(event.to_possible_value())]);
+    }
+    if let Some(freq) = args.freq {
+        flags.extend(["--freq".to_owned(), freq.to_string()]);
+    }
+    if let Some(bytes) = args.stack_bytes {
+        flags.extend(["--stack-bytes".to_owned(), bytes.to_string()]);
+    }
+    for (given, flag) in [
+        (args.native, "--native"),
+        (args.no_calibrate, "--no-calibrate"),
+    ] {
+        if given {
+            flags.push(flag.to_owned());
+        }
+    }
+    flags
 }
 
 /// The back-end `--backend` and `--exact` choose together. `--exact` is the ptrace back-end with
@@ -405,7 +444,7 @@ fn summary(profile: &Profile, output: &std::path::Path) -> String {
     };
     format!(
         "recorded {what} of `{}` ({exit}) in {:.2} s into {}",
-        profile.command.join(" "),
+        loopscope_report::shell_words(&profile.command),
         wall_ns as f64 * 1e-9,
         output.display()
     )
@@ -498,6 +537,88 @@ mod tests {
             event.contains(&format!("[default: {}]", name.get_name())),
             "{event}"
         );
+    }
+
+    fn flags_of(command: &[&str]) -> Vec<String> {
+        let matches = RecordArgs::augment_args(Command::new("record"))
+            .try_get_matches_from(command)
+            .unwrap();
+        let args = RecordArgs::from_arg_matches(&matches).unwrap();
+        recording_flags(&args, chosen_backend(&args).unwrap())
+    }
+
+    #[test]
+    fn the_stored_flags_record_the_same_way() {
+        assert_eq!(
+            flags_of(&["record", "--", "./app"]),
+            ["--backend", "sample"]
+        );
+        assert_eq!(
+            flags_of(&[
+                "record",
+                "-o",
+                "x",
+                "--freq",
+                "30000",
+                "--stack-bytes",
+                "4096",
+                "--event",
+                "cpu-clock",
+                "--native",
+                "--",
+                "./app",
+                "--freq",
+                "1",
+            ]),
+            [
+                "--backend",
+                "sample",
+                "--event",
+                "cpu-clock",
+                "--freq",
+                "30000",
+                "--stack-bytes",
+                "4096",
+                "--native"
+            ]
+        );
+        assert_eq!(
+            flags_of(&[
+                "record",
+                "--backend",
+                "patch",
+                "--libraries",
+                "--blocks",
+                "--",
+                "./a"
+            ]),
+            ["--backend", "patch", "--blocks", "--libraries"]
+        );
+        assert_eq!(
+            flags_of(&["record", "--exact", "--no-calibrate", "--", "./a"]),
+            ["--exact", "--no-calibrate"]
+        );
+        // Every flag of `record` is either stored or known not to change what is recorded.
+        let stored = [
+            "backend",
+            "exact",
+            "blocks",
+            "libraries",
+            "event",
+            "freq",
+            "stack_bytes",
+            "native",
+            "no_calibrate",
+        ];
+        let elsewhere = ["output", "command"];
+        for arg in RecordArgs::augment_args(Command::new("record")).get_arguments() {
+            let id = arg.get_id().as_str();
+            assert!(
+                stored.contains(&id) || elsewhere.contains(&id),
+                "record flag {id}: store it in the profile's record_flags if it changes what \
+                 is recorded"
+            );
+        }
     }
 
     #[test]

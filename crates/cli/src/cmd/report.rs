@@ -12,7 +12,7 @@ use loopscope_profile::{
 use loopscope_report::{
     Figure, FirefoxInput, HtmlReport, NodeFilter, render_firefox_profile, render_html,
     render_profile_by_loop, render_profile_dot, render_profile_header, render_profile_tree,
-    render_ranks,
+    render_ranks, shell_word, shell_words,
 };
 
 use crate::cmd::{print_json, print_text};
@@ -118,7 +118,10 @@ pub fn run(args: &ReportArgs, ui: &Ui) -> anyhow::Result<()> {
         By::Context => render_profile_tree(&report, filter, &text_layout(args.full_names)),
         By::Loop => render_profile_by_loop(&report, filter, &text_layout(args.full_names)),
     };
-    print_text(&format!("{}\n{body}", render_profile_header(&report)))
+    print_text(&format!(
+        "{}\n{body}",
+        render_profile_header(&report, filter)
+    ))
 }
 
 /// Writes the reports as one Firefox Profiler document: `(label, profile file, report)` each.
@@ -161,7 +164,7 @@ fn read_profile(path: &Path) -> anyhow::Result<Profile> {
         return Err(bad_input(format!(
             "{}: no such profile (make one with `loopscope record -o {} -- PROGRAM ARGS`)",
             path.display(),
-            path.display()
+            shell_word(&path.display().to_string())
         )));
     }
     Ok(Profile::read(path)?)
@@ -218,7 +221,7 @@ fn run_merged(args: &ReportArgs, rule: HotRule, ui: &Ui) -> anyhow::Result<()> {
     };
     print_text(&format!(
         "{}\n{body}\n{}",
-        render_profile_header(&merge.merged),
+        render_profile_header(&merge.merged, filter),
         render_ranks(&merge)
     ))
 }
@@ -273,18 +276,22 @@ fn write_html(
             }
         }
     };
-    let record_command = format!(
-        "loopscope record --backend {} -o {shown} -- {}",
-        report.backend,
-        profile.command.join(" ")
-    );
+    let record_command = record_command(profile, &shown);
     let report_command = match merge {
-        Some(m) => format!("loopscope report {}", m.ranks.join(" ")),
-        None => format!("loopscope report {shown}  (recorded with: {record_command})"),
+        Some(m) => format!("loopscope report {}", shell_words(&m.ranks)),
+        None => format!(
+            "loopscope report {}  (recorded with: {record_command}{})",
+            shell_word(&shown),
+            if profile.record_flags.is_none() {
+                "; other flags of the recording are not stored in this profile"
+            } else {
+                ""
+            }
+        ),
     };
-    let mix_command = format!("loopscope mix {shown}");
+    let mix_command = format!("loopscope mix {}", shell_word(&shown));
     let mut page = HtmlReport {
-        title: format!("loopscope report: {}", profile.command.join(" ")),
+        title: format!("loopscope report: {}", shell_words(&profile.command)),
         subtitle: format!("{} back-end, {}", report.backend, report.measure),
         notes,
         ..HtmlReport::default()
@@ -311,6 +318,23 @@ fn write_html(
     write_atomically(out, render_html(&page)?.as_bytes())?;
     ui.done(format!("wrote {}", out.display()));
     Ok(())
+}
+
+/// The `record` command that makes `profile` again into `path`, quoted for a shell: with the
+/// flags the profile stores, or for a profile written before they were stored, the back-end
+/// alone (the one flag known from the recording).
+fn record_command(profile: &Profile, path: &str) -> String {
+    let backend = [
+        "--backend".to_owned(),
+        profile.recording.backend().to_owned(),
+    ];
+    let flags = profile.record_flags.as_deref().unwrap_or(&backend);
+    format!(
+        "loopscope record {} -o {} -- {}",
+        shell_words(flags),
+        shell_word(path),
+        shell_words(&profile.command)
+    )
 }
 
 #[cfg(test)]
