@@ -298,6 +298,68 @@ fn an_imported_machine_without_a_bandwidth_points_at_its_kerncraft_file() {
     assert!(!stderr(&output).contains("probe"), "{}", stderr(&output));
 }
 
+/// probe flags a bandwidth a loaded machine slowed below what the others allow; roofline
+/// warns once, naming the figures, when its ceilings take flagged ones, and not otherwise.
+#[test]
+fn roofline_warns_once_of_implausible_bandwidths_it_uses() {
+    let dir = tempfile::tempdir().unwrap();
+    let flag = |level: &str, threads: u32, reason: &str| {
+        format!(
+            "\n[[measured.implausible]]\nlevel = \"{level}\"\nkernel = \"copy\"\nthreads = \
+             {threads}\nreason = \"{reason}\"\n"
+        )
+    };
+    let used = [
+        flag("L1", 2, "L1 copy on 2 threads is below 1 thread's"),
+        flag("L2", 2, "L2 copy on 2 threads is below 1 thread's"),
+    ]
+    .concat();
+    let flagged = edited_machine_file(dir.path(), "flagged.toml", |t| t + &used);
+    let unused = flag("L1", 1, "L1 copy on 1 thread is below the L2's");
+    let other = edited_machine_file(dir.path(), "other.toml", |t| t + &unused);
+    let kernel = example("kernels/triad.c");
+    let roofline = |machine: &std::path::Path| {
+        loopscope([
+            "roofline".as_ref(),
+            kernel.as_os_str(),
+            "-D".as_ref(),
+            "N=1000".as_ref(),
+            "-m".as_ref(),
+            machine.as_os_str(),
+        ])
+    };
+    let output = roofline(&flagged);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let warnings: Vec<String> = stderr(&output)
+        .lines()
+        .filter(|l| l.contains("implausible"))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].starts_with(&format!(
+            "loopscope: warning: {}: probe found bandwidths it uses implausible (L1 copy on 2 \
+             threads is below 1 thread's; L2 copy on 2 threads is below 1 thread's)",
+            flagged.display()
+        )),
+        "{}",
+        warnings[0]
+    );
+    assert!(
+        warnings[0].contains("on a quiet machine"),
+        "{}",
+        warnings[0]
+    );
+    // The ceilings take the 2-thread runs: a flagged 1-thread run is not among them.
+    let output = roofline(&other);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        !stderr(&output).contains("implausible"),
+        "{}",
+        stderr(&output)
+    );
+}
+
 #[test]
 fn unknown_keys_and_impossible_values_are_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();

@@ -195,6 +195,13 @@ pub(crate) fn full_sample() -> Machine {
         core_hz: Some(2.1e9),
         memory_latency_ns: Some(90.0),
         add_latency_ns: Some(1.5),
+        implausible: vec![crate::Implausible {
+            level: "MEM".into(),
+            kernel: "triad".into(),
+            threads: 2,
+            vector_bytes: Some(32),
+            reason: "MEM triad on 2 threads, 17.50 GB/s, is below 1 thread's 18.00 GB/s".into(),
+        }],
     });
     m
 }

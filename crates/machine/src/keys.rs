@@ -57,6 +57,15 @@ const MEASURED: &[(&str, Shape)] = &[
     ("core_hz", Shape::Value),
     ("memory_latency_ns", Shape::Value),
     ("add_latency_ns", Shape::Value),
+    ("implausible", Shape::Tables(IMPLAUSIBLE)),
+];
+
+const IMPLAUSIBLE: &[(&str, Shape)] = &[
+    ("level", Shape::Value),
+    ("kernel", Shape::Value),
+    ("threads", Shape::Value),
+    ("vector_bytes", Shape::Value),
+    ("reason", Shape::Value),
 ];
 
 const MEASURED_CACHE: &[(&str, Shape)] = &[

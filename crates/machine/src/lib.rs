@@ -55,8 +55,8 @@ pub use file::{
 };
 pub use kerncraft::{KerncraftImport, import_kerncraft, import_kerncraft_str};
 pub use model::{
-    Bandwidth, Cache, CacheKind, IsaFeature, Machine, Measured, MeasuredCache, PeakFlops,
-    PeakGflops,
+    Bandwidth, Cache, CacheKind, Implausible, IsaFeature, Machine, Measured, MeasuredCache,
+    PeakFlops, PeakGflops,
 };
 pub use units::{format_bytes, parse_frequency_hz, parse_size_bytes};
 pub use validate::{BANDWIDTH_KERNELS, validate};

@@ -310,6 +310,44 @@ pub struct Measured {
     /// before, in nanoseconds (what an in-order sum waits per element).
     #[serde(default)]
     pub add_latency_ns: Option<f64>,
+    /// Bandwidth runs whose figure no quiet machine gives: slower than the same kernel one level
+    /// further out, or on all threads slower than on one. Other work on the machine slowed
+    /// them; whatever uses one says so.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub implausible: Vec<Implausible>,
+}
+
+impl Measured {
+    /// Why the run `run` is implausible, when it is one of [`Measured::implausible`].
+    pub fn implausible_reason(&self, run: &Bandwidth) -> Option<&str> {
+        self.implausible
+            .iter()
+            .find(|i| {
+                i.level == run.level
+                    && i.kernel == run.kernel
+                    && i.threads == run.threads
+                    && i.vector_bytes == run.vector_bytes
+            })
+            .map(|i| i.reason.as_str())
+    }
+}
+
+/// A bandwidth run that contradicts another: which run, and the figures that contradict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Implausible {
+    /// The run's level (`L2`, `MEM`).
+    pub level: String,
+    /// The run's kernel.
+    pub kernel: String,
+    /// The run's thread count.
+    pub threads: u32,
+    /// The run's vector width in bytes, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vector_bytes: Option<u32>,
+    /// The figures that contradict (`L2 triad on 1 thread, 6.59 GB/s, is below the L3's
+    /// 12.75 GB/s`).
+    pub reason: String,
 }
 
 /// One cache level as measured.

@@ -58,6 +58,7 @@ mod levels;
 mod mem;
 mod placement;
 mod plateau;
+mod plausible;
 mod recompile;
 mod run;
 mod simd;
@@ -110,6 +111,7 @@ pub use placement::{
 pub use plateau::{
     MEMORY_OVER_L1, PLATEAU_MIN_POINTS, PLATEAU_OCTAVES, memory_plateau_reached, stopping_point,
 };
+pub use plausible::{implausible_bandwidths, implausible_note};
 pub use timer::{
     Timer, TimerSource, add_latency_ns, allowed_cpus, context_switches, monotonic_raw_ns,
     pin_current_thread, undisturbed_samples,

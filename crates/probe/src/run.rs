@@ -23,6 +23,7 @@ use crate::levels::{
     MIN_L1I_RATIO, SHUFFLED_CURVE, assign_levels, cache_knees, level_caches, shuffled_walk_sizes,
 };
 use crate::plateau::memory_plateau_reached;
+use crate::plausible::{implausible_bandwidths, implausible_note};
 use crate::simd::Simd;
 use crate::streaming::{
     STREAMING_CURVE, STREAMING_UNIT, ns_per_line, streaming_knee, streaming_note, streaming_spans,
@@ -178,10 +179,13 @@ pub fn run_probe(
         if simd.has_fma() { " + FMA" } else { "" }
     ));
     let mut bandwidth = Vec::new();
+    let mut implausible = Vec::new();
     let kernels_started = Instant::now();
     if !stop.load(Ordering::Relaxed) {
         progress("bandwidth", 0.8);
         bandwidth = bandwidths(machine, &caches, &cpus, simd, &budget, stop)?;
+        implausible = implausible_bandwidths(&bandwidth);
+        notes.extend(implausible.iter().map(implausible_note));
         notes.push(format!(
             "phase times: bandwidth {:.1} s",
             kernels_started.elapsed().as_secs_f64()
@@ -231,6 +235,7 @@ pub fn run_probe(
             core_hz: Some(core_clock.hz),
             memory_latency_ns,
             add_latency_ns: Some(add_latency_ns),
+            implausible,
         },
         timer,
         core_clock,
@@ -1285,6 +1290,7 @@ mod tests {
             core_hz: Some(3.244e9),
             memory_latency_ns: Some(128.2),
             add_latency_ns: Some(0.93),
+            implausible: Vec::new(),
         });
         let text = to_toml(&machine).unwrap();
         assert!(

@@ -356,6 +356,40 @@ fn explain_missing_bandwidth(e: RooflineError, request: &RooflineRequest<'_>) ->
     }
 }
 
+/// Warns once when a bandwidth the ceilings took is one that `probe` flagged as implausible
+/// (a loaded machine's): a run of a ceiling's level and thread count whose figure the ceiling
+/// holds, as its bandwidth, its store ports' or one of its mixes'.
+fn warn_implausible(
+    measured: &loopscope_machine::Measured,
+    ceilings: &Ceilings,
+    threads: Option<u32>,
+    name: &str,
+    listener: &dyn Listener,
+) {
+    let same = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(b.abs());
+    let reasons: Vec<&str> = measured
+        .bandwidth
+        .iter()
+        .filter(|run| threads.is_none_or(|t| t == run.threads))
+        .filter(|run| {
+            ceilings.levels.iter().any(|c| {
+                c.level.to_string() == run.level
+                    && (matches!(c.bandwidth, crate::BandwidthFn::Constant { gb_per_s } if same(gb_per_s, run.gb_per_s))
+                        || c.store.as_ref().is_some_and(|s| same(s.gb_per_s, run.gb_per_s))
+                        || c.mixes.iter().any(|m| same(m.gb_per_s, run.gb_per_s)))
+            })
+        })
+        .filter_map(|run| measured.implausible_reason(run))
+        .collect();
+    if !reasons.is_empty() {
+        listener.warn(&format!(
+            "{name}: probe found bandwidths it uses implausible ({}): the prediction inherits \
+             a loaded machine's figures; rerun `loopscope probe --out {name}` on a quiet machine",
+            reasons.join("; ")
+        ));
+    }
+}
+
 /// Sets the access volumes of `--volume` on the levels the kernel moves data through.
 fn set_volumes(traffic: &mut Traffic, text: &str) -> Result<(), RooflineError> {
     for (level, bytes) in parse_volumes(text)? {
@@ -788,6 +822,7 @@ fn machine_ceilings(
     if let Some(measured) = &machine.measured {
         // L1's bandwidth at the width the build uses: a default build's is the baseline's.
         ceilings.add_measured(measured, threads, name, build.vector_bytes)?;
+        warn_implausible(measured, &ceilings, threads, name, listener);
         if let Some(ns) = measured.add_latency_ns {
             ceilings.set_add_latency(ns, format!("{name}: measured"))?;
         }
