@@ -210,7 +210,10 @@ fn level_table(analysis: &Analysis) -> Table {
                 number(analysis.traffic.chained_adds as f64 / iterations)
             ),
             String::new(),
-            format!("{} ns/add", number(latency.ns)),
+            match analysis.ceilings.chain_threads {
+                0 | 1 => format!("{} ns/add", number(latency.ns)),
+                threads => format!("{} ns/add, {threads} threads", number(latency.ns)),
+            },
             format_seconds(time_s / iterations),
             String::new(),
         ]);

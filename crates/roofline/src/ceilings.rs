@@ -112,6 +112,9 @@ pub struct Ceilings {
     pub levels: Vec<LevelCeiling>,
     /// Latency of a dependent floating-point addition, for kernels that sum in order.
     pub add_latency: Option<AddLatency>,
+    /// Threads the kernel's iterations are split over (those the bandwidths and peak were
+    /// measured with): each runs its share of the dependency chains beside the others.
+    pub chain_threads: u32,
 }
 
 /// How long one floating-point addition takes when it needs the result of the one before.
@@ -144,6 +147,7 @@ impl Ceilings {
             peak_source: peak_source.into(),
             levels: Vec::new(),
             add_latency: None,
+            chain_threads: 1,
         })
     }
 

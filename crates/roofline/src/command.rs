@@ -712,6 +712,7 @@ fn ceilings(
         let mut updated = Ceilings::new(peak, effective, flags).map_err(|e| within(flags, e))?;
         updated.levels = std::mem::take(&mut ceilings.levels);
         updated.add_latency = ceilings.add_latency.take();
+        updated.chain_threads = ceilings.chain_threads;
         ceilings = updated;
     }
     if let Some(text) = request.bandwidth {
@@ -819,6 +820,7 @@ fn machine_ceilings(
         name
     };
     let mut ceilings = Ceilings::new(peak, effective, source).map_err(|e| within(blamed, e))?;
+    ceilings.chain_threads = peak_threads.unwrap_or(1).max(1);
     if let Some(measured) = &machine.measured {
         // L1's bandwidth at the width the build uses: a default build's is the baseline's.
         ceilings.add_measured(measured, threads, name, build.vector_bytes)?;

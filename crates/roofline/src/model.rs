@@ -131,7 +131,10 @@ pub fn predict(traffic: &Traffic, ceilings: &Ceilings) -> Result<Prediction, Roo
         .add_latency
         .as_ref()
         .filter(|_| traffic.chained_adds > 0)
-        .map(|latency| traffic.chained_adds as f64 * latency.ns * 1e-9);
+        .map(|latency| {
+            traffic.chained_adds as f64 * latency.ns * 1e-9
+                / f64::from(ceilings.chain_threads.max(1))
+        });
     if let Some(chain) = chain_time_s.filter(|&t| t > time_s) {
         (limit, time_s) = (Limit::Chain, chain);
     }

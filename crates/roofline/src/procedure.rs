@@ -365,21 +365,23 @@ fn explain_chain(analysis: &mut Analysis) {
     };
     let prediction = &analysis.prediction;
     let recurrence = analysis.traffic.recurrence_adds;
+    let each = match analysis.ceilings.chain_threads {
+        0 | 1 => format!("{:.3} ns each", latency.ns),
+        threads => format!("{:.3} ns each, {threads} threads side by side", latency.ns),
+    };
     if prediction.limit == Limit::Chain && analysis.traffic.chain_is_recurrence() {
         analysis.notes.push(format!(
             "chain-bound: each iteration reads back what an earlier one stored (a recurrence \
-             through memory): {:.3} dependent operations per iteration at {:.3} ns each outlast \
+             through memory): {:.3} dependent operations per iteration at {each} outlast \
              every bandwidth and Peff; only an update order without that dependence lifts \
              this limit (for Gauss-Seidel: red-black ordering or a wavefront)",
             recurrence as f64 / analysis.traffic.iterations as f64,
-            latency.ns
         ));
     } else if prediction.limit == Limit::Chain {
         analysis.notes.push(format!(
-            "chain-bound: {per_iteration:.3} dependent additions per iteration at {:.3} ns each \
+            "chain-bound: {per_iteration:.3} dependent additions per iteration at {each} \
              outlast every bandwidth and Peff; several partial sums written in the source would \
              lift this limit (-ffast-math lets gcc keep one vector of them)",
-            latency.ns
         ));
     }
 }
