@@ -452,7 +452,7 @@ fn machine_files_are_checked_on_read_naming_file_and_key() {
         (
             "sets = 64",
             "sets = 60",
-            "`caches[0].sets` (L1d) is 60, but sets × ways",
+            "`caches[0].sets` (L1d) is 60: expected size_bytes / (ways × line_bytes)",
         ),
         ("cores = 2", "cores = 0", "`cores` is 0"),
         (

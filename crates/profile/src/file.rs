@@ -252,6 +252,23 @@ mod tests {
     }
 
     #[test]
+    fn measured_rates_read_back_bit_for_bit() {
+        // A value JSON's fast float parsing reads one unit in the last place off.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.profile");
+        let mut profile = sample_profile();
+        let Recording::Ptrace(run) = &mut profile.recording else {
+            unreachable!("sample_profile is exact")
+        };
+        run.tsc_hz = 2.985_533_242_791_534_6;
+        profile.write(&path).unwrap();
+        let Recording::Ptrace(back) = Profile::read(&path).unwrap().recording else {
+            panic!("an exact profile reads back exact")
+        };
+        assert_eq!(back.tsc_hz.to_bits(), 2.985_533_242_791_534_6_f64.to_bits());
+    }
+
+    #[test]
     fn a_written_profile_reads_back_and_leaves_no_temporary() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("p.profile");
