@@ -1,6 +1,8 @@
 //! Views of a loop profile (`loopscope report`): the loop-call-context tree as text (spec 004
 //! §8.7), the same summed per loop, and Graphviz DOT with the paper's conventions (§3.8).
 
+use std::collections::{HashMap, HashSet};
+
 use loopscope_binary::Frame;
 use loopscope_profile::{ProfileReport, TreeNode};
 
@@ -67,7 +69,63 @@ pub fn source_text(file: Option<&str>, line: Option<u32>, inlined: &[Frame]) -> 
     Some(text)
 }
 
-fn name_cell(node: &TreeNode, depth: usize, layout: &TextLayout) -> String {
+/// How a view names functions: shortened as `layout` says, except that two functions the
+/// shortening would make look alike are told apart. Names that shorten alike (two
+/// instantiations of one template) are shown whole, and a name met in more than one object (a
+/// function in two libraries) is followed by its object's file name.
+struct Naming {
+    whole: HashSet<String>,
+    in_several_objects: HashSet<String>,
+}
+
+impl Naming {
+    fn of(tree: &TreeNode, layout: &TextLayout) -> Naming {
+        let mut shortened: HashMap<String, HashSet<&str>> = HashMap::new();
+        let mut objects: HashMap<&str, HashSet<Option<&str>>> = HashMap::new();
+        let mut stack = vec![tree];
+        while let Some(node) = stack.pop() {
+            stack.extend(&node.children);
+            if node.kind == "loop" || node.kind == "root" {
+                continue;
+            }
+            shortened
+                .entry(fit_name(&node.name, layout, None))
+                .or_default()
+                .insert(&node.name);
+            objects
+                .entry(&node.name)
+                .or_default()
+                .insert(node.object.as_deref());
+        }
+        Naming {
+            whole: shortened
+                .into_values()
+                .filter(|names| names.len() > 1)
+                .flatten()
+                .map(str::to_owned)
+                .collect(),
+            in_several_objects: objects
+                .into_iter()
+                .filter(|(_, objects)| objects.len() > 1)
+                .map(|(name, _)| name.to_owned())
+                .collect(),
+        }
+    }
+
+    fn name(&self, name: &str, object: Option<&str>, layout: &TextLayout) -> String {
+        let shown = if self.whole.contains(name) {
+            name.to_owned()
+        } else {
+            fit_name(name, layout, None)
+        };
+        match object.filter(|_| self.in_several_objects.contains(name)) {
+            Some(object) => format!("{shown} ({})", object.rsplit('/').next().unwrap_or(object)),
+            None => with_library(&shown, object),
+        }
+    }
+}
+
+fn name_cell(node: &TreeNode, depth: usize, naming: &Naming, layout: &TextLayout) -> String {
     let tag = match node.kind {
         "loop" => "[L]",
         "root" => "",
@@ -81,7 +139,7 @@ fn name_cell(node: &TreeNode, depth: usize, layout: &TextLayout) -> String {
             if node.irreducible { " irr" } else { "" }
         )
     } else {
-        with_library(&fit_name(&node.name, layout, None), node.object.as_deref())
+        naming.name(&node.name, node.object.as_deref(), layout)
     };
     format!("{}{tag} {name}", "  ".repeat(depth))
         .trim_end()
@@ -168,9 +226,10 @@ pub fn render_profile_tree(
     for c in 1..columns - 1 {
         table = table.align(c, Align::Right);
     }
+    let naming = Naming::of(&report.tree, layout);
     let mut rows = Vec::new();
     walk(&report.tree, 0, filter, &mut |node, depth| {
-        rows.push(tree_row(node, depth, sampled, layout))
+        rows.push(tree_row(node, depth, sampled, &naming, layout))
     });
     for row in rows {
         table.row(row);
@@ -193,9 +252,15 @@ fn walk(
     }
 }
 
-fn tree_row(node: &TreeNode, depth: usize, sampled: bool, layout: &TextLayout) -> Vec<String> {
+fn tree_row(
+    node: &TreeNode,
+    depth: usize,
+    sampled: bool,
+    naming: &Naming,
+    layout: &TextLayout,
+) -> Vec<String> {
     let mut row = vec![
-        name_cell(node, depth, layout),
+        name_cell(node, depth, naming, layout),
         percent(node.self_share),
         percent(node.inclusive_share),
     ];
@@ -301,14 +366,17 @@ pub fn render_profile_by_loop(
     for c in 1..columns - 1 {
         table = table.align(c, Align::Right);
     }
+    let naming = Naming::of(&report.tree, layout);
     for (key, s) in sums {
         if filter == NodeFilter::Hot && s.inclusive_share < report.hot_threshold {
             continue;
         }
-        let name = key.split('\u{0}').next().unwrap_or("").to_owned();
+        let mut parts = key.split('\u{0}');
+        let name = parts.next().unwrap_or("").to_owned();
+        let object = parts.next().filter(|o| !o.is_empty());
         let name = match &s.function {
-            Some(f) if s.kind == "loop" => format!("{name} in {}", fit_name(f, layout, None)),
-            _ => with_library(&fit_name(&name, layout, None), key.split('\u{0}').nth(1)),
+            Some(f) if s.kind == "loop" => format!("{name} in {}", naming.name(f, object, layout)),
+            _ => naming.name(&name, object, layout),
         };
         let mut row = vec![
             format!("{} {name}", if s.kind == "loop" { "[L]" } else { "[F]" }),
@@ -404,5 +472,66 @@ mod tests {
             "func_0x1060",
             "the program's own functions need no object"
         );
+    }
+
+    fn function(name: &str, object: &str, children: Vec<TreeNode>) -> TreeNode {
+        TreeNode {
+            kind: "function",
+            name: name.into(),
+            loop_id: None,
+            node_id: 0,
+            irreducible: false,
+            file: None,
+            line: None,
+            inlined: Vec::new(),
+            object: Some(object.into()),
+            function: None,
+            self_s: 0.0,
+            inclusive_s: 0.0,
+            self_share: 0.0,
+            inclusive_share: 0.0,
+            share_error: None,
+            self_cycles: None,
+            inclusive_cycles: None,
+            self_samples: None,
+            entries: None,
+            iterations: None,
+            trips: None,
+            hot: true,
+            children,
+        }
+    }
+
+    #[test]
+    fn functions_that_would_look_alike_are_told_apart() {
+        let int = "int pow_sum<int, 5>(std::vector<int> const&)";
+        let double = "double pow_sum<double, 3>(std::vector<double> const&)";
+        let tree = function(
+            "main",
+            "/tmp/app",
+            vec![
+                function(int, "/tmp/app", Vec::new()),
+                function(double, "/tmp/app", Vec::new()),
+                function("std::sort<int*>(int*, int*)", "/tmp/app", Vec::new()),
+                function("hot_kernel", "/tmp/libhot.so", Vec::new()),
+                function("hot_kernel", "/tmp/libhot2.so", Vec::new()),
+            ],
+        );
+        let layout = TextLayout {
+            width: None,
+            full_names: false,
+        };
+        let naming = Naming::of(&tree, &layout);
+        // Both shorten to `pow_sum<…>(…)`: shown whole.
+        assert_eq!(naming.name(int, Some("/tmp/app"), &layout), int);
+        assert_eq!(
+            naming.name("std::sort<int*>(int*, int*)", Some("/tmp/app"), &layout),
+            "std::sort<…>(…)"
+        );
+        assert_eq!(
+            naming.name("hot_kernel", Some("/tmp/libhot2.so"), &layout),
+            "hot_kernel (libhot2.so)"
+        );
+        assert_eq!(naming.name("main", Some("/tmp/app"), &layout), "main");
     }
 }
