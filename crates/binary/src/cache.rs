@@ -19,7 +19,7 @@ use crate::program::{Options, Program};
 
 /// Bumped whenever [`Program`]'s layout changes, so old cache files are not misread, and
 /// whenever the analysis finds something else in the same binary, so old results are redone.
-const FORMAT_VERSION: u32 = 4;
+const FORMAT_VERSION: u32 = 5;
 
 /// The cache file name for this binary and these options.
 pub fn cache_file_name(image: &Image, options: &Options) -> Result<String, BinaryError> {

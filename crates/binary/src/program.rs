@@ -50,18 +50,20 @@ pub struct Loop {
     pub header: u64,
     /// Index of the header block.
     pub header_block: u32,
-    /// Source file of the header in the function's own code: when the header is inlined code,
-    /// the file of the outermost call site (the user's source, not the inlined header file,
-    /// which is the first frame of `inlined`).
+    /// Source file of the loop's line in the function's own code: for inlined code, the file of
+    /// the outermost call site (the user's source, not the inlined header file, which is the
+    /// first frame of `inlined`).
     pub file: Option<String>,
-    /// Source line of the header (of the outermost call site when it is inlined code).
+    /// Source line of the loop's own test (of the branches that leave it, the one on the
+    /// smallest line), else of its header; of the outermost call site for inlined code.
     pub line: Option<u32>,
-    /// Smallest line of the loop's code in `file` (at -O2 the header is often the latch); `line`
-    /// when none of the loop's code is in `file` itself (all of it inlined).
+    /// Smallest line of the loop's code in `file`, less code scheduled into it from before the
+    /// loop; `line` when none of the loop's code is in `file` itself (all of it inlined).
     pub line_min: Option<u32>,
     /// Largest line of the loop's code in `file`.
     pub line_max: Option<u32>,
-    /// The header's inlined call chain, innermost first, when it is inlined code.
+    /// The inlined call chain at the loop's line, innermost first, when that is inlined code
+    /// (or its header is, called from the loop's line).
     pub inlined: Vec<Frame>,
     /// Number of blocks, nested loops included.
     pub blocks: u64,

@@ -1,11 +1,12 @@
-//! How `loops` and `report` label and order loops: tree order, kind spelling, and the user's
-//! source line of a loop whose header is inlined code, read alike in every output.
+//! How `loops` and `report` label and order loops: tree order, kind spelling, the user's source
+//! line of a loop whose header is inlined code, read alike in every output, and the line of each
+//! loop's own statement once the compiler has rotated and interleaved a nest.
 
 mod common;
 
 use std::process::Command;
 
-use common::{compile_fixture, loopscope, stderr, stdout};
+use common::{compile_fixture, compile_fixture_with, loopscope, stderr, stdout};
 
 #[test]
 fn loops_are_listed_parent_first_with_the_json_kind_spelling() {
@@ -196,4 +197,68 @@ fn an_inlined_header_reads_alike_in_every_output() {
     assert!(mix.status.success(), "{}", stderr(&mix));
     let text = stdout(&mix);
     assert!(text.contains(&label), "{label} not in the mix:\n{text}");
+}
+
+/// The line of the `LOOP name` marker in `loop_lines.c`.
+fn loop_line(name: &str) -> u64 {
+    let source =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/loop_lines.c");
+    let text = std::fs::read_to_string(source).unwrap();
+    let at = text
+        .lines()
+        .position(|l| l.contains(&format!("/* LOOP {name} ")));
+    at.unwrap_or_else(|| panic!("no LOOP {name} marker")) as u64 + 1
+}
+
+#[test]
+fn each_optimised_loop_is_labelled_with_its_own_statement() {
+    for level in ["-O1", "-O2", "-O3"] {
+        let dir = tempfile::tempdir().unwrap();
+        let Some(bin) = compile_fixture_with("loop_lines.c", dir.path(), &[level]) else {
+            return;
+        };
+        let json = loopscope(["loops", bin.to_str().unwrap(), "--json"]);
+        assert!(json.status.success(), "{}", stderr(&json));
+        let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+        let loops_of = |name: &str| -> Vec<serde_json::Value> {
+            let f = json["functions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|f| f["name"] == name);
+            let f = f.unwrap_or_else(|| panic!("{level}: no function {name}"));
+            f["loops"].as_array().unwrap().clone()
+        };
+        // (line, first line of the range, last line of the range) of each loop.
+        let place = |l: &serde_json::Value| {
+            (
+                l["line"].as_u64().unwrap(),
+                l["line_min"].as_u64().unwrap(),
+                l["line_max"].as_u64().unwrap(),
+            )
+        };
+
+        let nest = loops_of("matmul");
+        assert_eq!(nest.len(), 3, "{level}: {nest:?}");
+        // From the k loop's body to the j loop's store after it.
+        let body = loop_line("k") + 1..=loop_line("k") + 2;
+        for (depth, name) in [(1, "i"), (2, "j"), (3, "k")] {
+            let l = nest.iter().find(|l| l["depth"] == depth).unwrap();
+            let (line, min, max) = place(l);
+            assert_eq!(line, loop_line(name), "{level}: loop {name}: {l}");
+            // The range starts at the loop's own statement and holds its body.
+            assert_eq!(min, line, "{level}: loop {name}: {l}");
+            assert!(body.contains(&max), "{level}: loop {name}: {l}");
+        }
+        for (function, name) in [("dot", "dot"), ("main", "init")] {
+            let loops = loops_of(function);
+            assert_eq!(loops.len(), 1, "{level}: {loops:?}");
+            let (line, min, _) = place(&loops[0]);
+            assert_eq!(
+                (line, min),
+                (loop_line(name), loop_line(name)),
+                "{level}: {loops:?}"
+            );
+        }
+    }
 }
