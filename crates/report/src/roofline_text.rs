@@ -211,8 +211,10 @@ fn level_table(analysis: &Analysis) -> Table {
             ),
             String::new(),
             match analysis.ceilings.chain_threads {
-                0 | 1 => format!("{} ns/add", number(latency.ns)),
-                threads => format!("{} ns/add, {threads} threads", number(latency.ns)),
+                threads if threads > 1 && !analysis.traffic.chain_is_recurrence() => {
+                    format!("{} ns/add, {threads} threads", number(latency.ns))
+                }
+                _ => format!("{} ns/add", number(latency.ns)),
             },
             format_seconds(time_s / iterations),
             String::new(),

@@ -535,7 +535,11 @@ for(int i=0; i<N; ++i)
         assert_eq!(recurrences(update, 10), (0, 0));
     }
 
-    fn matvec_analysis(latency_ns: Option<f64>, threads: u32) -> crate::Analysis {
+    fn matvec_analysis(
+        latency_ns: Option<f64>,
+        threads: u32,
+        recurrence_adds: u64,
+    ) -> crate::Analysis {
         let traffic = crate::Traffic {
             levels: vec![crate::LevelTraffic {
                 level: crate::Level::Memory,
@@ -548,7 +552,7 @@ for(int i=0; i<N; ++i)
             l1: None,
             word_bytes: 8,
             chained_adds: 1000,
-            recurrence_adds: 0,
+            recurrence_adds,
         };
         let mut ceilings = crate::Ceilings::new(40.0, 20.0, "test").unwrap();
         let memory = crate::BandwidthFn::Constant { gb_per_s: 40.0 };
@@ -565,7 +569,7 @@ for(int i=0; i<N; ++i)
     #[test]
     fn a_chain_longer_than_every_transfer_limits_the_prediction() {
         // Memory: 8 B / 40 GB/s = 0.2 ns per iteration; the chain: one 0.8 ns addition.
-        let analysis = matvec_analysis(Some(0.8), 1);
+        let analysis = matvec_analysis(Some(0.8), 1, 0);
         let p = &analysis.prediction;
         assert_eq!(p.limit, crate::Limit::Chain);
         assert!((p.time_per_iteration_s - 0.8e-9).abs() < 1e-15);
@@ -573,7 +577,7 @@ for(int i=0; i<N; ++i)
         // The classic roofline does not see it.
         assert!((analysis.classic.gflops - 10.0).abs() < 1e-9);
         // A short latency leaves memory in charge.
-        let fast = matvec_analysis(Some(0.1), 1);
+        let fast = matvec_analysis(Some(0.1), 1, 0);
         assert_eq!(
             fast.prediction.limit,
             crate::Limit::Level(crate::Level::Memory)
@@ -584,16 +588,20 @@ for(int i=0; i<N; ++i)
     fn threads_run_their_shares_of_the_chains_side_by_side() {
         // The 1000 additions of 0.4 ns split over 4 threads: 0.1 ns per iteration, below
         // memory's 0.2 ns, which on one thread they would outlast.
-        let analysis = matvec_analysis(Some(0.4), 4);
+        let analysis = matvec_analysis(Some(0.4), 4, 0);
         let chain = analysis.prediction.chain_time_s.unwrap();
         assert!((chain - 1000.0 * 0.4e-9 / 4.0).abs() < 1e-15, "{chain}");
         assert_eq!(
             analysis.prediction.limit,
             crate::Limit::Level(crate::Level::Memory)
         );
-        let alone = matvec_analysis(Some(0.4), 1);
+        let alone = matvec_analysis(Some(0.4), 1, 0);
         assert_eq!(alone.prediction.limit, crate::Limit::Chain);
-        let bound = matvec_analysis(Some(1.6), 4);
+        // A recurrence through memory is no parallel loop: its chain stays whole.
+        let recurrence = matvec_analysis(Some(0.4), 4, 1000);
+        let whole = recurrence.prediction.chain_time_s.unwrap();
+        assert!((whole - 1000.0 * 0.4e-9).abs() < 1e-15, "{whole}");
+        let bound = matvec_analysis(Some(1.6), 4, 0);
         assert_eq!(bound.prediction.limit, crate::Limit::Chain);
         assert!(
             bound
@@ -607,7 +615,7 @@ for(int i=0; i<N; ++i)
 
     #[test]
     fn without_a_latency_the_chain_is_a_warning_not_a_guess() {
-        let analysis = matvec_analysis(None, 1);
+        let analysis = matvec_analysis(None, 1, 0);
         assert_eq!(analysis.prediction.chain_time_s, None);
         assert!(
             analysis

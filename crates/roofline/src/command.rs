@@ -709,11 +709,14 @@ fn ceilings(
             .effective_gflops
             .unwrap_or(ceilings.effective_gflops.min(peak));
         let flags = "--peak-gflops/--effective-gflops";
-        let mut updated = Ceilings::new(peak, effective, flags).map_err(|e| within(flags, e))?;
-        updated.levels = std::mem::take(&mut ceilings.levels);
-        updated.add_latency = ceilings.add_latency.take();
-        updated.chain_threads = ceilings.chain_threads;
-        ceilings = updated;
+        // Checked as new ceilings; everything but the peaks is kept.
+        let checked = Ceilings::new(peak, effective, flags).map_err(|e| within(flags, e))?;
+        ceilings = Ceilings {
+            peak_gflops: checked.peak_gflops,
+            effective_gflops: checked.effective_gflops,
+            peak_source: checked.peak_source,
+            ..ceilings
+        };
     }
     if let Some(text) = request.bandwidth {
         for (level, bandwidth) in parse_bandwidths(text)? {

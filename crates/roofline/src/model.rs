@@ -131,10 +131,7 @@ pub fn predict(traffic: &Traffic, ceilings: &Ceilings) -> Result<Prediction, Roo
         .add_latency
         .as_ref()
         .filter(|_| traffic.chained_adds > 0)
-        .map(|latency| {
-            traffic.chained_adds as f64 * latency.ns * 1e-9
-                / f64::from(ceilings.chain_threads.max(1))
-        });
+        .map(|latency| chain_adds_per_thread(traffic, ceilings) * latency.ns * 1e-9);
     if let Some(chain) = chain_time_s.filter(|&t| t > time_s) {
         (limit, time_s) = (Limit::Chain, chain);
     }
@@ -296,4 +293,13 @@ fn rate_gflops(flops: u64, time_s: f64) -> f64 {
     } else {
         flops as f64 / time_s / 1e9
     }
+}
+
+/// The chained additions one thread waits for: the in-order sums are split over the threads
+/// as their iterations are, while a recurrence through memory (a prefix sum, Gauss-Seidel) is
+/// no parallel loop as written and stays whole.
+fn chain_adds_per_thread(traffic: &Traffic, ceilings: &Ceilings) -> f64 {
+    let recurrences = traffic.recurrence_adds.min(traffic.chained_adds);
+    let sums = traffic.chained_adds - recurrences;
+    sums as f64 / f64::from(ceilings.chain_threads.max(1)) + recurrences as f64
 }

@@ -372,10 +372,11 @@ fn explain_chain(analysis: &mut Analysis) {
     if prediction.limit == Limit::Chain && analysis.traffic.chain_is_recurrence() {
         analysis.notes.push(format!(
             "chain-bound: each iteration reads back what an earlier one stored (a recurrence \
-             through memory): {:.3} dependent operations per iteration at {each} outlast \
+             through memory): {:.3} dependent operations per iteration at {:.3} ns each outlast \
              every bandwidth and Peff; only an update order without that dependence lifts \
              this limit (for Gauss-Seidel: red-black ordering or a wavefront)",
             recurrence as f64 / analysis.traffic.iterations as f64,
+            latency.ns
         ));
     } else if prediction.limit == Limit::Chain {
         analysis.notes.push(format!(
