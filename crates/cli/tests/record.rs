@@ -205,6 +205,42 @@ fn sampling_follows_a_child_that_outlives_its_parent() {
 }
 
 #[test]
+fn sampling_does_not_wait_for_a_daemon_the_program_started() {
+    if !perf_events_allowed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(binary) = common::compile_fixture("daemon.c", dir.path()) else {
+        return;
+    };
+    let pid_file = dir.path().join("daemon.pid");
+    let profile = dir.path().join("daemon.profile");
+    let started = std::time::Instant::now();
+    record(
+        &["--backend", "sample"],
+        &binary,
+        &[&pid_file.display().to_string()],
+        &profile,
+    );
+    let waited = started.elapsed();
+    // The daemon sleeps 60 s; stop it whatever the outcome.
+    for _ in 0..100 {
+        if let Some(pid) = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|t| t.trim().parse::<i32>().ok())
+        {
+            let _ = Command::new("kill").arg(pid.to_string()).status();
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        waited.as_secs() < 30,
+        "record waited {waited:?} for the daemon"
+    );
+}
+
+#[test]
 fn dot_renders_with_graphviz() {
     let dir = tempfile::tempdir().unwrap();
     let Some(binary) = compile("nest.c", dir.path()) else {

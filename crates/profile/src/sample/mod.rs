@@ -414,7 +414,8 @@ fn watch(
 
 /// Keeps reading while processes the target started still run after its first process ended
 /// (a launcher, a parent that returns before its children): their samples are the run's too.
-/// On `stop` they get a SIGINT, and are given up on [`INTERRUPT_GRACE`] later.
+/// A process that left the session (a daemon, after `setsid`) is not waited for: it may run
+/// for ever. On `stop` the others get a SIGINT, and are given up on [`INTERRUPT_GRACE`] later.
 fn follow_descendants(
     rings: &mut events::Rings,
     queue: &mut records::Queue,
@@ -422,20 +423,24 @@ fn follow_descendants(
     stop: &AtomicBool,
     mut interrupted_at: Option<std::time::Instant>,
 ) -> Result<(), ProfileError> {
+    let session = crate::procfs::session_of(std::process::id() as i32);
     loop {
         // A lost exit record would keep a process listed for ever: the process table says
         // whether it still runs.
         let running: Vec<u32> = tracker
             .running_descendants()
-            .filter(|&p| crate::procfs::alive(p as i32))
+            .filter(|&p| {
+                crate::procfs::alive(p as i32) && crate::procfs::session_of(p as i32) == session
+            })
             .collect();
         if running.is_empty() {
             return Ok(());
         }
         if stop.load(Ordering::Relaxed) && interrupted_at.is_none() {
             for &pid in &running {
-                // SAFETY: kill takes plain integers; the pid ran in the target's tree a poll
-                // ago, and a process that has exited since only makes kill fail.
+                // SAFETY: kill takes plain integers. The pid was a live process of the
+                // target's session a poll (20 ms) ago; its number being reused within that
+                // window is the one way this interrupt could reach another process.
                 unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) };
             }
             interrupted_at = Some(std::time::Instant::now());
