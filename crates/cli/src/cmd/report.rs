@@ -321,8 +321,8 @@ fn write_html(
 }
 
 /// The `record` command that makes `profile` again into `path`, quoted for a shell: with the
-/// flags the profile stores, or for a profile written before they were stored, the back-end
-/// alone (the one flag known from the recording).
+/// flags the profile stores, or, for a profile that stores none, the back-end alone (the one
+/// flag known from the recording).
 fn record_command(profile: &Profile, path: &str) -> String {
     let backend = [
         "--backend".to_owned(),

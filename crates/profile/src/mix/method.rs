@@ -19,8 +19,8 @@ pub enum InstrType {
     Br,
     /// Everything else.
     Int,
-    /// Instructions on vector registers of any width (128, 256 or 512 bits): scalar SSE and
-    /// AVX arithmetic (`addsd`) and moves included, as spec 001 §6.4 defines it.
+    /// Instructions on vector registers of any width (128, 256 or 512 bits), scalar
+    /// floating-point arithmetic (`addsd`) excepted: scalar moves (`movsd`) and shuffles count.
     Simd,
     /// 128-bit vector instructions.
     Simd128,
@@ -31,7 +31,8 @@ pub enum InstrType {
     /// Fused multiply-adds.
     Fma,
     /// Packed floating-point arithmetic (`addpd`, `vmulps`, `vfmadd231pd ymm`): the
-    /// vectorised share, which `simd` does not tell apart from scalar SSE.
+    /// vectorised share, which `simd` does not tell apart from scalar moves into vector
+    /// registers.
     #[serde(rename = "vector_fp")]
     VectorFp,
 }
