@@ -170,7 +170,7 @@ pub struct MissLine {
 pub struct LoopLine {
     /// `loop 9 in jacobi`.
     pub name: String,
-    /// `stencil.c:70`.
+    /// `stencil.c:68`.
     pub source: String,
     /// Inclusive share of the run.
     pub share: f64,
