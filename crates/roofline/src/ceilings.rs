@@ -242,7 +242,7 @@ impl Ceilings {
     /// Takes every level's bandwidth from `probe`'s measurements; see [`best_bandwidths`].
     /// Caches beyond L1 also take probe's kernels by write share, when it timed several with
     /// the same threads ([`LevelCeiling::mixes`]). L1 takes probe's `load` and `store` runs as
-    /// its ports, both at one vector width ([`l1_ports`]): `l1_vector_bytes`, the width the
+    /// its ports, both at one vector width (`l1_ports`): `l1_vector_bytes`, the width the
     /// kernel is built for, when probe timed both there (L1's bandwidth depends on it).
     pub fn add_measured(
         &mut self,

@@ -49,7 +49,7 @@ pub struct LevelTime {
     pub store_bandwidth_gb_per_s: Option<f64>,
     /// The share of written bytes the bandwidth was taken at, when the level's bandwidth
     /// depends on it (probe's kernels by write share): the level's own, or for a level the
-    /// kernel moves no bytes through, the kernel's share beyond L1 ([`untouched_share`]).
+    /// kernel moves no bytes through, the kernel's share beyond L1 (`untouched_share`).
     pub write_share: Option<f64>,
     /// t_L = D_L / B_L over all iterations.
     pub time_s: f64,
