@@ -602,11 +602,6 @@ impl Parser {
     /// Records a statement: its references in execution order, its FLOPs and the scalars it
     /// reads and assigns.
     fn finish_statement(&mut self, target: Target, op: char, rhs: Expr, pos: Pos) -> Node {
-        let mut refs = Vec::new();
-        collect_reads(&rhs, &mut refs);
-        for (i, r) in refs.iter_mut().enumerate() {
-            r.ordinal = i as u32 + 1;
-        }
         let mut flops = Flops::default();
         let rhs_float = count_flops(&rhs, &self.kernel.arrays, &mut flops);
         let target_float = match &target {
@@ -615,14 +610,19 @@ impl Parser {
         };
         let compound_float = op != '=' && (target_float || rhs_float);
         let mut scalar_reads = Vec::new();
+        let mut refs = Vec::new();
         let mut ref_depths = Vec::new();
         let rhs_depth = u32::from(compound_float);
-        let mut reads = Depths {
+        let mut reads = Reads {
             arrays: &self.kernel.arrays,
             scalars: &mut scalar_reads,
-            refs: &mut ref_depths,
+            refs: &mut refs,
+            ref_depths: &mut ref_depths,
         };
         reads.collect(&rhs, rhs_depth);
+        for (i, r) in refs.iter_mut().enumerate() {
+            r.ordinal = i as u32 + 1;
+        }
         let mut scalar_target = None;
         if let Target::Scalar(name) = &target {
             if op != '=' {
@@ -1015,42 +1015,35 @@ fn is_keyword(name: &str) -> bool {
     )
 }
 
-/// Array reads of `e`, left to right. Subscript expressions were checked affine when parsed.
-fn collect_reads(e: &Expr, out: &mut Vec<Reference>) {
-    match e {
-        Expr::Index(array, subs, pos) => out.push(Reference {
-            array: *array,
-            subscripts: subs.clone(),
-            kind: AccessKind::Read,
-            side: Side::Right,
-            ordinal: 0,
-            pos: *pos,
-        }),
-        Expr::Bin(_, l, r, _) => {
-            collect_reads(l, out);
-            collect_reads(r, out);
-        }
-        Expr::Neg(inner) => collect_reads(inner, out),
-        _ => {}
-    }
-}
-
-/// The values an expression reads, each with the floating-point operations between it and the
-/// value the expression leaves.
-struct Depths<'a> {
+/// The values an expression reads, left to right, each with the floating-point operations
+/// between it and the value the expression leaves. Subscript expressions were checked affine
+/// when parsed.
+struct Reads<'a> {
     arrays: &'a [Array],
     /// Scalars by name.
     scalars: &'a mut Vec<(String, u32)>,
-    /// Array elements, in the order of [`collect_reads`].
-    refs: &'a mut Vec<u32>,
+    /// Array elements.
+    refs: &'a mut Vec<Reference>,
+    /// The depth of each of `refs`.
+    ref_depths: &'a mut Vec<u32>,
 }
 
-impl Depths<'_> {
+impl Reads<'_> {
     /// Collects the reads of `e`, which has `depth` operations above it already.
     fn collect(&mut self, e: &Expr, depth: u32) {
         match e {
             Expr::Scalar(_, name) => self.scalars.push((name.clone(), depth)),
-            Expr::Index(..) => self.refs.push(depth),
+            Expr::Index(array, subs, pos) => {
+                self.refs.push(Reference {
+                    array: *array,
+                    subscripts: subs.clone(),
+                    kind: AccessKind::Read,
+                    side: Side::Right,
+                    ordinal: 0,
+                    pos: *pos,
+                });
+                self.ref_depths.push(depth);
+            }
             Expr::Bin(_, l, r, _) => {
                 let inner = depth + u32::from(count_flops(e, self.arrays, &mut Flops::default()));
                 self.collect(l, inner);
