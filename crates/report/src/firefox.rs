@@ -222,12 +222,18 @@ fn add_thread_samples(profile: &mut Profile, stacks: &mut Stacks<'_>, thread: &T
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use loopscope_profile::{Overhead, TargetExit};
     use serde_json::Value;
 
-    fn node(id: u32, kind: &'static str, name: &str, children: Vec<TreeNode>) -> TreeNode {
+    /// A tree node with no counts; a loop is `loop 5` of `main` at `/src/nest.c:28`.
+    pub(crate) fn node(
+        id: u32,
+        kind: &'static str,
+        name: &str,
+        children: Vec<TreeNode>,
+    ) -> TreeNode {
         TreeNode {
             kind,
             name: name.into(),

@@ -476,29 +476,8 @@ mod tests {
 
     fn function(name: &str, object: &str, children: Vec<TreeNode>) -> TreeNode {
         TreeNode {
-            kind: "function",
-            name: name.into(),
-            loop_id: None,
-            node_id: 0,
-            irreducible: false,
-            file: None,
-            line: None,
-            inlined: Vec::new(),
             object: Some(object.into()),
-            function: None,
-            self_s: 0.0,
-            inclusive_s: 0.0,
-            self_share: 0.0,
-            inclusive_share: 0.0,
-            share_error: None,
-            self_cycles: None,
-            inclusive_cycles: None,
-            self_samples: None,
-            entries: None,
-            iterations: None,
-            trips: None,
-            hot: true,
-            children,
+            ..crate::firefox::tests::node(0, "function", name, children)
         }
     }
 
