@@ -527,38 +527,37 @@ fn refused_value(
     reason: String,
     start: Instant,
 ) -> ValueReport {
-    let no_counts = |l: &LevelConfig| ValueLevel {
-        name: l.name.clone(),
-        accesses: None,
-        misses: None,
-        compulsory: None,
-        conflict: None,
-        conflict_fraction: None,
-        spike: false,
-        duration_s: 0.0,
-        error: None,
-    };
     ValueReport {
         value,
         refused: Some(reason),
-        levels: levels.iter().map(no_counts).collect(),
+        levels: levels
+            .iter()
+            .map(|l| ValueLevel::without_counts(l, 0.0))
+            .collect(),
         duration_s: start.elapsed().as_secs_f64(),
+    }
+}
+
+impl ValueLevel {
+    /// `level` with no counts yet, after `duration_s` of work.
+    fn without_counts(level: &LevelConfig, duration_s: f64) -> ValueLevel {
+        ValueLevel {
+            name: level.name.clone(),
+            accesses: None,
+            misses: None,
+            compulsory: None,
+            conflict: None,
+            conflict_fraction: None,
+            spike: false,
+            duration_s,
+            error: None,
+        }
     }
 }
 
 /// One level's totals over its references.
 fn value_level(level: &LevelConfig, outcome: LevelOutcome) -> ValueLevel {
-    let mut out = ValueLevel {
-        name: level.name.clone(),
-        accesses: None,
-        misses: None,
-        compulsory: None,
-        conflict: None,
-        conflict_fraction: None,
-        spike: false,
-        duration_s: outcome.duration_s,
-        error: None,
-    };
+    let mut out = ValueLevel::without_counts(level, outcome.duration_s);
     match outcome.refs {
         Err(e) => out.error = Some(e),
         Ok(refs) => {
